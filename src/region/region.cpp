@@ -4,6 +4,7 @@
 #include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -302,6 +303,19 @@ Result<Region> Region::open(const std::string& path, const OpenOptions& options)
   if (fresh) initialise(r, options.initial);
 
   return Region(path, fd.release(), r, options.lock_timeout);
+}
+
+Result<Region> Region::create_private(const InitialValues& initial) {
+  FdGuard fd{::memfd_create("vgpu-private-state", MFD_CLOEXEC)};
+  if (fd.fd < 0) return Error::from_errno("cannot create a private state region");
+  if (::ftruncate(fd.fd, static_cast<off_t>(kFileSize)) != 0) {
+    return Error::from_errno("cannot size the private state region");
+  }
+  void* mem = ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
+  if (mem == MAP_FAILED) return Error::from_errno("cannot map the private state region");
+  auto* r = static_cast<SharedRegion*>(mem);
+  initialise(r, initial);
+  return Region("(private)", fd.release(), r, std::chrono::milliseconds(5000));
 }
 
 uint32_t Region::minor_version() const {

@@ -131,6 +131,9 @@ class RegistryLock {
 class Region {
  public:
   static Result<Region> open(const std::string& path, const OpenOptions& options = {});
+  // A region of this process alone (an anonymous memfd), for when the state
+  // file cannot be used: limits still hold within the process.
+  static Result<Region> create_private(const InitialValues& initial);
 
   Region(Region&& other) noexcept;
   Region& operator=(Region&& other) noexcept;

@@ -1,0 +1,52 @@
+#pragma once
+// What this process has charged, keyed by the driver's handle (device pointer,
+// VMM handle, array, context), so a free gives back exactly what was charged
+// and a free of something we never saw goes to the driver untouched. Sharded
+// by key so threads allocating at once rarely meet on one mutex.
+//
+//   table.insert(ptr, {dev, UsageKind::kData, bytes});
+//   if (auto a = table.erase(ptr)) runtime.release(*a);
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "region/region.hpp"
+
+namespace hami::vgpu {
+
+struct Allocation {
+  int device = -1;  // index in the state file; -1: not accounted
+  region::UsageKind kind = region::UsageKind::kData;
+  uint64_t bytes = 0;
+};
+
+class AllocationTable {
+ public:
+  // Returns false if the table could not grow (out of host memory): the caller
+  // then keeps the allocation uncharged rather than failing the program.
+  bool insert(uint64_t key, const Allocation& a) noexcept;
+  std::optional<Allocation> erase(uint64_t key) noexcept;
+  std::optional<Allocation> find(uint64_t key) const noexcept;
+  void clear() noexcept;
+  // Removes every entry on `device`; returns them.
+  std::vector<Allocation> erase_device(int device) noexcept;
+  size_t size() const noexcept;
+
+ private:
+  static constexpr size_t kShards = 16;
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<uint64_t, Allocation> map;
+  };
+  Shard& shard(uint64_t key) noexcept { return shards_[(key >> 12 ^ key >> 21) % kShards]; }
+  const Shard& shard(uint64_t key) const noexcept {
+    return shards_[(key >> 12 ^ key >> 21) % kShards];
+  }
+  std::array<Shard, kShards> shards_;
+};
+
+}  // namespace hami::vgpu

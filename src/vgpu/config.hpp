@@ -1,0 +1,65 @@
+#pragma once
+// What libvgpu.so enforces, resolved once per process: memory and SM limits per
+// device, the state-file path, the task priority. Sources, in order:
+//
+//   1. the read-only limits file the device plugin mounts (kFixedLimitsFile);
+//      when it exists it governs and the limit variables of the environment are
+//      ignored, so nothing inside the container can raise a limit;
+//   2. otherwise the file named by VGPU_LIMITS_FILE, if set (standalone use);
+//   3. otherwise the environment: CUDA_DEVICE_MEMORY_LIMIT[_<i>],
+//      CUDA_DEVICE_SM_LIMIT[_<i>] (upstream HAMi-core's names and formats).
+//
+// A limits file holds the same KEY=VALUE pairs, one per line, '#' comments.
+// A value that cannot be read never means "unlimited": the device it names has
+// every allocation refused, and the reason is in Config::errors.
+//
+//   auto cfg = hami::vgpu::load_config(hami::vgpu::process_sources());
+//   for (auto& e : cfg.errors) hami::log::error("%s", e.c_str());
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "region/layout_v1.hpp"
+
+namespace hami::vgpu {
+
+inline constexpr const char* kFixedLimitsFile = "/etc/vgpu/limits";
+inline constexpr const char* kDefaultStateFile = "/tmp/cudevshr.cache";
+inline constexpr int kMaxDevices = region::kMaxDevices;
+
+struct Config {
+  std::array<uint64_t, kMaxDevices> memory_limit{};  // bytes; 0 = no limit
+  std::array<bool, kMaxDevices> memory_denied{};     // the limit was unreadable
+  std::array<uint64_t, kMaxDevices> sm_limit{};      // percent; 100 = no cap
+  int32_t priority = 1;                              // 0 high, 1 low
+  std::string limits_file;  // the file that governs, or empty for the environment
+  std::string state_file;
+  bool state_file_from_env = false;
+  std::vector<std::string> errors;
+  std::vector<std::string> warnings;
+
+  Config() { sm_limit.fill(100); }
+  bool has_memory_limit(int dev) const { return memory_denied[dev] || memory_limit[dev] != 0; }
+  // Any limit at all, or a state file asked for: then we account. Otherwise
+  // the library stays out of the way entirely.
+  bool accounting_needed() const;
+};
+
+struct ConfigSources {
+  std::function<std::optional<std::string>(const std::string&)> env;
+  // nullopt: no such file. Error: it exists but cannot be read.
+  std::function<Result<std::optional<std::string>>(const std::string&)> read_file;
+  std::string fixed_limits_file = kFixedLimitsFile;
+};
+
+// The real environment and file system.
+ConfigSources process_sources();
+
+Config load_config(const ConfigSources& sources);
+
+}  // namespace hami::vgpu

@@ -1,0 +1,152 @@
+#pragma once
+// The slice of the CUDA driver API (cuda.h, CUDA 12/13) and NVML (nvml.h) that
+// libvgpu.so and the simulated driver touch: handle types, the structs whose
+// fields we read, the constants we compare against. Written from the public
+// headers so the library builds without a CUDA toolkit; tests/vgpu/abi_check.cpp
+// compares every size, offset and value here with the real cuda.h wherever a
+// toolkit is installed.
+//
+// Handle types are pointers to the same incomplete structs cuda.h names, so a
+// CUcontext here and there is one type.
+//
+//   using namespace hami::cuda;
+//   CUresult rc = real.cuMemAlloc_v2(&ptr, bytes);
+
+#include <cstddef>
+#include <cstdint>
+
+struct CUctx_st;
+struct CUstream_st;
+struct CUarray_st;
+struct CUmipmappedArray_st;
+struct CUmemPoolHandle_st;
+struct CUexecAffinityParam_st;
+struct CUctxCreateParams_st;
+struct nvmlDevice_st;
+
+namespace hami::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = ::CUctx_st*;
+using CUstream = ::CUstream_st*;
+using CUarray = ::CUarray_st*;
+using CUmipmappedArray = ::CUmipmappedArray_st*;
+using CUmemoryPool = ::CUmemPoolHandle_st*;
+using CUmemGenericAllocationHandle = unsigned long long;
+using cuuint64_t = uint64_t;
+using CUexecAffinityParam = ::CUexecAffinityParam_st;  // only ever passed by pointer
+using CUctxCreateParams = ::CUctxCreateParams_st;      // only ever passed by pointer
+
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
+inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
+inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+
+// cuGetProcAddress flags and results.
+inline constexpr cuuint64_t CU_GET_PROC_ADDRESS_DEFAULT = 0;
+inline constexpr cuuint64_t CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0;
+inline constexpr cuuint64_t CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1;
+using CUdriverProcAddressQueryResult = int;
+inline constexpr int CU_GET_PROC_ADDRESS_SUCCESS = 0;
+inline constexpr int CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1;
+inline constexpr int CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2;
+
+using CUpointer_attribute = int;
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
+
+using CUmemLocationType = int;
+inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_INVALID = 0;
+inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 1;
+
+struct CUuuid {
+  char bytes[16];
+};
+
+struct CUmemLocation {
+  CUmemLocationType type;
+  int id;
+};
+
+// We read `location` only; the rest is carried as opaque bytes of the right size.
+struct CUmemAllocationProp {
+  int type;
+  int requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+
+using CUarray_format = int;
+
+struct CUDA_ARRAY_DESCRIPTOR {
+  size_t Width;
+  size_t Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+};
+
+struct CUDA_ARRAY3D_DESCRIPTOR {
+  size_t Width;
+  size_t Height;
+  size_t Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+};
+
+struct CUDA_ARRAY_MEMORY_REQUIREMENTS {
+  size_t size;
+  size_t alignment;
+  unsigned int reserved[4];
+};
+
+// ---- NVML ------------------------------------------------------------------
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = ::nvmlDevice_st*;
+inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
+inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
+inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
+inline constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
+inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
+inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
+inline constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
+inline constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
+
+struct nvmlMemory_t {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+struct nvmlMemory_v2_t {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2)
+inline constexpr unsigned int nvmlMemory_v2 =
+    static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
+
+struct nvmlProcessInfo_t {  // v2 and v3 share this layout
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+
+}  // namespace hami::cuda

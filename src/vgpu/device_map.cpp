@@ -1,0 +1,123 @@
+#include "vgpu/device_map.hpp"
+
+#include <cstdio>
+
+#include "common/log.hpp"
+#include "vgpu/real_driver.hpp"
+
+namespace hami::vgpu {
+namespace {
+constexpr int kUnknown = -2;
+}
+
+std::string format_gpu_uuid(const cuda::CUuuid& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char s[48];
+  std::snprintf(s, sizeof s,
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return s;
+}
+
+void DeviceMap::reset() noexcept {
+  for (auto& c : ordinal_cache_)
+    c.store(kUnknown, std::memory_order_relaxed);
+  nvml_tried_ = false;
+}
+
+// The first process of the container records the container's GPUs in NVML
+// order; everyone after reads them from the file.
+void DeviceMap::fill_from_nvml() {
+  if (nvml_tried_ || region_.device_count() != 0) return;
+  nvml_tried_ = true;
+  if (!nvml_available()) return;
+  const RealNvml& nv = real_nvml();
+  if (nv.nvmlInit_v2() != cuda::NVML_SUCCESS) {
+    log::warn("nvmlInit failed: GPUs are recorded in this process's CUDA order instead");
+    return;
+  }
+  unsigned count = 0;
+  if (nv.nvmlDeviceGetCount_v2 && nv.nvmlDeviceGetCount_v2(&count) == cuda::NVML_SUCCESS) {
+    auto lock = region_.lock_registry();  // two first processes must not interleave writes
+    if (lock && region_.device_count() == 0) {
+      unsigned recorded = 0;
+      for (unsigned i = 0; i < count && i < static_cast<unsigned>(region::kMaxDevices); ++i) {
+        cuda::nvmlDevice_t h = nullptr;
+        char uuid[cuda::NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+        if (nv.nvmlDeviceGetHandleByIndex_v2(i, &h) != cuda::NVML_SUCCESS ||
+            nv.nvmlDeviceGetUUID(h, uuid, sizeof uuid) != cuda::NVML_SUCCESS) {
+          break;
+        }
+        (void)region_.set_device_uuid(static_cast<int>(i), uuid);
+        recorded = i + 1;
+      }
+      region_.set_device_count(recorded);
+    }
+  }
+  if (nv.nvmlShutdown) nv.nvmlShutdown();
+}
+
+int DeviceMap::lookup_or_add(const std::string& uuid) {
+  fill_from_nvml();
+  const int n = static_cast<int>(std::min<uint64_t>(region_.device_count(), region::kMaxDevices));
+  for (int i = 0; i < n; ++i) {
+    if (region_.device_uuid(i) == uuid) return i;
+  }
+  // Not recorded (no NVML, or a device NVML did not list): append it.
+  auto lock = region_.lock_registry();
+  if (!lock) return -1;
+  const int now = static_cast<int>(std::min<uint64_t>(region_.device_count(), region::kMaxDevices));
+  for (int i = n; i < now; ++i) {
+    if (region_.device_uuid(i) == uuid) return i;
+  }
+  if (now >= region::kMaxDevices) {
+    log::error("%s: more than 16 GPUs; %s is not accounted", region_.path().c_str(), uuid.c_str());
+    return -1;
+  }
+  if (!region_.set_device_uuid(now, uuid)) return -1;
+  region_.set_device_count(static_cast<uint64_t>(now + 1));
+  log::warn("%s: recorded %s as device %d in CUDA order (NVML did not list it)",
+            region_.path().c_str(), uuid.c_str(), now);
+  return now;
+}
+
+int DeviceMap::index_for_ordinal(cuda::CUdevice ordinal) noexcept {
+  if (ordinal < 0 || ordinal >= kMaxOrdinals) return -1;
+  const int cached = ordinal_cache_[ordinal].load(std::memory_order_acquire);
+  if (cached != kUnknown) return cached;
+  std::lock_guard lock(mu_);
+  const RealCuda& cu = real_cuda();
+  cuda::CUuuid raw{};
+  int index = -1;
+  if (cu.cuDeviceGetUuid_v2 != nullptr &&
+      cu.cuDeviceGetUuid_v2(&raw, ordinal) == cuda::CUDA_SUCCESS) {
+    try {
+      index = lookup_or_add(format_gpu_uuid(raw));
+    } catch (...) {
+      index = -1;
+    }
+  } else {
+    // Not an error to cache: the ordinal may become valid after cuInit.
+    return -1;
+  }
+  ordinal_cache_[ordinal].store(index, std::memory_order_release);
+  return index;
+}
+
+int DeviceMap::index_for_nvml(cuda::nvmlDevice_t device) noexcept {
+  const RealNvml& nv = real_nvml();
+  char uuid[cuda::NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  if (nv.nvmlDeviceGetUUID == nullptr ||
+      nv.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != cuda::NVML_SUCCESS) {
+    return -1;
+  }
+  std::lock_guard lock(mu_);
+  try {
+    return lookup_or_add(uuid);
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // namespace hami::vgpu

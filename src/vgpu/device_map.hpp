@@ -1,0 +1,47 @@
+#pragma once
+// Which physical GPU a CUDA ordinal or an NVML handle is, as an index into the
+// state file's device table. That table lists the container's GPUs by UUID in
+// NVML order, which every process of the container agrees on whatever its own
+// CUDA_VISIBLE_DEVICES says; limits named CUDA_DEVICE_MEMORY_LIMIT_<i> refer to
+// that order. A process maps its ordinals through the driver's own UUIDs, so
+// every form of CUDA_VISIBLE_DEVICES (indices, GPU-<uuid>) lands right.
+//
+//   int d = map.index_for_ordinal(ordinal);   // -1: not a device we can account
+//   region.slot(s).add_usage(d, ...);
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "region/region.hpp"
+#include "vgpu/cuda_abi.hpp"
+
+namespace hami::vgpu {
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML prints it.
+std::string format_gpu_uuid(const cuda::CUuuid& uuid);
+
+class DeviceMap {
+ public:
+  explicit DeviceMap(region::Region& region) : region_(region) { reset(); }
+
+  int index_for_ordinal(cuda::CUdevice ordinal) noexcept;
+  int index_for_nvml(cuda::nvmlDevice_t device) noexcept;
+  // UUID of a state-file device, e.g. to find its NVML handle.
+  std::string uuid(int index) const { return region_.device_uuid(index); }
+  // After fork: ordinals are the same, but keep nothing we learnt from the parent.
+  void reset() noexcept;
+
+ private:
+  static constexpr int kMaxOrdinals = 64;
+  int lookup_or_add(const std::string& uuid);
+  void fill_from_nvml();
+
+  region::Region& region_;
+  std::mutex mu_;
+  std::array<std::atomic<int>, kMaxOrdinals> ordinal_cache_;
+  bool nvml_tried_ = false;
+};
+
+}  // namespace hami::vgpu

@@ -1,0 +1,334 @@
+// Device-memory allocation and free hooks. Every path reserves its charge
+// before the driver allocates (so the container can never be over its limit,
+// even for an instant), commits it when the driver succeeds, and withdraws it
+// when the driver fails. A free of a pointer or handle we never charged goes
+// to the driver unchanged.
+#include <optional>
+
+#include "common/log.hpp"
+#include "vgpu/charge_size.hpp"
+#include "vgpu/hook_decls.hpp"
+#include "vgpu/real_driver.hpp"
+#include "vgpu/runtime.hpp"
+
+namespace hami::cuda {
+namespace {
+
+using region::UsageKind;
+using vgpu::Allocation;
+using vgpu::real_cuda;
+using vgpu::Runtime;
+
+// Calls a real function, or reports that the installed driver lacks it.
+template <class Fn, class... Args>
+CUresult call(Fn fn, Args... args) {
+  return fn != nullptr ? fn(args...) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// Records a committed allocation; a table that cannot grow leaves it
+// uncharged rather than failing the program's allocation.
+void record(vgpu::AllocationTable& table, uint64_t key, Runtime& rt, const Allocation& a) {
+  if (!table.insert(key, a)) {
+    rt.release(a);
+    log::error("out of host memory: an allocation of device memory is not accounted");
+  }
+}
+
+template <class Free>
+CUresult free_tracked(vgpu::AllocationTable& table, uint64_t key, Runtime* rt, Free&& real_free) {
+  // Erase before the driver frees, so an address the driver hands straight to
+  // another thread is never confused with ours; put it back if the free fails.
+  std::optional<Allocation> charged = rt != nullptr ? table.erase(key) : std::nullopt;
+  const CUresult rc = real_free();
+  if (charged) {
+    if (rc == CUDA_SUCCESS) {
+      rt->release(*charged);
+    } else {
+      table.insert(key, *charged);
+    }
+  }
+  return rc;
+}
+
+// Stream-ordered allocations may come from a pool on another device than the
+// current context's; the pointer tells us where they landed.
+template <class Alloc, class Free>
+CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream, Alloc&& real_alloc,
+                     Free real_free) {
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr || bytesize == 0) return real_alloc();
+  CUdevice ordinal = -1;
+  const int guess = rt->current_device(&ordinal);
+  const uint64_t charge = vgpu::charge_for_linear(bytesize);
+  if (!rt->reserve(guess, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = real_alloc();
+  if (rc != CUDA_SUCCESS) {
+    rt->release(guess, UsageKind::kData, charge);
+    return rc;
+  }
+  int actual = guess;
+  int where = -1;
+  const auto& cu = real_cuda();
+  if (cu.cuPointerGetAttribute != nullptr &&
+      cu.cuPointerGetAttribute(&where, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, *dptr) ==
+          CUDA_SUCCESS &&
+      where != ordinal) {
+    actual = rt->devices().index_for_ordinal(where);
+    if (actual != guess) {
+      if (!rt->reserve(actual, UsageKind::kData, charge)) {
+        real_free(*dptr, stream);
+        rt->release(guess, UsageKind::kData, charge);
+        *dptr = 0;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+      rt->release(guess, UsageKind::kData, charge);
+    }
+  }
+  record(rt->pointers(), *dptr, *rt, Allocation{actual, UsageKind::kData, charge});
+  return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr || bytesize == 0) return call(cu.cuMemAlloc_v2, dptr, bytesize);
+  const int dev = rt->current_device(nullptr);
+  const uint64_t charge = vgpu::charge_for_linear(bytesize);
+  if (!rt->reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = call(cu.cuMemAlloc_v2, dptr, bytesize);
+  if (rc != CUDA_SUCCESS) {
+    rt->release(dev, UsageKind::kData, charge);
+    return rc;
+  }
+  record(rt->pointers(), *dptr, *rt, Allocation{dev, UsageKind::kData, charge});
+  return rc;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr || WidthInBytes == 0 || Height == 0) {
+    return call(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  }
+  // The pitch is the driver's choice; reserve for a 512-byte-aligned row, then
+  // settle on what it actually chose.
+  const int dev = rt->current_device(nullptr);
+  const uint64_t estimate = vgpu::charge_for_linear(vgpu::round_up(WidthInBytes, 512) * Height);
+  if (!rt->reserve(dev, UsageKind::kData, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc =
+      call(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  if (rc != CUDA_SUCCESS) {
+    rt->release(dev, UsageKind::kData, estimate);
+    return rc;
+  }
+  const uint64_t actual = vgpu::charge_for_linear(uint64_t{*pPitch} * Height);
+  if (!rt->adjust(dev, UsageKind::kData, estimate, actual)) {
+    call(cu.cuMemFree_v2, *dptr);
+    rt->release(dev, UsageKind::kData, estimate);
+    *dptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  record(rt->pointers(), *dptr, *rt, Allocation{dev, UsageKind::kData, actual});
+  return rc;
+}
+
+// Managed memory may migrate to the host, but it can all be resident on the
+// device at once, so the device is charged the whole size.
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr || bytesize == 0) return call(cu.cuMemAllocManaged, dptr, bytesize, flags);
+  const int dev = rt->current_device(nullptr);
+  const uint64_t charge = vgpu::charge_for_linear(bytesize);
+  if (!rt->reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = call(cu.cuMemAllocManaged, dptr, bytesize, flags);
+  if (rc != CUDA_SUCCESS) {
+    rt->release(dev, UsageKind::kData, charge);
+    return rc;
+  }
+  record(rt->pointers(), *dptr, *rt, Allocation{dev, UsageKind::kData, charge});
+  return rc;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
+  if (rt == nullptr) return call(cu.cuMemFree_v2, dptr);
+  return free_tracked(rt->pointers(), dptr, rt, [&] { return call(cu.cuMemFree_v2, dptr); });
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  return alloc_async(
+      dptr, bytesize, hStream, [&] { return call(cu.cuMemAllocAsync, dptr, bytesize, hStream); },
+      cu.cuMemFreeAsync);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  return alloc_async(
+      dptr, bytesize, hStream,
+      [&] { return call(cu.cuMemAllocAsync_ptsz, dptr, bytesize, hStream); },
+      cu.cuMemFreeAsync_ptsz);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  return alloc_async(
+      dptr, bytesize, hStream,
+      [&] { return call(cu.cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream); },
+      cu.cuMemFreeAsync);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  return alloc_async(
+      dptr, bytesize, hStream,
+      [&] { return call(cu.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream); },
+      cu.cuMemFreeAsync_ptsz);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
+  if (rt == nullptr) return call(cu.cuMemFreeAsync, dptr, hStream);
+  return free_tracked(rt->pointers(), dptr, rt,
+                      [&] { return call(cu.cuMemFreeAsync, dptr, hStream); });
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
+  if (rt == nullptr) return call(cu.cuMemFreeAsync_ptsz, dptr, hStream);
+  return free_tracked(rt->pointers(), dptr, rt,
+                      [&] { return call(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
+}
+
+// Virtual memory management (PyTorch's expandable segments, NCCL): physical
+// memory is created here, on the device the properties name; mapping it
+// (cuMemMap) commits nothing new.
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long flags) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr || prop == nullptr || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      size == 0) {
+    return call(cu.cuMemCreate, handle, size, prop, flags);
+  }
+  const int dev = rt->devices().index_for_ordinal(prop->location.id);
+  if (!rt->reserve(dev, UsageKind::kData, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = call(cu.cuMemCreate, handle, size, prop, flags);
+  if (rc != CUDA_SUCCESS) {
+    rt->release(dev, UsageKind::kData, size);
+    return rc;
+  }
+  record(rt->vmm_handles(), *handle, *rt, Allocation{dev, UsageKind::kData, size});
+  return rc;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr) return call(cu.cuMemRelease, handle);
+  return free_tracked(rt->vmm_handles(), handle, rt, [&] { return call(cu.cuMemRelease, handle); });
+}
+
+}  // extern "C"
+
+namespace {
+
+// Arrays: reserve an estimate from the descriptor, create, then settle on the
+// driver's own figure (cuArrayGetMemoryRequirements, CUDA 11.6+).
+template <class Handle, class Create, class Requirements, class Destroy>
+CUresult create_array(Handle* out, uint64_t estimate, Create&& create, Requirements requirements,
+                      Destroy destroy) {
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr) return create();
+  CUdevice ordinal = -1;
+  const int dev = rt->current_device(&ordinal);
+  if (!rt->reserve(dev, UsageKind::kData, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = create();
+  if (rc != CUDA_SUCCESS || out == nullptr) {
+    rt->release(dev, UsageKind::kData, estimate);
+    return rc;
+  }
+  uint64_t actual = estimate;
+  CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+  if (requirements != nullptr && requirements(&req, *out, ordinal) == CUDA_SUCCESS &&
+      req.size != 0) {
+    actual = req.size;
+  }
+  if (!rt->adjust(dev, UsageKind::kData, estimate, actual)) {
+    destroy(*out);
+    rt->release(dev, UsageKind::kData, estimate);
+    *out = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  record(rt->arrays(), reinterpret_cast<uint64_t>(*out), *rt,
+         Allocation{dev, UsageKind::kData, actual});
+  return rc;
+}
+
+template <class Handle, class Destroy>
+CUresult destroy_array(Handle h, Destroy&& destroy) {
+  Runtime* rt = h != nullptr ? Runtime::accounting() : nullptr;
+  if (rt == nullptr) return destroy();
+  return free_tracked(rt->arrays(), reinterpret_cast<uint64_t>(h), rt, destroy);
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) noexcept {
+  const auto& cu = real_cuda();
+  if (desc == nullptr) return call(cu.cuArrayCreate_v2, pHandle, desc);
+  return create_array(
+      pHandle, vgpu::estimate_array(*desc),
+      [&] { return call(cu.cuArrayCreate_v2, pHandle, desc); }, cu.cuArrayGetMemoryRequirements,
+      [&](CUarray a) { call(cu.cuArrayDestroy, a); });
+}
+
+CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) noexcept {
+  const auto& cu = real_cuda();
+  if (desc == nullptr) return call(cu.cuArray3DCreate_v2, pHandle, desc);
+  return create_array(
+      pHandle, vgpu::estimate_array(*desc),
+      [&] { return call(cu.cuArray3DCreate_v2, pHandle, desc); }, cu.cuArrayGetMemoryRequirements,
+      [&](CUarray a) { call(cu.cuArrayDestroy, a); });
+}
+
+CUresult cuArrayDestroy(CUarray hArray) noexcept {
+  const auto& cu = real_cuda();
+  return destroy_array(hArray, [&] { return call(cu.cuArrayDestroy, hArray); });
+}
+
+// A full mip chain is at most twice its base level (1D), less for 2D and 3D.
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
+                                unsigned int numMipmapLevels) noexcept {
+  const auto& cu = real_cuda();
+  if (desc == nullptr) return call(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels);
+  const uint64_t base = vgpu::estimate_array(*desc);
+  const uint64_t estimate = numMipmapLevels > 1 ? base * 2 : base;
+  return create_array(
+      pHandle, estimate,
+      [&] { return call(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels); },
+      cu.cuMipmappedArrayGetMemoryRequirements,
+      [&](CUmipmappedArray a) { call(cu.cuMipmappedArrayDestroy, a); });
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) noexcept {
+  const auto& cu = real_cuda();
+  return destroy_array(hMipmappedArray,
+                       [&] { return call(cu.cuMipmappedArrayDestroy, hMipmappedArray); });
+}
+
+}  // extern "C"
+}  // namespace hami::cuda

@@ -1,0 +1,119 @@
+#include "vgpu/real_driver.hpp"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "common/log.hpp"
+
+namespace hami::vgpu {
+namespace {
+
+std::atomic<DlsymFn> g_real_dlsym{nullptr};
+std::atomic<void*> g_cuda_handle{nullptr};
+std::atomic<void*> g_nvml_handle{nullptr};
+
+RealCuda g_cuda;
+RealNvml g_nvml;
+std::once_flag g_cuda_once;
+std::once_flag g_nvml_once;
+bool g_nvml_loaded = false;
+
+template <class Fn>
+void resolve(void* handle, Fn& slot, const char* name) {
+  slot = reinterpret_cast<Fn>(real_dlsym()(handle, name));
+}
+
+void load_cuda() {
+  void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    log::error(
+        "cannot load libcuda.so.1 (%s): CUDA calls through libvgpu.so will fail; check "
+        "that the NVIDIA driver is mounted into the container",
+        ::dlerror());
+    return;
+  }
+  g_cuda_handle.store(h);
+#define CU_HOOK(name, params) resolve(h, g_cuda.name, #name);
+#define CU_REAL(name, params) resolve(h, g_cuda.name, #name);
+#define NVML_HOOK(name, params)
+#define NVML_REAL(name, params)
+#include "vgpu/hooks.def"
+#undef CU_HOOK
+#undef CU_REAL
+#undef NVML_HOOK
+#undef NVML_REAL
+}
+
+void load_nvml() {
+  void* h = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    log::warn(
+        "cannot load libnvidia-ml.so.1 (%s): device enumeration falls back to CUDA order "
+        "and contexts are not charged",
+        ::dlerror());
+    return;
+  }
+  g_nvml_handle.store(h);
+#define CU_HOOK(name, params)
+#define CU_REAL(name, params)
+#define NVML_HOOK(name, params) resolve(h, g_nvml.name, #name);
+#define NVML_REAL(name, params) resolve(h, g_nvml.name, #name);
+#include "vgpu/hooks.def"
+#undef CU_HOOK
+#undef CU_REAL
+#undef NVML_HOOK
+#undef NVML_REAL
+  g_nvml_loaded = g_nvml.nvmlInit_v2 != nullptr;
+}
+
+// Compares against a library that is already loaded, without loading it.
+bool same_library(void* handle, const char* soname, std::atomic<void*>& cache) {
+  if (handle == nullptr) return false;
+  void* known = cache.load(std::memory_order_acquire);
+  if (known == nullptr) {
+    void* h = ::dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == nullptr) return false;
+    ::dlclose(h);  // NOLOAD took a reference; the library stays loaded by its owner
+    cache.store(h, std::memory_order_release);
+    known = h;
+  }
+  return handle == known;
+}
+
+}  // namespace
+
+DlsymFn real_dlsym() noexcept {
+  DlsymFn fn = g_real_dlsym.load(std::memory_order_acquire);
+  if (fn != nullptr) return fn;
+  // glibc >= 2.34 has dlsym in libc at GLIBC_2.34; older ones at GLIBC_2.2.5.
+  fn = reinterpret_cast<DlsymFn>(::dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+  if (fn == nullptr) fn = reinterpret_cast<DlsymFn>(::dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+  g_real_dlsym.store(fn, std::memory_order_release);
+  return fn;
+}
+
+const RealCuda& real_cuda() {
+  std::call_once(g_cuda_once, load_cuda);
+  return g_cuda;
+}
+
+const RealNvml& real_nvml() {
+  std::call_once(g_nvml_once, load_nvml);
+  return g_nvml;
+}
+
+bool nvml_available() {
+  real_nvml();
+  return g_nvml_loaded;
+}
+
+bool is_cuda_handle(void* handle) {
+  return same_library(handle, "libcuda.so.1", g_cuda_handle);
+}
+bool is_nvml_handle(void* handle) {
+  return same_library(handle, "libnvidia-ml.so.1", g_nvml_handle);
+}
+
+}  // namespace hami::vgpu

@@ -1,0 +1,55 @@
+#pragma once
+// The driver's and NVML's own functions, found with glibc's dlsym on handles
+// of libcuda.so.1 and libnvidia-ml.so.1 (a handle lookup searches only that
+// library and its dependencies, never our preloaded exports). Members are named
+// after hooks.def; a function the installed driver lacks stays null.
+//
+//   auto& cu = hami::vgpu::real_cuda();          // loads libcuda.so.1 once
+//   if (cu.cuMemAlloc_v2) rc = cu.cuMemAlloc_v2(&p, n);
+
+#include "vgpu/cuda_abi.hpp"
+
+namespace hami::vgpu {
+
+using namespace hami::cuda;  // NOLINT: the .def lists use the driver's type names
+
+struct RealCuda {
+#define CU_HOOK(name, params) CUresult(*name) params = nullptr;
+#define CU_REAL(name, params) CUresult(*name) params = nullptr;
+#define NVML_HOOK(name, params)
+#define NVML_REAL(name, params)
+#include "vgpu/hooks.def"
+#undef CU_HOOK
+#undef CU_REAL
+#undef NVML_HOOK
+#undef NVML_REAL
+};
+
+struct RealNvml {
+#define CU_HOOK(name, params)
+#define CU_REAL(name, params)
+#define NVML_HOOK(name, params) nvmlReturn_t(*name) params = nullptr;
+#define NVML_REAL(name, params) nvmlReturn_t(*name) params = nullptr;
+#include "vgpu/hooks.def"
+#undef CU_HOOK
+#undef CU_REAL
+#undef NVML_HOOK
+#undef NVML_REAL
+};
+
+// glibc's own dlsym (our exported dlsym sits in front of it).
+using DlsymFn = void* (*)(void*, const char*) noexcept;
+DlsymFn real_dlsym() noexcept;
+
+// Loaded on first use; thread-safe. A library that cannot be opened leaves every
+// member null (and is logged once).
+const RealCuda& real_cuda();
+const RealNvml& real_nvml();
+bool nvml_available();
+
+// Whether `handle` (from dlopen) refers to libcuda.so.1 / libnvidia-ml.so.1,
+// however the caller named it. Only consults libraries already loaded.
+bool is_cuda_handle(void* handle);
+bool is_nvml_handle(void* handle);
+
+}  // namespace hami::vgpu

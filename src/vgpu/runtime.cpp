@@ -1,0 +1,235 @@
+#include "vgpu/runtime.hpp"
+
+#include <pthread.h>
+
+#include <mutex>
+#include <new>
+
+#include "common/bytes.hpp"
+#include "common/log.hpp"
+#include "region/process_identity.hpp"
+#include "vgpu/real_driver.hpp"
+
+namespace hami::vgpu {
+
+using region::UsageKind;
+
+namespace {
+
+enum State : int { kUninit = 0, kPassThrough = 1, kReady = 2 };
+
+std::atomic<int> g_state{kUninit};
+std::atomic<int> g_active{-1};
+Runtime* g_runtime = nullptr;
+std::mutex g_init_mu;
+
+region::InitialValues initial_values(const Config& cfg) {
+  region::InitialValues v;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    // A refused device is stored as a 1-byte limit, which every reader of the
+    // file (HAMi's monitor too) understands as "nothing fits".
+    v.memory_limit[d] = cfg.memory_denied[d] ? 1 : cfg.memory_limit[d];
+    v.sm_limit[d] = cfg.sm_limit[d];
+  }
+  v.priority = cfg.priority;
+  return v;
+}
+
+}  // namespace
+
+struct RuntimeLifecycle {
+  static void fork_child() noexcept { Runtime::on_fork_child(); }
+  static void exit() noexcept { Runtime::on_exit(); }
+};
+
+const Config& Runtime::config() noexcept {
+  static std::once_flag once;
+  static const Config* cfg = nullptr;
+  std::call_once(once, [] {
+    try {
+      cfg = new Config(load_config(process_sources()));
+    } catch (...) {
+      static const Config fallback;
+      cfg = &fallback;
+    }
+  });
+  return *cfg;
+}
+
+bool Runtime::hooks_active() noexcept {
+  int a = g_active.load(std::memory_order_acquire);
+  if (a < 0) {
+    a = config().accounting_needed() ? 1 : 0;
+    g_active.store(a, std::memory_order_release);
+  }
+  return a == 1;
+}
+
+Runtime* Runtime::accounting() noexcept {
+  const int s = g_state.load(std::memory_order_acquire);
+  if (s == kReady) return g_runtime;
+  if (s == kPassThrough) return nullptr;
+  std::lock_guard lock(g_init_mu);
+  if (g_state.load(std::memory_order_relaxed) == kUninit) {
+    g_runtime = hooks_active() ? create() : nullptr;
+    g_state.store(g_runtime != nullptr ? kReady : kPassThrough, std::memory_order_release);
+  }
+  return g_runtime;
+}
+
+Runtime::Runtime(region::Region region, int slot)
+    : region_(std::move(region)), slot_(slot), devices_(region_) {}
+
+Runtime* Runtime::create() noexcept {
+  try {
+    const Config& cfg = config();
+    for (const std::string& e : cfg.errors)
+      log::error("%s", e.c_str());
+    for (const std::string& w : cfg.warnings)
+      log::warn("%s", w.c_str());
+
+    region::OpenOptions opt;
+    opt.initial = initial_values(cfg);
+    auto region = region::Region::open(cfg.state_file, opt);
+    if (!region) {
+      log::error(
+          "%s; limits are enforced for this process alone, and the node agent cannot "
+          "see it. Check that the directory exists and is writable",
+          region.error().message.c_str());
+      region = region::Region::create_private(opt.initial);
+      if (!region) {
+        log::error("%s; memory is not limited in this process", region.error().message.c_str());
+        return nullptr;
+      }
+    }
+    auto me = region::self_identity();
+    if (!me) {
+      log::error("%s; memory is not limited in this process", me.error().message.c_str());
+      return nullptr;
+    }
+    auto slot = region->register_process(*me, region::SweepOptions{.check_untagged_pids = true});
+    if (!slot) {
+      log::error("%s; memory is not limited in this process", slot.error().message.c_str());
+      return nullptr;
+    }
+
+    auto* rt = new Runtime(std::move(*region), *slot);
+    rt->limits_from_file_ = !cfg.limits_file.empty();
+    for (int d = 0; d < kMaxDevices; ++d) {
+      const uint64_t mine = opt.initial.memory_limit[d];
+      if (rt->limits_from_file_) {
+        // The read-only file governs; the writable state file only mirrors it.
+        rt->limits_[d] = mine;
+        if (rt->region_.memory_limit(d) != mine) rt->region_.set_memory_limit(d, mine);
+        if (rt->region_.sm_limit(d) != cfg.sm_limit[d])
+          rt->region_.set_sm_limit(d, cfg.sm_limit[d]);
+      } else {
+        // Upstream semantics: the process that created the file set the limits.
+        rt->limits_[d] = rt->region_.memory_limit(d);
+        if (mine != rt->limits_[d]) {
+          log::warn(
+              "%s holds a memory limit of %s for device %d but this process was started "
+              "with %s; the file's value applies (delete the file when changing limits)",
+              rt->region_.path().c_str(), format_bytes(rt->limits_[d]).c_str(), d,
+              format_bytes(mine).c_str());
+        }
+      }
+    }
+    static std::once_flag atfork;
+    std::call_once(atfork,
+                   [] { ::pthread_atfork(nullptr, nullptr, &RuntimeLifecycle::fork_child); });
+    log::info("%s: slot %d, accounting on", rt->region_.path().c_str(), *slot);
+    return rt;
+  } catch (...) {
+    log::error("out of memory while starting; memory is not limited in this process");
+    return nullptr;
+  }
+}
+
+void Runtime::on_fork_child() noexcept {
+  // The child shares the parent's open file description and with it the
+  // parent's slot lock: let go of all of it and start afresh on the next call.
+  new (&g_init_mu) std::mutex();
+  if (Runtime* old = g_runtime) {
+    old->region_.abandon();
+    old->pointers_.clear();
+    old->vmm_handles_.clear();
+    old->arrays_.clear();
+    old->contexts_.reset();
+    // Leaked deliberately: nothing else in the child may still point into it.
+  }
+  g_runtime = nullptr;
+  if (g_state.load() == kReady) g_state.store(kUninit);
+}
+
+void Runtime::on_exit() noexcept {
+  if (g_state.load() != kReady || g_runtime == nullptr) return;
+  // Hooks that run later (other threads, late destructors) pass through.
+  g_state.store(kPassThrough);
+  g_runtime->region_.unregister_process();
+}
+
+bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {
+  if (dev < 0 || dev >= kMaxDevices || bytes == 0) return true;
+  region::SlotRef slot = region_.slot(slot_);
+  slot.add_usage(dev, kind, bytes);
+  const uint64_t lim = limits_[dev];
+  if (lim == 0 || region_.device_usage(dev) <= lim) return true;
+  // Dead processes' usage may be what stands in the way: reclaim it once.
+  auto swept = region_.sweep(region::SweepOptions{.check_untagged_pids = true});
+  if (swept && !swept->reclaimed.empty() && region_.device_usage(dev) <= lim) return true;
+  slot.sub_usage(dev, kind, bytes);
+  if (log::enabled(log::Level::kWarn)) {
+    log::warn("device %d (%s): refused %s: the container already uses %s of its %s limit", dev,
+              region_.device_uuid(dev).c_str(), format_bytes(bytes).c_str(),
+              format_bytes(region_.device_usage(dev)).c_str(), format_bytes(lim).c_str());
+  }
+  return false;
+}
+
+void Runtime::release(int dev, UsageKind kind, uint64_t bytes) noexcept {
+  if (dev < 0 || dev >= kMaxDevices || bytes == 0) return;
+  region_.slot(slot_).sub_usage(dev, kind, bytes);
+}
+
+bool Runtime::adjust(int dev, UsageKind kind, uint64_t from, uint64_t to) noexcept {
+  if (to > from) return reserve(dev, kind, to - from);
+  release(dev, kind, from - to);
+  return true;
+}
+
+uint64_t Runtime::limit(int dev) const noexcept {
+  return dev >= 0 && dev < kMaxDevices ? limits_[dev] : 0;
+}
+
+uint64_t Runtime::usage(int dev) const noexcept {
+  return region_.device_usage(dev);
+}
+
+int Runtime::current_device(cuda::CUdevice* ordinal) noexcept {
+  const RealCuda& cu = real_cuda();
+  cuda::CUdevice o = -1;
+  if (cu.cuCtxGetDevice == nullptr || cu.cuCtxGetDevice(&o) != cuda::CUDA_SUCCESS) return -1;
+  if (ordinal != nullptr) *ordinal = o;
+  return devices_.index_for_ordinal(o);
+}
+
+int32_t Runtime::own_host_pid() noexcept {
+  return region_.slot(slot_).host_pid();
+}
+
+void Runtime::forget_allocations(int dev) noexcept {
+  if (dev < 0) return;
+  for (const Allocation& a : pointers_.erase_device(dev))
+    release(a);
+  for (const Allocation& a : arrays_.erase_device(dev))
+    release(a);
+}
+
+}  // namespace hami::vgpu
+
+// Runs when the process exits (or the library is unloaded): our slot and its
+// usage go back at once instead of waiting for a sweep.
+__attribute__((destructor)) static void hami_vgpu_on_exit() {
+  hami::vgpu::RuntimeLifecycle::exit();
+}

@@ -1,0 +1,88 @@
+#pragma once
+// The library's per-process state: configuration, the state file and this
+// process's slot in it, the device map, and what this process has charged.
+// Created on the first hook that needs it; re-created in a forked child;
+// its slot is released when the process exits.
+//
+// Charging is reserve-then-commit across every process of the container: a
+// charge is added to our own slot first, then the container's total for that
+// device (every slot) is compared with the limit, and the charge is withdrawn
+// if it does not fit. Two processes racing for the last bytes can both be
+// refused, never both admitted (each sees the other's reservation).
+//
+//   auto* rt = hami::vgpu::Runtime::accounting();   // nullptr: pass-through
+//   if (rt && !rt->reserve(dev, UsageKind::kData, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "region/region.hpp"
+#include "vgpu/allocation_table.hpp"
+#include "vgpu/config.hpp"
+#include "vgpu/context_tracker.hpp"
+#include "vgpu/cuda_abi.hpp"
+#include "vgpu/device_map.hpp"
+
+namespace hami::vgpu {
+
+class Runtime {
+ public:
+  // Config-only decision, cheap and safe inside dlsym: does this process
+  // account at all? Read once from the environment and the limits file.
+  static bool hooks_active() noexcept;
+  static const Config& config() noexcept;
+
+  // The runtime, initialised; nullptr when nothing is configured, while the
+  // process exits, or if initialisation failed (then calls pass through).
+  static Runtime* accounting() noexcept;
+
+  // Charges `bytes` to state-file device `dev` unless that would put the
+  // container over its limit. dev < 0 (unknown device) is never refused.
+  bool reserve(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
+  void release(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
+  void release(const Allocation& a) noexcept { release(a.device, a.kind, a.bytes); }
+  // Moves a charge from `from` to `to` bytes; false (and nothing changed) if
+  // growing it does not fit.
+  bool adjust(int dev, region::UsageKind kind, uint64_t from, uint64_t to) noexcept;
+
+  // Effective limit in bytes (0 = none) and the container's usage.
+  uint64_t limit(int dev) const noexcept;
+  uint64_t usage(int dev) const noexcept;
+
+  // State-file device of the current context (-1 if none); its CUDA ordinal in *ordinal.
+  int current_device(cuda::CUdevice* ordinal) noexcept;
+  DeviceMap& devices() noexcept { return devices_; }
+  ContextTracker& contexts() noexcept { return contexts_; }
+  AllocationTable& pointers() noexcept { return pointers_; }
+  AllocationTable& vmm_handles() noexcept { return vmm_handles_; }
+  AllocationTable& arrays() noexcept { return arrays_; }
+  region::Region& region() noexcept { return region_; }
+  // The host PID the node agent recorded for us (0 until it has).
+  int32_t own_host_pid() noexcept;
+  // Gives back every pointer and array charge on `dev` (its context was reset).
+  void forget_allocations(int dev) noexcept;
+
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+ private:
+  Runtime(region::Region region, int slot);
+  static Runtime* create() noexcept;
+  static void on_fork_child() noexcept;
+  static void on_exit() noexcept;
+  friend struct RuntimeLifecycle;
+
+  region::Region region_;
+  int slot_;
+  std::array<uint64_t, kMaxDevices> limits_{};  // effective, bytes
+  bool limits_from_file_ = false;
+  DeviceMap devices_;
+  ContextTracker contexts_;
+  AllocationTable pointers_;
+  AllocationTable vmm_handles_;
+  AllocationTable arrays_;
+};
+
+}  // namespace hami::vgpu

@@ -1,0 +1,230 @@
+#include "sim_core.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+
+namespace simgpu {
+namespace {
+
+constexpr uint32_t kMagic = 0x5349474d;  // "MGIS"
+
+uint64_t parse_size(const char* s) {
+  char* end = nullptr;
+  uint64_t v = std::strtoull(s, &end, 10);
+  switch (end != nullptr ? *end : 0) {
+    case 'k':
+    case 'K':
+      return v << 10;
+    case 'm':
+    case 'M':
+      return v << 20;
+    case 'g':
+    case 'G':
+      return v << 30;
+    default:
+      return v;
+  }
+}
+
+void configure(State& st) {
+  st.context_size = 300ull << 20;
+  if (const char* c = std::getenv("SIMGPU_CONTEXT_SIZE")) st.context_size = parse_size(c);
+  std::string spec =
+      "GPU-5a3e0000-0000-4000-8000-000000000000:80g,"
+      "GPU-5a3e0000-0000-4000-8000-000000000001:80g";
+  if (const char* d = std::getenv("SIMGPU_DEVICES")) spec = d;
+  st.device_count = 0;
+  size_t pos = 0;
+  while (pos < spec.size() && st.device_count < kMaxDevices) {
+    size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t colon = item.rfind(':');
+    Device& dev = st.devices[st.device_count];
+    std::snprintf(dev.uuid, sizeof dev.uuid, "%s", item.substr(0, colon).c_str());
+    std::snprintf(dev.name, sizeof dev.name, "Simulated GPU %u", st.device_count);
+    dev.total = colon == std::string::npos ? (80ull << 30) : parse_size(item.c_str() + colon + 1);
+    ++st.device_count;
+  }
+  st.next_address.store(0x7f0000000000ull);
+}
+
+State* map_state() {
+  const char* path = std::getenv("SIMGPU_STATE");
+  if (path == nullptr || *path == '\0') {
+    void* mem =
+        ::mmap(nullptr, sizeof(State), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    auto* st = new (mem) State();
+    configure(*st);
+    st->magic = kMagic;
+    return st;
+  }
+  const int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    std::fprintf(stderr, "simgpu: cannot open %s: %s\n", path, std::strerror(errno));
+    std::abort();
+  }
+  ::flock(fd, LOCK_EX);
+  if (::ftruncate(fd, sizeof(State)) != 0) std::abort();
+  void* mem = ::mmap(nullptr, sizeof(State), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  auto* st = static_cast<State*>(mem);
+  if (st->magic != kMagic) {
+    configure(*st);
+    st->magic = kMagic;
+  }
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  return st;
+}
+
+// A real GPU frees a process's memory when it dies; so does the simulator.
+void reap_dead(State& st) {
+  for (Proc& p : st.procs) {
+    const int32_t pid = p.pid.load();
+    if (pid == 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    int32_t expected = pid;
+    if (!p.pid.compare_exchange_strong(expected, -1)) continue;
+    for (auto& u : p.used)
+      u.store(0);
+    p.pid.store(0);
+  }
+}
+
+Proc& self(State& st) {
+  static thread_local int32_t cached_pid = 0;
+  static thread_local Proc* cached = nullptr;
+  const int32_t me = ::getpid();
+  if (cached != nullptr && cached_pid == me) return *cached;
+  for (Proc& p : st.procs) {
+    if (p.pid.load() == me) {
+      cached = &p;
+      cached_pid = me;
+      return p;
+    }
+  }
+  reap_dead(st);
+  for (Proc& p : st.procs) {
+    int32_t expected = 0;
+    if (p.pid.compare_exchange_strong(expected, me)) {
+      for (auto& u : p.used)
+        u.store(0);
+      cached = &p;
+      cached_pid = me;
+      return p;
+    }
+  }
+  std::fprintf(stderr, "simgpu: more than %d processes\n", kMaxProcs);
+  std::abort();
+}
+
+std::mutex g_fail_mu;
+std::map<std::string, int> g_calls;
+
+}  // namespace
+
+State& state() {
+  static State* st = map_state();
+  return *st;
+}
+
+void uuid_bytes(const Device& d, unsigned char out[16]) {
+  std::memset(out, 0, 16);
+  int n = 0;
+  for (const char* p = d.uuid + 4; *p != '\0' && n < 32; ++p) {
+    int v;
+    if (*p >= '0' && *p <= '9')
+      v = *p - '0';
+    else if (*p >= 'a' && *p <= 'f')
+      v = *p - 'a' + 10;
+    else if (*p >= 'A' && *p <= 'F')
+      v = *p - 'A' + 10;
+    else
+      continue;
+    out[n / 2] = static_cast<unsigned char>(out[n / 2] | (n % 2 == 0 ? v << 4 : v));
+    ++n;
+  }
+}
+
+uint64_t granule(uint64_t bytes) {
+  const uint64_t page = 2ull << 20;
+  if (bytes >= page / 2) return (bytes + page - 1) / page * page;
+  return (bytes + 511) / 512 * 512;
+}
+
+uint64_t device_used(int dev) {
+  uint64_t sum = 0;
+  for (Proc& p : state().procs) {
+    if (p.pid.load() > 0) sum += p.used[dev].load();
+  }
+  return sum;
+}
+
+bool take(int dev, uint64_t bytes) {
+  State& st = state();
+  Proc& me = self(st);
+  if (device_used(dev) + bytes > st.devices[dev].total) {
+    reap_dead(st);
+    if (device_used(dev) + bytes > st.devices[dev].total) return false;
+  }
+  me.used[dev].fetch_add(bytes);
+  return true;
+}
+
+void give(int dev, uint64_t bytes) {
+  std::atomic<uint64_t>& u = self(state()).used[dev];
+  uint64_t cur = u.load();
+  while (!u.compare_exchange_weak(cur, cur > bytes ? cur - bytes : 0)) {
+  }
+}
+
+uint64_t process_usage(int pid, int dev) {
+  for (Proc& p : state().procs) {
+    if (p.pid.load() == pid) return p.used[dev].load();
+  }
+  return 0;
+}
+
+uint64_t next_address(uint64_t bytes) {
+  const uint64_t span = (bytes + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
+  return state().next_address.fetch_add(span + (2ull << 20));
+}
+
+bool should_fail(const char* fn) {
+  const char* spec = std::getenv("SIMGPU_FAIL");
+  if (spec == nullptr) return false;
+  const std::string s = spec;
+  const std::string name = fn;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t colon = item.find(':');
+    if (item.substr(0, colon) != name) continue;
+    const std::string when = colon == std::string::npos ? "always" : item.substr(colon + 1);
+    if (when == "always") return true;
+    std::lock_guard lock(g_fail_mu);
+    return ++g_calls[name] == std::atoi(when.c_str());
+  }
+  return false;
+}
+
+int nvml_pid_offset() {
+  const char* s = std::getenv("SIMGPU_NVML_PID_OFFSET");
+  return s != nullptr ? std::atoi(s) : 0;
+}
+
+}  // namespace simgpu

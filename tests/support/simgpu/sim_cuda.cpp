@@ -1,0 +1,620 @@
+// libcuda.so.1 double: the driver-API functions libvgpu.so and its tests use,
+// with real semantics where they matter to the library (current context per
+// thread, primary-context retain counts, CUDA_VISIBLE_DEVICES, version- and
+// flag-aware cuGetProcAddress, allocation granularity, failures).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sim_core.hpp"
+#include "vgpu/cuda_abi.hpp"
+
+using namespace hami::cuda;  // NOLINT
+
+struct CUctx_st {
+  int ordinal;
+  int physical;
+  bool primary;
+};
+struct CUmemPoolHandle_st {
+  int ordinal;
+};
+struct CUarray_st {
+  int physical;
+  uint64_t bytes;
+};
+struct CUmipmappedArray_st {
+  int physical;
+  uint64_t bytes;
+};
+struct CUfunc_st;
+using CUfunction = CUfunc_st*;
+
+namespace {
+
+struct Block {
+  int physical;
+  uint64_t bytes;
+  CUcontext ctx;
+};
+
+struct Process {
+  std::mutex mu;
+  bool initialized = false;
+  std::vector<int> visible;  // ordinal -> physical device
+  struct Primary {
+    int refs = 0;
+    CUctx_st* ctx = nullptr;
+  };
+  std::vector<Primary> primary;
+  std::map<uint64_t, Block> blocks;   // device pointers
+  std::map<uint64_t, Block> handles;  // VMM handles
+  uint64_t next_handle = 1;
+};
+
+Process& proc() {
+  static Process* p = new Process();
+  return *p;
+}
+
+thread_local CUctx_st* t_current = nullptr;
+
+// CUDA_VISIBLE_DEVICES as the driver reads it: indices or GPU-<uuid> prefixes,
+// stopping at the first entry that names no device.
+std::vector<int> visible_devices() {
+  simgpu::State& st = simgpu::state();
+  std::vector<int> out;
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (env == nullptr) {
+    for (uint32_t i = 0; i < st.device_count; ++i)
+      out.push_back(static_cast<int>(i));
+    return out;
+  }
+  std::string s = env;
+  size_t pos = 0;
+  while (pos <= s.size() && !s.empty()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(pos, end - pos);
+    pos = end + 1;
+    int found = -1;
+    if (item.rfind("GPU-", 0) == 0) {
+      for (uint32_t i = 0; i < st.device_count; ++i) {
+        if (std::strncmp(st.devices[i].uuid, item.c_str(), item.size()) == 0)
+          found = static_cast<int>(i);
+      }
+    } else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos) {
+      const int idx = std::atoi(item.c_str());
+      if (idx < static_cast<int>(st.device_count)) found = idx;
+    }
+    if (found < 0) break;
+    out.push_back(found);
+    if (end == s.size()) break;
+  }
+  return out;
+}
+
+CUresult check_ordinal(CUdevice dev, int* physical) {
+  Process& p = proc();
+  if (!p.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (dev < 0 || dev >= static_cast<int>(p.visible.size())) return CUDA_ERROR_INVALID_DEVICE;
+  if (physical != nullptr) *physical = p.visible[dev];
+  return CUDA_SUCCESS;
+}
+
+int ordinal_of(int physical) {
+  Process& p = proc();
+  for (size_t i = 0; i < p.visible.size(); ++i) {
+    if (p.visible[i] == physical) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+CUresult alloc_block(std::map<uint64_t, Block>& table, int physical, uint64_t bytes, uint64_t key,
+                     const char* fn) {
+  if (simgpu::should_fail(fn)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!simgpu::take(physical, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  table[key] = Block{physical, bytes, t_current};
+  return CUDA_SUCCESS;
+}
+
+CUresult free_block(std::map<uint64_t, Block>& table, uint64_t key) {
+  auto it = table.find(key);
+  if (it == table.end()) return CUDA_ERROR_INVALID_VALUE;
+  simgpu::give(it->second.physical, it->second.bytes);
+  table.erase(it);
+  return CUDA_SUCCESS;
+}
+
+// Frees everything a destroyed context owned.
+void drop_context(CUcontext ctx) {
+  for (auto it = proc().blocks.begin(); it != proc().blocks.end();) {
+    if (it->second.ctx == ctx) {
+      simgpu::give(it->second.physical, it->second.bytes);
+      it = proc().blocks.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+CUresult linear_alloc(CUdeviceptr* dptr, uint64_t bytes, int physical, const char* fn) {
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  const uint64_t addr = simgpu::next_address(bytes);
+  const CUresult rc = alloc_block(proc().blocks, physical, simgpu::granule(bytes), addr, fn);
+  if (rc == CUDA_SUCCESS) *dptr = addr;
+  return rc;
+}
+
+CUresult current_physical(int* physical) {
+  if (!proc().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *physical = t_current->physical;
+  return CUDA_SUCCESS;
+}
+
+uint64_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned channels) {
+  uint64_t elem = (format == 0x01 || format == 0x08)                     ? 1
+                  : (format == 0x02 || format == 0x09 || format == 0x10) ? 2
+                                                                         : 4;
+  uint64_t n = uint64_t{w} * (h ? h : 1) * (d ? d : 1) * (channels ? channels : 1) * elem;
+  return (n + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);  // arrays take whole pages here
+}
+
+CUresult new_context(CUcontext* pctx, CUdevice dev) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  if (simgpu::should_fail("cuCtxCreate") || !simgpu::take(physical, simgpu::state().context_size)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto* ctx = new CUctx_st{dev, physical, false};
+  t_current = ctx;
+  *pctx = ctx;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Process& p = proc();
+  std::lock_guard lock(p.mu);
+  if (!p.initialized) {
+    p.visible = visible_devices();
+    p.primary.assign(p.visible.size(), {});
+    p.initialized = true;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* v) {
+  if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  if (!proc().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = static_cast<int>(proc().visible.size());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
+  if (CUresult rc = check_ordinal(ordinal, nullptr); rc != CUDA_SUCCESS) return rc;
+  *dev = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  std::snprintf(name, static_cast<size_t>(len), "%s", simgpu::state().devices[physical].name);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  simgpu::uuid_bytes(simgpu::state().devices[physical],
+                     reinterpret_cast<unsigned char*>(uuid->bytes));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
+  return cuDeviceGetUuid_v2(uuid, dev);
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  *bytes = simgpu::state().devices[physical].total;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  auto& pr = proc().primary[dev];
+  if (pr.refs == 0) {
+    if (simgpu::should_fail("cuDevicePrimaryCtxRetain") ||
+        !simgpu::take(physical, simgpu::state().context_size)) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (pr.ctx == nullptr) pr.ctx = new CUctx_st{dev, physical, true};
+  }
+  ++pr.refs;
+  *pctx = pr.ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  auto& pr = proc().primary[dev];
+  if (pr.refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--pr.refs == 0) {
+    drop_context(pr.ctx);
+    simgpu::give(physical, simgpu::state().context_size);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  auto& pr = proc().primary[dev];
+  if (pr.refs > 0) {
+    drop_context(pr.ctx);
+    simgpu::give(physical, simgpu::state().context_size);
+    pr.refs = 0;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int, CUdevice dev) {
+  return new_context(pctx, dev);
+}
+CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam*, int, unsigned int, CUdevice dev) {
+  return new_context(pctx, dev);
+}
+CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams*, unsigned int, CUdevice dev) {
+  return new_context(pctx, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  if (ctx == nullptr || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  std::lock_guard lock(proc().mu);
+  drop_context(ctx);
+  simgpu::give(ctx->physical, simgpu::state().context_size);
+  if (t_current == ctx) t_current = nullptr;
+  delete ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  t_current = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  *ctx = t_current;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice* dev) {
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = t_current->ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  return linear_alloc(dptr, bytesize, physical, "cuMemAlloc_v2");
+}
+
+// The 32-bit API of CUDA < 3.2, kept by real drivers for old binaries.
+CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize) {
+  CUdeviceptr p = 0;
+  const CUresult rc = cuMemAlloc_v2(&p, bytesize);
+  if (rc == CUDA_SUCCESS) *dptr = static_cast<unsigned int>(p);
+  return rc;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int elem) {
+  if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  const size_t p = (width + 2047) / 2048 * 2048;  // coarser than libvgpu's 512-byte guess
+  const CUresult rc = linear_alloc(dptr, uint64_t{p} * height, physical, "cuMemAllocPitch_v2");
+  if (rc == CUDA_SUCCESS) *pitch = p;
+  return rc;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int) {
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  return linear_alloc(dptr, bytesize, physical, "cuMemAllocManaged");
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  if (dptr == 0) return CUDA_SUCCESS;
+  std::lock_guard lock(proc().mu);
+  return free_block(proc().blocks, dptr);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream) {
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  return linear_alloc(dptr, bytesize, physical, "cuMemAllocAsync");
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
+  return cuMemAllocAsync(dptr, bytesize, s);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream) {
+  int physical = 0;
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_ordinal(pool->ordinal, &physical); rc != CUDA_SUCCESS) return rc;
+  return linear_alloc(dptr, bytesize, physical, "cuMemAllocFromPoolAsync");
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream s) {
+  return cuMemAllocFromPoolAsync(dptr, bytesize, pool, s);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) {
+  return cuMemFree_v2(dptr);
+}
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
+  return cuMemFree_v2(dptr);
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  if (CUresult rc = check_ordinal(dev, nullptr); rc != CUDA_SUCCESS) return rc;
+  *pool = new CUmemPoolHandle_st{dev};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr) {
+  if (attr != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) return CUDA_ERROR_NOT_SUPPORTED;
+  std::lock_guard lock(proc().mu);
+  auto it = proc().blocks.find(ptr);
+  if (it == proc().blocks.end()) return CUDA_ERROR_INVALID_VALUE;
+  *static_cast<int*>(data) = ordinal_of(it->second.physical);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                     const CUmemAllocationProp* prop, unsigned long long) {
+  if (prop == nullptr || handle == nullptr || size == 0 || size % (2ull << 20) != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    std::lock_guard lock(proc().mu);
+    *handle = proc().next_handle++;  // host memory: no device memory used
+    return CUDA_SUCCESS;
+  }
+  int physical = 0;
+  if (CUresult rc = check_ordinal(prop->location.id, &physical); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  const uint64_t h = proc().next_handle++;
+  const CUresult rc = alloc_block(proc().handles, physical, size, h, "cuMemCreate");
+  if (rc == CUDA_SUCCESS) *handle = h;
+  return rc;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  std::lock_guard lock(proc().mu);
+  if (proc().handles.count(handle) == 0)
+    return handle < proc().next_handle ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return free_block(proc().handles, handle);
+}
+
+CUresult cuArray3DCreate_v2(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  if (d == nullptr || out == nullptr || d->Width == 0) return CUDA_ERROR_INVALID_VALUE;
+  const uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels);
+  std::lock_guard lock(proc().mu);
+  if (simgpu::should_fail("cuArrayCreate") || !simgpu::take(physical, bytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = new CUarray_st{physical, bytes};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuArrayCreate_v2(CUarray* out, const CUDA_ARRAY_DESCRIPTOR* d) {
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_ARRAY3D_DESCRIPTOR d3{d->Width, d->Height, 0, d->Format, d->NumChannels, 0};
+  return cuArray3DCreate_v2(out, &d3);
+}
+
+CUresult cuArrayDestroy(CUarray a) {
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  simgpu::give(a->physical, a->bytes);
+  delete a;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* out, const CUDA_ARRAY3D_DESCRIPTOR* d,
+                                unsigned int levels) {
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  if (d == nullptr || out == nullptr || levels == 0) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t bytes = 0;
+  size_t w = d->Width, h = d->Height, z = d->Depth;
+  for (unsigned l = 0; l < levels; ++l) {
+    bytes += array_bytes(w, h, z, d->Format, d->NumChannels);
+    w = w > 1 ? w / 2 : 1;
+    h = h > 1 ? h / 2 : h;
+    z = z > 1 ? z / 2 : z;
+  }
+  std::lock_guard lock(proc().mu);
+  if (!simgpu::take(physical, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = new CUmipmappedArray_st{physical, bytes};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  simgpu::give(a->physical, a->bytes);
+  delete a;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray a, CUdevice) {
+  if (req == nullptr || a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *req = CUDA_ARRAY_MEMORY_REQUIREMENTS{a->bytes, 512, {}};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req,
+                                               CUmipmappedArray a, CUdevice) {
+  if (req == nullptr || a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *req = CUDA_ARRAY_MEMORY_REQUIREMENTS{a->bytes, 512, {}};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  const simgpu::Device& d = simgpu::state().devices[physical];
+  *total = d.total;
+  *free = d.total - simgpu::device_used(physical);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void**, void**) {
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned a, unsigned b, unsigned c, unsigned d,
+                             unsigned e, unsigned g, unsigned h, CUstream s, void** p, void** x) {
+  return cuLaunchKernel(f, a, b, c, d, e, g, h, s, p, x);
+}
+
+CUresult cuGetErrorString(CUresult rc, const char** s) {
+  *s = rc == CUDA_SUCCESS ? "no error" : rc == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "error";
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status);
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
+}
+
+}  // extern "C"
+
+namespace {
+
+struct ProcEntry {
+  const char* base;
+  int version;  // first CUDA version with this variant
+  bool ptds;    // the per-thread-default-stream variant
+  void* fn;
+};
+
+#define F(x) reinterpret_cast<void*>(&x)
+const ProcEntry kProcs[] = {
+    {"cuInit", 2000, false, F(cuInit)},
+    {"cuDriverGetVersion", 2020, false, F(cuDriverGetVersion)},
+    {"cuDeviceGet", 2000, false, F(cuDeviceGet)},
+    {"cuDeviceGetCount", 2000, false, F(cuDeviceGetCount)},
+    {"cuDeviceGetName", 2000, false, F(cuDeviceGetName)},
+    {"cuDeviceGetUuid", 9020, false, F(cuDeviceGetUuid)},
+    {"cuDeviceGetUuid", 11040, false, F(cuDeviceGetUuid_v2)},
+    {"cuDeviceTotalMem", 3020, false, F(cuDeviceTotalMem_v2)},
+    {"cuDevicePrimaryCtxRetain", 7000, false, F(cuDevicePrimaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", 7000, false, F(cuDevicePrimaryCtxRelease)},
+    {"cuDevicePrimaryCtxRelease", 11000, false, F(cuDevicePrimaryCtxRelease_v2)},
+    {"cuDevicePrimaryCtxReset", 7000, false, F(cuDevicePrimaryCtxReset)},
+    {"cuDevicePrimaryCtxReset", 11000, false, F(cuDevicePrimaryCtxReset_v2)},
+    {"cuCtxCreate", 3020, false, F(cuCtxCreate_v2)},
+    {"cuCtxCreate", 11040, false, F(cuCtxCreate_v3)},
+    {"cuCtxCreate", 12050, false, F(cuCtxCreate_v4)},
+    {"cuCtxDestroy", 4000, false, F(cuCtxDestroy_v2)},
+    {"cuCtxSetCurrent", 4000, false, F(cuCtxSetCurrent)},
+    {"cuCtxGetCurrent", 4000, false, F(cuCtxGetCurrent)},
+    {"cuCtxGetDevice", 2000, false, F(cuCtxGetDevice)},
+    {"cuMemAlloc", 2000, false, F(cuMemAlloc)},
+    {"cuMemAlloc", 3020, false, F(cuMemAlloc_v2)},
+    {"cuMemAllocPitch", 3020, false, F(cuMemAllocPitch_v2)},
+    {"cuMemAllocManaged", 6000, false, F(cuMemAllocManaged)},
+    {"cuMemFree", 3020, false, F(cuMemFree_v2)},
+    {"cuMemAllocAsync", 11020, false, F(cuMemAllocAsync)},
+    {"cuMemAllocAsync", 11020, true, F(cuMemAllocAsync_ptsz)},
+    {"cuMemFreeAsync", 11020, false, F(cuMemFreeAsync)},
+    {"cuMemFreeAsync", 11020, true, F(cuMemFreeAsync_ptsz)},
+    {"cuMemAllocFromPoolAsync", 11020, false, F(cuMemAllocFromPoolAsync)},
+    {"cuMemAllocFromPoolAsync", 11020, true, F(cuMemAllocFromPoolAsync_ptsz)},
+    {"cuDeviceGetDefaultMemPool", 11020, false, F(cuDeviceGetDefaultMemPool)},
+    {"cuPointerGetAttribute", 4000, false, F(cuPointerGetAttribute)},
+    {"cuMemCreate", 10020, false, F(cuMemCreate)},
+    {"cuMemRelease", 10020, false, F(cuMemRelease)},
+    {"cuArrayCreate", 3020, false, F(cuArrayCreate_v2)},
+    {"cuArray3DCreate", 3020, false, F(cuArray3DCreate_v2)},
+    {"cuArrayDestroy", 2000, false, F(cuArrayDestroy)},
+    {"cuMipmappedArrayCreate", 5000, false, F(cuMipmappedArrayCreate)},
+    {"cuMipmappedArrayDestroy", 5000, false, F(cuMipmappedArrayDestroy)},
+    {"cuArrayGetMemoryRequirements", 11060, false, F(cuArrayGetMemoryRequirements)},
+    {"cuMipmappedArrayGetMemoryRequirements", 11060, false,
+     F(cuMipmappedArrayGetMemoryRequirements)},
+    {"cuMemGetInfo", 3020, false, F(cuMemGetInfo_v2)},
+    {"cuLaunchKernel", 4000, false, F(cuLaunchKernel)},
+    {"cuLaunchKernel", 7000, true, F(cuLaunchKernel_ptsz)},
+    {"cuGetErrorString", 6000, false, F(cuGetErrorString)},
+    {"cuGetProcAddress", 11030, false, F(cuGetProcAddress)},
+    {"cuGetProcAddress", 12000, false, F(cuGetProcAddress_v2)},
+};
+#undef F
+
+}  // namespace
+
+extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
+                                        cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const bool ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const ProcEntry* best = nullptr;
+  bool known = false;
+  for (const ProcEntry& e : kProcs) {
+    if (std::strcmp(e.base, symbol) != 0) continue;
+    known = true;
+    if (e.version > version) continue;
+    if (e.ptds && !ptds) continue;
+    // Prefer the newest variant, and the per-thread one when asked for.
+    if (best == nullptr || e.version > best->version || (e.ptds && !best->ptds)) best = &e;
+  }
+  *pfn = best != nullptr ? best->fn : nullptr;
+  if (status != nullptr) {
+    *status = best != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS
+              : known         ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                              : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  }
+  return best != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}

@@ -1,0 +1,162 @@
+// Our ABI declarations (src/vgpu/cuda_abi.hpp, hooks.def) against the real
+// cuda.h of an installed CUDA toolkit: struct sizes and offsets, constants,
+// and every hooked or called function's parameter list (count, sizes,
+// pointer-ness). Everything is checked at compile time; a mismatch does not build.
+#include <array>
+#include <cstddef>
+#include <cstdio>
+#include <type_traits>
+
+#include "vgpu/cuda_abi.hpp"
+
+// Our function types, generated from the one list, before cuda.h's macros
+// (cuGetProcAddress -> cuGetProcAddress_v2, ...) can rename anything.
+namespace ours {
+using namespace hami::cuda;  // NOLINT
+#define CU_HOOK(name, params) using name = CUresult(*) params;
+#define CU_REAL(name, params) using name = CUresult(*) params;
+#define NVML_HOOK(name, params)
+#define NVML_REAL(name, params)
+#include "vgpu/hooks.def"
+#undef CU_HOOK
+#undef CU_REAL
+#undef NVML_HOOK
+#undef NVML_REAL
+}  // namespace ours
+
+#include <cuda.h>
+#undef cuGetProcAddress
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+
+namespace {
+
+template <class F>
+struct Sig;
+template <class R, class... A>
+struct Sig<R (*)(A...)> {
+  static constexpr size_t arity = sizeof...(A);
+  static constexpr size_t ret = sizeof(R);
+  static constexpr std::array<size_t, sizeof...(A)> sizes{sizeof(A)...};
+  static constexpr std::array<bool, sizeof...(A)> pointers{std::is_pointer_v<A>...};
+};
+
+template <class A, class B>
+constexpr bool same_abi() {
+  if (Sig<A>::arity != Sig<B>::arity || Sig<A>::ret != Sig<B>::ret) return false;
+  for (size_t i = 0; i < Sig<A>::arity; ++i) {
+    if (Sig<A>::sizes[i] != Sig<B>::sizes[i] || Sig<A>::pointers[i] != Sig<B>::pointers[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+#define SAME(ours_name, real_fn)                                   \
+  static_assert(same_abi<ours::ours_name, decltype(&::real_fn)>(), \
+                #ours_name " does not match cuda.h's " #real_fn);
+
+SAME(cuGetProcAddress_v2, cuGetProcAddress_v2)
+SAME(cuMemAlloc_v2, cuMemAlloc_v2)
+SAME(cuMemAllocPitch_v2, cuMemAllocPitch_v2)
+SAME(cuMemAllocManaged, cuMemAllocManaged)
+SAME(cuMemFree_v2, cuMemFree_v2)
+SAME(cuMemAllocAsync, cuMemAllocAsync)
+SAME(cuMemAllocAsync_ptsz, cuMemAllocAsync)  // per-thread variants share the signature
+SAME(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync)
+SAME(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)
+SAME(cuMemFreeAsync, cuMemFreeAsync)
+SAME(cuMemFreeAsync_ptsz, cuMemFreeAsync)
+SAME(cuMemCreate, cuMemCreate)
+SAME(cuMemRelease, cuMemRelease)
+SAME(cuArrayCreate_v2, cuArrayCreate_v2)
+SAME(cuArray3DCreate_v2, cuArray3DCreate_v2)
+SAME(cuArrayDestroy, cuArrayDestroy)
+SAME(cuMipmappedArrayCreate, cuMipmappedArrayCreate)
+SAME(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy)
+SAME(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)
+SAME(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2)
+SAME(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2)  // v1: same parameters
+SAME(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2)
+SAME(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2)
+SAME(cuCtxCreate_v4, cuCtxCreate_v4)
+SAME(cuCtxDestroy_v2, cuCtxDestroy_v2)
+SAME(cuMemGetInfo_v2, cuMemGetInfo_v2)
+SAME(cuDeviceTotalMem_v2, cuDeviceTotalMem_v2)
+SAME(cuCtxGetDevice, cuCtxGetDevice)
+SAME(cuDeviceGetCount, cuDeviceGetCount)
+SAME(cuDeviceGetUuid_v2, cuDeviceGetUuid_v2)
+SAME(cuPointerGetAttribute, cuPointerGetAttribute)
+SAME(cuArrayGetMemoryRequirements, cuArrayGetMemoryRequirements)
+SAME(cuMipmappedArrayGetMemoryRequirements, cuMipmappedArrayGetMemoryRequirements)
+
+// Prototypes that CUDA 13's cuda.h no longer declares (the driver still exports
+// them for older binaries): the CUDA 12 signatures, spelled out.
+using LegacyGetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t);
+using LegacyCtxCreateV2 = CUresult (*)(CUcontext*, unsigned int, CUdevice);
+using LegacyCtxCreateV3 = CUresult (*)(CUcontext*, CUexecAffinityParam*, int, unsigned int,
+                                       CUdevice);
+static_assert(same_abi<ours::cuGetProcAddress, LegacyGetProcAddress>());
+static_assert(same_abi<ours::cuCtxCreate_v2, LegacyCtxCreateV2>());
+static_assert(same_abi<ours::cuCtxCreate_v3, LegacyCtxCreateV3>());
+
+namespace h = hami::cuda;
+
+static_assert(sizeof(h::CUresult) == sizeof(::CUresult));
+static_assert(sizeof(h::CUdevice) == sizeof(::CUdevice));
+static_assert(sizeof(h::CUdeviceptr) == sizeof(::CUdeviceptr));
+static_assert(std::is_same_v<h::CUcontext, ::CUcontext>);
+static_assert(std::is_same_v<h::CUstream, ::CUstream>);
+static_assert(std::is_same_v<h::CUarray, ::CUarray>);
+static_assert(std::is_same_v<h::CUmipmappedArray, ::CUmipmappedArray>);
+static_assert(std::is_same_v<h::CUmemoryPool, ::CUmemoryPool>);
+static_assert(sizeof(h::CUmemGenericAllocationHandle) == sizeof(::CUmemGenericAllocationHandle));
+
+static_assert(h::CUDA_SUCCESS == ::CUDA_SUCCESS);
+static_assert(h::CUDA_ERROR_INVALID_VALUE == ::CUDA_ERROR_INVALID_VALUE);
+static_assert(h::CUDA_ERROR_OUT_OF_MEMORY == ::CUDA_ERROR_OUT_OF_MEMORY);
+static_assert(h::CUDA_ERROR_NOT_INITIALIZED == ::CUDA_ERROR_NOT_INITIALIZED);
+static_assert(h::CUDA_ERROR_INVALID_DEVICE == ::CUDA_ERROR_INVALID_DEVICE);
+static_assert(h::CUDA_ERROR_INVALID_CONTEXT == ::CUDA_ERROR_INVALID_CONTEXT);
+static_assert(h::CUDA_ERROR_NOT_FOUND == ::CUDA_ERROR_NOT_FOUND);
+static_assert(h::CUDA_ERROR_NOT_SUPPORTED == ::CUDA_ERROR_NOT_SUPPORTED);
+static_assert(h::CU_GET_PROC_ADDRESS_DEFAULT == ::CU_GET_PROC_ADDRESS_DEFAULT);
+static_assert(h::CU_GET_PROC_ADDRESS_LEGACY_STREAM == ::CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+static_assert(h::CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ==
+              ::CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+static_assert(h::CU_GET_PROC_ADDRESS_SUCCESS == ::CU_GET_PROC_ADDRESS_SUCCESS);
+static_assert(h::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND == ::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+static_assert(h::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ==
+              ::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+static_assert(h::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL == ::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
+static_assert(h::CU_MEM_LOCATION_TYPE_DEVICE == ::CU_MEM_LOCATION_TYPE_DEVICE);
+static_assert(h::CU_MEM_LOCATION_TYPE_INVALID == ::CU_MEM_LOCATION_TYPE_INVALID);
+
+static_assert(sizeof(h::CUuuid) == sizeof(::CUuuid));
+static_assert(sizeof(h::CUmemLocation) == sizeof(::CUmemLocation));
+static_assert(sizeof(h::CUmemAllocationProp) == sizeof(::CUmemAllocationProp));
+static_assert(offsetof(h::CUmemAllocationProp, location) ==
+              offsetof(::CUmemAllocationProp, location));
+static_assert(offsetof(h::CUmemAllocationProp, allocFlags) ==
+              offsetof(::CUmemAllocationProp, allocFlags));
+static_assert(sizeof(h::CUDA_ARRAY_DESCRIPTOR) == sizeof(::CUDA_ARRAY_DESCRIPTOR));
+static_assert(offsetof(h::CUDA_ARRAY_DESCRIPTOR, Format) ==
+              offsetof(::CUDA_ARRAY_DESCRIPTOR, Format));
+static_assert(offsetof(h::CUDA_ARRAY_DESCRIPTOR, NumChannels) ==
+              offsetof(::CUDA_ARRAY_DESCRIPTOR, NumChannels));
+static_assert(sizeof(h::CUDA_ARRAY3D_DESCRIPTOR) == sizeof(::CUDA_ARRAY3D_DESCRIPTOR));
+static_assert(offsetof(h::CUDA_ARRAY3D_DESCRIPTOR, Depth) ==
+              offsetof(::CUDA_ARRAY3D_DESCRIPTOR, Depth));
+static_assert(offsetof(h::CUDA_ARRAY3D_DESCRIPTOR, Flags) ==
+              offsetof(::CUDA_ARRAY3D_DESCRIPTOR, Flags));
+static_assert(sizeof(h::CUDA_ARRAY_MEMORY_REQUIREMENTS) ==
+              sizeof(::CUDA_ARRAY_MEMORY_REQUIREMENTS));
+static_assert(::CU_AD_FORMAT_FLOAT == 0x20 && ::CU_AD_FORMAT_HALF == 0x10 &&
+              ::CU_AD_FORMAT_UNSIGNED_INT8 == 0x01);
+
+}  // namespace
+
+int main() {
+  std::printf("libvgpu ABI declarations match cuda.h %d\n", CUDA_VERSION);
+  return 0;
+}

@@ -1,0 +1,209 @@
+// Limits resolution: the read-only file governs, the environment follows
+// upstream's names and formats, and an unreadable limit never means unlimited.
+#include "vgpu/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace hami::vgpu {
+namespace {
+
+struct Fake {
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> files;
+  std::map<std::string, std::string> unreadable;  // path -> error
+
+  ConfigSources sources() const {
+    ConfigSources s;
+    s.fixed_limits_file = "/etc/vgpu/limits";
+    s.env = [this](const std::string& k) -> std::optional<std::string> {
+      auto it = env.find(k);
+      return it == env.end() ? std::nullopt : std::optional(it->second);
+    };
+    s.read_file = [this](const std::string& p) -> Result<std::optional<std::string>> {
+      if (auto u = unreadable.find(p); u != unreadable.end()) return Error{p + ": " + u->second};
+      auto it = files.find(p);
+      if (it == files.end()) return std::optional<std::string>();
+      return std::optional(it->second);
+    };
+    return s;
+  }
+  Config load() const { return load_config(sources()); }
+};
+
+constexpr uint64_t GiB = 1ull << 30;
+constexpr uint64_t MiB = 1ull << 20;
+
+TEST(Config, NothingSetMeansPassThrough) {
+  const Config c = Fake{}.load();
+  EXPECT_FALSE(c.accounting_needed());
+  EXPECT_EQ(c.state_file, "/tmp/cudevshr.cache");
+  EXPECT_TRUE(c.errors.empty());
+  for (int d = 0; d < kMaxDevices; ++d)
+    EXPECT_EQ(c.sm_limit[d], 100u);
+}
+
+TEST(Config, StateFileAloneTurnsAccountingOn) {
+  Fake f;
+  f.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = "/usr/local/vgpu/x.cache";
+  const Config c = f.load();
+  EXPECT_TRUE(c.accounting_needed());
+  EXPECT_EQ(c.state_file, "/usr/local/vgpu/x.cache");
+}
+
+TEST(Config, EnvironmentGlobalAndPerDevice) {
+  Fake f;
+  f.env["CUDA_DEVICE_MEMORY_LIMIT"] = "4g";
+  f.env["CUDA_DEVICE_MEMORY_LIMIT_1"] = "3000m";
+  f.env["CUDA_DEVICE_SM_LIMIT"] = "30";
+  f.env["CUDA_DEVICE_SM_LIMIT_2"] = "0";  // upstream: 0 means no limit
+  f.env["CUDA_TASK_PRIORITY"] = "0";
+  const Config c = f.load();
+  EXPECT_TRUE(c.accounting_needed());
+  EXPECT_EQ(c.memory_limit[0], 4 * GiB);
+  EXPECT_EQ(c.memory_limit[1], 3000 * MiB);
+  EXPECT_EQ(c.memory_limit[15], 4 * GiB);
+  EXPECT_EQ(c.sm_limit[0], 30u);
+  EXPECT_EQ(c.sm_limit[2], 100u);
+  EXPECT_EQ(c.priority, 0);
+  EXPECT_TRUE(c.errors.empty());
+  EXPECT_TRUE(c.limits_file.empty());
+}
+
+TEST(Config, SizesAsUpstreamWritesThem) {
+  for (auto [text, bytes] : std::vector<std::pair<const char*, uint64_t>>{{"4294967296", 4 * GiB},
+                                                                          {"4G", 4 * GiB},
+                                                                          {"4gi", 4 * GiB},
+                                                                          {"4GiB", 4 * GiB},
+                                                                          {"512k", 512 * 1024},
+                                                                          {"010m", 10 * MiB},
+                                                                          {" 7m ", 7 * MiB},
+                                                                          {"1t", 1024 * GiB}}) {
+    Fake f;
+    f.env["CUDA_DEVICE_MEMORY_LIMIT_0"] = text;
+    const Config c = f.load();
+    EXPECT_EQ(c.memory_limit[0], bytes) << text;
+    EXPECT_FALSE(c.memory_denied[0]) << text;
+  }
+}
+
+TEST(Config, MalformedMemoryLimitRefusesThatDevice) {
+  Fake f;
+  f.env["CUDA_DEVICE_MEMORY_LIMIT"] = "2g";
+  f.env["CUDA_DEVICE_MEMORY_LIMIT_3"] = "four gigs";
+  const Config c = f.load();
+  EXPECT_TRUE(c.memory_denied[3]);
+  EXPECT_EQ(c.memory_limit[2], 2 * GiB);
+  EXPECT_FALSE(c.memory_denied[2]);
+  ASSERT_EQ(c.errors.size(), 1u);
+  EXPECT_NE(c.errors[0].find("CUDA_DEVICE_MEMORY_LIMIT_3=four gigs"), std::string::npos)
+      << c.errors[0];
+  EXPECT_NE(c.errors[0].find("device 3 are refused"), std::string::npos) << c.errors[0];
+}
+
+TEST(Config, MalformedGlobalRefusesDevicesWithoutTheirOwn) {
+  Fake f;
+  f.env["CUDA_DEVICE_MEMORY_LIMIT"] = "12x";
+  f.env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "1g";
+  const Config c = f.load();
+  EXPECT_FALSE(c.memory_denied[0]);
+  EXPECT_EQ(c.memory_limit[0], GiB);
+  for (int d = 1; d < kMaxDevices; ++d)
+    EXPECT_TRUE(c.memory_denied[d]) << d;
+  ASSERT_FALSE(c.errors.empty());
+  EXPECT_NE(c.errors[0].find("CUDA_DEVICE_MEMORY_LIMIT=12x"), std::string::npos);
+}
+
+TEST(Config, MalformedSmLimitMeansNoCapWithAnError) {
+  Fake f;
+  f.env["CUDA_DEVICE_SM_LIMIT"] = "150";
+  const Config c = f.load();
+  EXPECT_EQ(c.sm_limit[0], 100u);
+  ASSERT_EQ(c.errors.size(), 1u);
+  EXPECT_NE(c.errors[0].find("CUDA_DEVICE_SM_LIMIT=150"), std::string::npos);
+}
+
+TEST(Config, LimitsFileGovernsOverEnvironment) {
+  Fake f;
+  f.files["/etc/vgpu/limits"] =
+      "# written by the device "
+      "plugin\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\n\nCUDA_DEVICE_SM_LIMIT=30\n";
+  f.env["CUDA_DEVICE_MEMORY_LIMIT_0"] = "80g";  // a tenant trying to raise it
+  f.env["CUDA_DEVICE_MEMORY_LIMIT"] = "80g";
+  const Config c = f.load();
+  EXPECT_EQ(c.limits_file, "/etc/vgpu/limits");
+  EXPECT_EQ(c.memory_limit[0], 3000 * MiB);
+  EXPECT_EQ(c.memory_limit[1], 0u);  // the file sets no global: the env's is ignored
+  EXPECT_EQ(c.sm_limit[5], 30u);
+  EXPECT_TRUE(c.accounting_needed());
+  EXPECT_TRUE(c.errors.empty());
+  ASSERT_FALSE(c.warnings.empty());
+  EXPECT_NE(c.warnings[0].find("ignored"), std::string::npos);
+}
+
+TEST(Config, FixedFileBeatsTheVariableNamingAnother) {
+  Fake f;
+  f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_MEMORY_LIMIT=1g\n";
+  f.files["/tmp/mine"] = "CUDA_DEVICE_MEMORY_LIMIT=100g\n";
+  f.env["VGPU_LIMITS_FILE"] = "/tmp/mine";
+  const Config c = f.load();
+  EXPECT_EQ(c.limits_file, "/etc/vgpu/limits");
+  EXPECT_EQ(c.memory_limit[0], GiB);
+}
+
+TEST(Config, VariableNamesAFileWhenNoFixedOne) {
+  Fake f;
+  f.files["/tmp/limits"] = "CUDA_DEVICE_MEMORY_LIMIT=2g\n";
+  f.env["VGPU_LIMITS_FILE"] = "/tmp/limits";
+  const Config c = f.load();
+  EXPECT_EQ(c.limits_file, "/tmp/limits");
+  EXPECT_EQ(c.memory_limit[7], 2 * GiB);
+}
+
+TEST(Config, MissingNamedFileRefusesEverything) {
+  Fake f;
+  f.env["VGPU_LIMITS_FILE"] = "/tmp/nope";
+  const Config c = f.load();
+  for (int d = 0; d < kMaxDevices; ++d)
+    EXPECT_TRUE(c.memory_denied[d]);
+  ASSERT_FALSE(c.errors.empty());
+  EXPECT_NE(c.errors[0].find("/tmp/nope"), std::string::npos);
+}
+
+TEST(Config, CorruptOrUnreadableFileRefusesEverything) {
+  {
+    Fake f;
+    f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_MEMORY_LIMIT=1g\nthis line is garbage\n";
+    const Config c = f.load();
+    for (int d = 0; d < kMaxDevices; ++d)
+      EXPECT_TRUE(c.memory_denied[d]);
+    ASSERT_GE(c.errors.size(), 2u);
+    EXPECT_NE(c.errors[0].find("/etc/vgpu/limits:2"), std::string::npos) << c.errors[0];
+  }
+  {
+    Fake f;
+    f.unreadable["/etc/vgpu/limits"] = "Permission denied";
+    const Config c = f.load();
+    EXPECT_TRUE(c.memory_denied[0]);
+    EXPECT_NE(c.errors[0].find("Permission denied"), std::string::npos);
+  }
+  {
+    Fake f;
+    f.files["/etc/vgpu/limits"] = std::string(70000, '#');
+    EXPECT_TRUE(f.load().memory_denied[0]);
+  }
+}
+
+TEST(Config, UnknownKeysInFileAreWarnings) {
+  Fake f;
+  f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_MEMORY_LIMIT=1g\nSOMETHING_NEW=1\n";
+  const Config c = f.load();
+  EXPECT_EQ(c.memory_limit[0], GiB);
+  EXPECT_TRUE(c.errors.empty());
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("SOMETHING_NEW"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hami::vgpu

@@ -1,0 +1,428 @@
+// cuda-client: a scripted user of the driver API and NVML, run under
+// LD_PRELOAD=libvgpu.so against the simulated driver by tests/vgpu. It reaches
+// the driver the way real programs do, chosen with --via:
+//   link          calls the functions it links against (symbol interposition)
+//   dlsym         dlopen("libcuda.so.1") + dlsym (the CUDA runtime before 11.3)
+//   procaddr      cuGetProcAddress_v2 at CUDA 13.0 (the CUDA runtime today)
+//   procaddr-ptds the same with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+// Each operation prints one line "op=<name> rc=<CUresult> key=value...".
+//
+//   cuda-client --via=procaddr init ctx:0 alloc:64m meminfo free:0 hold
+//
+// Operations: init | ctx:<ord> (retain primary, make current) | ctxcreate:<ord> |
+//   ctxdestroy | release:<ord> | reset:<ord> | alloc:<size> | alloc-v1:<size> |
+//   pitch:<w>x<h> | managed:<size> | async:<size> | pool:<ord>:<size> |
+//   vmm:<ord>:<size> | vmm-host:<size> | array:<w>x<h> | array3d:<w>x<h>x<d> |
+//   mipmap:<w>x<h>:<levels> | free:<n> (the n-th allocation, any kind) |
+//   freeptr:<hex> | meminfo | totalmem:<ord> | nvml:<index> | nvml2:<index> |
+//   fill:<size> (allocate <size> chunks until refused) | launch | sleep:<ms> |
+//   hold (until stdin closes) | exit:<code> | crash (exit without cleanup) |
+//   mark (prints at once) | fork ... join (the child runs the ops in between,
+//   the parent waits for it) | whois:<name> (which library the lookup of
+//   <name> answered) | umask | signals | churn:<size>:<n> (alloc/free n times) |
+//   await:<path> (until the file exists)
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vgpu/cuda_abi.hpp"
+
+using namespace hami::cuda;  // NOLINT
+
+struct CUfunc_st;
+
+extern "C" {
+// Prototypes of the (simulated) libcuda.so.1 this program links against.
+CUresult cuInit(unsigned int);
+CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+}
+
+namespace {
+
+struct Api {
+  CUresult (*cuInit)(unsigned int);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuDevicePrimaryCtxReset)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxCreate)(CUcontext*, CUctxCreateParams*, unsigned int, CUdevice);
+  CUresult (*cuCtxDestroy)(CUcontext);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemAllocV1)(unsigned int*, unsigned int);
+  CUresult (*cuMemAllocPitch)(CUdeviceptr*, size_t*, size_t, size_t, unsigned int);
+  CUresult (*cuMemAllocManaged)(CUdeviceptr*, size_t, unsigned int);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemAllocAsync)(CUdeviceptr*, size_t, CUstream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+  CUresult (*cuDeviceGetDefaultMemPool)(CUmemoryPool*, CUdevice);
+  CUresult (*cuMemCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                          unsigned long long);
+  CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
+  CUresult (*cuArrayCreate)(CUarray*, const CUDA_ARRAY_DESCRIPTOR*);
+  CUresult (*cuArray3DCreate)(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*);
+  CUresult (*cuArrayDestroy)(CUarray);
+  CUresult (*cuMipmappedArrayCreate)(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned);
+  CUresult (*cuMipmappedArrayDestroy)(CUmipmappedArray);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);
+  CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);
+  CUresult (*cuLaunchKernel)(CUfunc_st*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+  nvmlReturn_t (*nvmlInit)();
+  nvmlReturn_t (*nvmlDeviceGetHandleByIndex)(unsigned, nvmlDevice_t*);
+  nvmlReturn_t (*nvmlDeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*);
+  nvmlReturn_t (*nvmlDeviceGetMemoryInfo_v2)(nvmlDevice_t, nvmlMemory_v2_t*);
+  void* launch_kernel_raw;  // what the lookup returned, for "not wrapped" checks
+};
+
+template <class T>
+void set(T& slot, void* p) {
+  slot = reinterpret_cast<T>(p);
+}
+
+// Resolves every function by name through one of the lookup paths.
+template <class Lookup>
+void resolve(Api& a, Lookup&& cu, void* nvml) {
+  set(a.cuInit, cu("cuInit", "cuInit"));
+  set(a.cuDevicePrimaryCtxRetain, cu("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain"));
+  set(a.cuDevicePrimaryCtxRelease, cu("cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2"));
+  set(a.cuDevicePrimaryCtxReset, cu("cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2"));
+  set(a.cuCtxSetCurrent, cu("cuCtxSetCurrent", "cuCtxSetCurrent"));
+  set(a.cuCtxCreate, cu("cuCtxCreate", "cuCtxCreate_v4"));
+  set(a.cuCtxDestroy, cu("cuCtxDestroy", "cuCtxDestroy_v2"));
+  set(a.cuMemAlloc, cu("cuMemAlloc", "cuMemAlloc_v2"));
+  set(a.cuMemAllocV1, cu("cuMemAlloc@2000", "cuMemAlloc"));
+  set(a.cuMemAllocPitch, cu("cuMemAllocPitch", "cuMemAllocPitch_v2"));
+  set(a.cuMemAllocManaged, cu("cuMemAllocManaged", "cuMemAllocManaged"));
+  set(a.cuMemFree, cu("cuMemFree", "cuMemFree_v2"));
+  set(a.cuMemAllocAsync, cu("cuMemAllocAsync", "cuMemAllocAsync"));
+  set(a.cuMemFreeAsync, cu("cuMemFreeAsync", "cuMemFreeAsync"));
+  set(a.cuMemAllocFromPoolAsync, cu("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"));
+  set(a.cuDeviceGetDefaultMemPool, cu("cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool"));
+  set(a.cuMemCreate, cu("cuMemCreate", "cuMemCreate"));
+  set(a.cuMemRelease, cu("cuMemRelease", "cuMemRelease"));
+  set(a.cuArrayCreate, cu("cuArrayCreate", "cuArrayCreate_v2"));
+  set(a.cuArray3DCreate, cu("cuArray3DCreate", "cuArray3DCreate_v2"));
+  set(a.cuArrayDestroy, cu("cuArrayDestroy", "cuArrayDestroy"));
+  set(a.cuMipmappedArrayCreate, cu("cuMipmappedArrayCreate", "cuMipmappedArrayCreate"));
+  set(a.cuMipmappedArrayDestroy, cu("cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy"));
+  set(a.cuMemGetInfo, cu("cuMemGetInfo", "cuMemGetInfo_v2"));
+  set(a.cuDeviceTotalMem, cu("cuDeviceTotalMem", "cuDeviceTotalMem_v2"));
+  a.launch_kernel_raw = cu("cuLaunchKernel", "cuLaunchKernel");
+  set(a.cuLaunchKernel, a.launch_kernel_raw);
+  set(a.nvmlInit, dlsym(nvml, "nvmlInit_v2"));
+  set(a.nvmlDeviceGetHandleByIndex, dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
+  set(a.nvmlDeviceGetMemoryInfo, dlsym(nvml, "nvmlDeviceGetMemoryInfo"));
+  set(a.nvmlDeviceGetMemoryInfo_v2, dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2"));
+}
+
+uint64_t size_arg(const std::string& s) {
+  char* end = nullptr;
+  uint64_t v = std::strtoull(s.c_str(), &end, 10);
+  switch (*end) {
+    case 'k':
+      return v << 10;
+    case 'm':
+      return v << 20;
+    case 'g':
+      return v << 30;
+    default:
+      return v;
+  }
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (;;) {
+    size_t end = s.find(sep, pos);
+    out.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (end == std::string::npos) return out;
+    pos = end + 1;
+  }
+}
+
+struct Held {
+  char kind;  // p pointer, a async pointer, h vmm handle, r array, m mipmap
+  uint64_t value;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::string via = "link";
+  int first = 1;
+  if (argc > 1 && std::strncmp(argv[1], "--via=", 6) == 0) {
+    via = argv[1] + 6;
+    first = 2;
+  }
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  Api api{};
+  if (via == "link") {
+    // RTLD_DEFAULT: the global scope, where a preloaded library comes first,
+    // exactly like the program's own calls to linked functions.
+    resolve(
+        api, [](const char*, const char* exported) { return dlsym(RTLD_DEFAULT, exported); }, nvml);
+  } else if (via == "dlsym") {
+    resolve(
+        api, [&](const char*, const char* exported) { return dlsym(cuda, exported); }, nvml);
+  } else if (via == "procaddr" || via == "procaddr-ptds") {
+    auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(cuda, "cuGetProcAddress_v2"));
+    const cuuint64_t flags =
+        via == "procaddr-ptds" ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+    resolve(
+        api,
+        [&](const char* base, const char*) -> void* {
+          std::string name = base;
+          int version = 13000;
+          if (auto at = name.find('@'); at != std::string::npos) {
+            version = std::atoi(name.c_str() + at + 1);
+            name.resize(at);
+          }
+          void* p = nullptr;
+          CUdriverProcAddressQueryResult st{};
+          return gpa(name.c_str(), &p, version, flags, &st) == CUDA_SUCCESS ? p : nullptr;
+        },
+        nvml);
+  } else {
+    std::fprintf(stderr, "cuda-client: unknown --via=%s\n", via.c_str());
+    return 2;
+  }
+
+  if (via == "link") api.cuInit = &::cuInit;  // a real reference: libcuda is a DT_NEEDED
+
+  // Named lookups for "whois", through the same path as everything else.
+  auto lookup = [&](const std::string& n) -> void* {
+    if (via == "link") return dlsym(RTLD_DEFAULT, n.c_str());
+    if (via == "dlsym") return dlsym(cuda, n.c_str());
+    auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(cuda, "cuGetProcAddress_v2"));
+    void* p = nullptr;
+    gpa(n.c_str(), &p, 13000,
+        via == "procaddr-ptds" ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, nullptr);
+    return p;
+  };
+
+  std::vector<Held> held;
+  std::vector<CUcontext> created;
+  pid_t forked = -1;
+  for (int i = first; i < argc; ++i) {
+    const std::string op = argv[i];
+    const auto parts = split(op, ':');
+    const std::string& name = parts[0];
+    CUresult rc = CUDA_SUCCESS;
+    std::string extra;
+    if (name == "init") {
+      rc = api.cuInit(0);
+      if (rc == CUDA_SUCCESS && api.nvmlInit) api.nvmlInit();
+    } else if (name == "ctx") {
+      CUcontext c = nullptr;
+      rc = api.cuDevicePrimaryCtxRetain(&c, std::atoi(parts[1].c_str()));
+      if (rc == CUDA_SUCCESS) api.cuCtxSetCurrent(c);
+    } else if (name == "ctxcreate") {
+      CUcontext c = nullptr;
+      rc = api.cuCtxCreate(&c, nullptr, 0, std::atoi(parts[1].c_str()));
+      if (rc == CUDA_SUCCESS) created.push_back(c);
+    } else if (name == "ctxdestroy") {
+      rc = api.cuCtxDestroy(created.back());
+      created.pop_back();
+    } else if (name == "release") {
+      rc = api.cuDevicePrimaryCtxRelease(std::atoi(parts[1].c_str()));
+    } else if (name == "reset") {
+      rc = api.cuDevicePrimaryCtxReset(std::atoi(parts[1].c_str()));
+    } else if (name == "alloc" || name == "managed" || name == "async") {
+      CUdeviceptr p = 0;
+      const uint64_t n = size_arg(parts[1]);
+      rc = name == "alloc"     ? api.cuMemAlloc(&p, n)
+           : name == "managed" ? api.cuMemAllocManaged(&p, n, 1)
+                               : api.cuMemAllocAsync(&p, n, nullptr);
+      if (rc == CUDA_SUCCESS) held.push_back({name == "async" ? 'a' : 'p', p});
+      char b[64];
+      std::snprintf(b, sizeof b, " ptr=0x%" PRIx64, static_cast<uint64_t>(p));
+      extra = b;
+    } else if (name == "alloc-v1") {
+      unsigned p = 0;
+      rc = api.cuMemAllocV1 ? api.cuMemAllocV1(&p, static_cast<unsigned>(size_arg(parts[1])))
+                            : CUDA_ERROR_NOT_FOUND;
+    } else if (name == "pitch") {
+      const auto wh = split(parts[1], 'x');
+      CUdeviceptr p = 0;
+      size_t pitch = 0;
+      rc = api.cuMemAllocPitch(&p, &pitch, size_arg(wh[0]), size_arg(wh[1]), 4);
+      if (rc == CUDA_SUCCESS) held.push_back({'p', p});
+      extra = " pitch=" + std::to_string(pitch);
+    } else if (name == "pool") {
+      CUmemoryPool pool = nullptr;
+      rc = api.cuDeviceGetDefaultMemPool(&pool, std::atoi(parts[1].c_str()));
+      CUdeviceptr p = 0;
+      if (rc == CUDA_SUCCESS)
+        rc = api.cuMemAllocFromPoolAsync(&p, size_arg(parts[2]), pool, nullptr);
+      if (rc == CUDA_SUCCESS) held.push_back({'a', p});
+    } else if (name == "vmm" || name == "vmm-host") {
+      CUmemAllocationProp prop{};
+      const bool host = name == "vmm-host";
+      prop.type = 1;
+      prop.location.type = host ? 2 : CU_MEM_LOCATION_TYPE_DEVICE;
+      prop.location.id = host ? 0 : std::atoi(parts[1].c_str());
+      CUmemGenericAllocationHandle h = 0;
+      rc = api.cuMemCreate(&h, size_arg(parts[host ? 1 : 2]), &prop, 0);
+      if (rc == CUDA_SUCCESS) held.push_back({'h', h});
+    } else if (name == "array") {
+      const auto wh = split(parts[1], 'x');
+      CUDA_ARRAY_DESCRIPTOR d{size_arg(wh[0]), size_arg(wh[1]), 0x20, 1};
+      CUarray a = nullptr;
+      rc = api.cuArrayCreate(&a, &d);
+      if (rc == CUDA_SUCCESS) held.push_back({'r', reinterpret_cast<uint64_t>(a)});
+    } else if (name == "array3d") {
+      const auto whd = split(parts[1], 'x');
+      CUDA_ARRAY3D_DESCRIPTOR d{size_arg(whd[0]), size_arg(whd[1]), size_arg(whd[2]), 0x01, 4, 0};
+      CUarray a = nullptr;
+      rc = api.cuArray3DCreate(&a, &d);
+      if (rc == CUDA_SUCCESS) held.push_back({'r', reinterpret_cast<uint64_t>(a)});
+    } else if (name == "mipmap") {
+      const auto wh = split(parts[1], 'x');
+      CUDA_ARRAY3D_DESCRIPTOR d{size_arg(wh[0]), size_arg(wh[1]), 0, 0x20, 1, 0};
+      CUmipmappedArray m = nullptr;
+      rc = api.cuMipmappedArrayCreate(&m, &d, static_cast<unsigned>(std::atoi(parts[2].c_str())));
+      if (rc == CUDA_SUCCESS) held.push_back({'m', reinterpret_cast<uint64_t>(m)});
+    } else if (name == "free") {
+      Held h = held.at(static_cast<size_t>(std::atoi(parts[1].c_str())));
+      switch (h.kind) {
+        case 'p':
+          rc = api.cuMemFree(h.value);
+          break;
+        case 'a':
+          rc = api.cuMemFreeAsync(h.value, nullptr);
+          break;
+        case 'h':
+          rc = api.cuMemRelease(h.value);
+          break;
+        case 'r':
+          rc = api.cuArrayDestroy(reinterpret_cast<CUarray>(h.value));
+          break;
+        case 'm':
+          rc = api.cuMipmappedArrayDestroy(reinterpret_cast<CUmipmappedArray>(h.value));
+          break;
+      }
+    } else if (name == "freeptr") {
+      rc = api.cuMemFree(std::strtoull(parts[1].c_str(), nullptr, 16));
+    } else if (name == "meminfo") {
+      size_t f = 0, t = 0;
+      rc = api.cuMemGetInfo(&f, &t);
+      extra = " free=" + std::to_string(f) + " total=" + std::to_string(t);
+    } else if (name == "totalmem") {
+      size_t t = 0;
+      rc = api.cuDeviceTotalMem(&t, std::atoi(parts[1].c_str()));
+      extra = " total=" + std::to_string(t);
+    } else if (name == "nvml" || name == "nvml2") {
+      nvmlDevice_t d = nullptr;
+      rc = api.nvmlDeviceGetHandleByIndex(static_cast<unsigned>(std::atoi(parts[1].c_str())), &d);
+      if (rc == 0 && name == "nvml") {
+        nvmlMemory_t m{};
+        rc = api.nvmlDeviceGetMemoryInfo(d, &m);
+        extra = " total=" + std::to_string(m.total) + " used=" + std::to_string(m.used) +
+                " free=" + std::to_string(m.free);
+      } else if (rc == 0) {
+        nvmlMemory_v2_t m{};
+        m.version = nvmlMemory_v2;
+        rc = api.nvmlDeviceGetMemoryInfo_v2(d, &m);
+        extra = " total=" + std::to_string(m.total) + " used=" + std::to_string(m.used) +
+                " free=" + std::to_string(m.free) + " reserved=" + std::to_string(m.reserved);
+      }
+    } else if (name == "fill") {
+      const uint64_t chunk = size_arg(parts[1]);
+      uint64_t got = 0;
+      CUdeviceptr p = 0;
+      while ((rc = api.cuMemAlloc(&p, chunk)) == CUDA_SUCCESS) {
+        held.push_back({'p', p});
+        got += chunk;
+      }
+      extra = " allocated=" + std::to_string(got);
+    } else if (name == "launch") {
+      Dl_info info{};
+      rc = api.cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+      const bool ok = dladdr(api.launch_kernel_raw, &info) != 0 && info.dli_fname != nullptr;
+      extra = std::string(" from=") + (ok ? info.dli_fname : "?");
+    } else if (name == "mark") {
+    } else if (name == "fork") {
+      std::fflush(stdout);
+      forked = fork();
+      if (forked > 0) {  // parent: skip to join
+        while (i + 1 < argc && std::strcmp(argv[i + 1], "join") != 0)
+          ++i;
+        continue;
+      }
+      extra = " child=1";
+    } else if (name == "join") {
+      if (forked == 0) {
+        std::printf("op=join rc=0 child=1\n");
+        std::fflush(stdout);
+        std::exit(0);  // a normal exit: libvgpu releases the child's slot
+      }
+      int status = 0;
+      waitpid(forked, &status, 0);
+      rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    } else if (name == "whois") {
+      void* p = lookup(parts[1]);
+      Dl_info info{};
+      const bool ok = p != nullptr && dladdr(p, &info) != 0 && info.dli_fname != nullptr;
+      const char* lib = ok ? std::strrchr(info.dli_fname, '/') : nullptr;
+      extra = std::string(" lib=") + (lib ? lib + 1 : ok ? info.dli_fname : "none");
+    } else if (name == "umask") {
+      std::ifstream st("/proc/self/status");
+      std::string line;
+      while (std::getline(st, line)) {
+        if (line.rfind("Umask:", 0) == 0)
+          extra = " umask=" + line.substr(line.find_last_of(" \t") + 1);
+      }
+    } else if (name == "signals") {
+      for (int sig : {SIGUSR1, SIGUSR2, SIGSEGV, SIGBUS, SIGCHLD}) {
+        struct sigaction sa {};
+        sigaction(sig, nullptr, &sa);
+        extra +=
+            " sig" + std::to_string(sig) + "=" + (sa.sa_handler == SIG_DFL ? "default" : "set");
+      }
+    } else if (name == "churn") {
+      const uint64_t chunk = size_arg(parts[1]);
+      const int n = std::atoi(parts[2].c_str());
+      for (int k = 0; k < n && rc == CUDA_SUCCESS; ++k) {
+        CUdeviceptr p = 0;
+        rc = api.cuMemAlloc(&p, chunk);
+        if (rc == CUDA_SUCCESS) rc = api.cuMemFree(p);
+      }
+    } else if (name == "await") {
+      while (access(parts[1].c_str(), F_OK) != 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else if (name == "sleep") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(parts[1].c_str())));
+    } else if (name == "hold") {
+      char c;
+      while (read(0, &c, 1) > 0) {
+      }
+    } else if (name == "exit") {
+      std::printf("op=exit rc=0\n");
+      return std::atoi(parts[1].c_str());
+    } else if (name == "crash") {
+      std::printf("op=crash rc=0\n");
+      std::fflush(stdout);
+      _exit(99);  // no exit handlers: like a process killed mid-run
+    } else {
+      std::fprintf(stderr, "cuda-client: unknown operation %s\n", op.c_str());
+      return 2;
+    }
+    std::printf("op=%s rc=%d%s\n", op.c_str(), rc, extra.c_str());
+  }
+  return 0;
+}

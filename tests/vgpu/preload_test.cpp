@@ -1,0 +1,510 @@
+// libvgpu.so as it runs in a container: preloaded into real processes that use
+// the (simulated) driver, every process of a "container" sharing one state file.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "region/region.hpp"
+#include "region/snapshot.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+
+namespace hami::vgpu {
+namespace {
+
+using test::Child;
+using test::Env;
+using test::ProcessResult;
+
+constexpr uint64_t MiB = 1ull << 20;
+constexpr uint64_t GiB = 1ull << 30;
+const std::string kGpuA = "GPU-5a3e0000-0000-4000-8000-000000000000";
+const std::string kGpuB = "GPU-5a3e0000-0000-4000-8000-000000000001";
+
+// One output line of cuda-client, as key -> value.
+using Line = std::map<std::string, std::string>;
+
+std::vector<Line> parse(const std::string& out) {
+  std::vector<Line> lines;
+  std::istringstream in(out);
+  std::string text;
+  while (std::getline(in, text)) {
+    Line l;
+    std::istringstream words(text);
+    std::string w;
+    while (words >> w) {
+      const size_t eq = w.find('=');
+      if (eq != std::string::npos) l[w.substr(0, eq)] = w.substr(eq + 1);
+    }
+    if (!l.empty()) lines.push_back(l);
+  }
+  return lines;
+}
+
+// The n-th line for operation `op` (exact text as given on the command line).
+Line find_op(const std::string& out, const std::string& op, int nth = 0) {
+  for (const Line& l : parse(out)) {
+    auto it = l.find("op");
+    if (it != l.end() && it->second == op && nth-- == 0) return l;
+  }
+  ADD_FAILURE() << "no line for op " << op << " in:\n" << out;
+  return {};
+}
+
+uint64_t num(const Line& l, const std::string& key) {
+  auto it = l.find(key);
+  return it == l.end() ? ~0ull : std::stoull(it->second);
+}
+
+int rc(const std::string& out, const std::string& op, int nth = 0) {
+  const Line l = find_op(out, op, nth);
+  return l.count("rc") ? std::stoi(l.at("rc")) : -999;
+}
+
+class Preload : public ::testing::Test {
+ protected:
+  std::string state_file() const { return dir_.file("vgpu.cache"); }
+
+  // A container's environment: the library preloaded, the simulated GPUs, no
+  // context memory unless a test asks for it.
+  Env env(const Env& extra = {}) const {
+    Env e = {{"LD_PRELOAD", LIBVGPU},
+             {"LD_LIBRARY_PATH", SIMGPU_LIB_DIR},
+             {"SIMGPU_STATE", dir_.file("gpu.state")},
+             {"SIMGPU_CONTEXT_SIZE", "0"},
+             {"CUDA_DEVICE_MEMORY_SHARED_CACHE", state_file()},
+             {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
+             {"CUDA_VISIBLE_DEVICES", test::kUnset},
+             {"LIBCUDA_LOG_LEVEL", test::kUnset},
+             {"VGPU_LIMITS_FILE", test::kUnset},
+             {"CUDA_DEVICE_MEMORY_LIMIT", test::kUnset},
+             {"CUDA_DEVICE_SM_LIMIT", test::kUnset}};
+    for (const auto& kv : extra) {
+      bool replaced = false;
+      for (auto& cur : e) {
+        if (cur.first == kv.first) {
+          cur.second = kv.second;
+          replaced = true;
+        }
+      }
+      if (!replaced) e.push_back(kv);
+    }
+    return e;
+  }
+
+  static std::vector<std::string> argv(std::vector<std::string> ops) {
+    ops.insert(ops.begin(), CUDA_CLIENT);
+    return ops;
+  }
+  ProcessResult run(const std::vector<std::string>& ops, const Env& extra = {}) const {
+    return test::run_process(argv(ops), env(extra));
+  }
+  Child spawn(const std::vector<std::string>& ops, const Env& extra = {}) const {
+    return Child::spawn(argv(ops), env(extra));
+  }
+
+  region::RegionSnapshot snapshot() const {
+    auto s = region::read_snapshot(state_file());
+    EXPECT_TRUE(s) << s.error().message;
+    return s ? *s : region::RegionSnapshot{};
+  }
+  // Usage the state file records for process `pid` on state-file device `dev`.
+  region::DeviceMemoryUsage usage_of(pid_t pid, int dev) const {
+    for (const auto& slot : snapshot().slots) {
+      if (slot.pid == pid) return slot.used[dev];
+    }
+    return {};
+  }
+  void touch(const std::string& name) const { std::ofstream(dir_.file(name)) << "go"; }
+
+  test::TempDir dir_;
+};
+
+// ----------------------------------------------------------------- charging
+
+struct PathCase {
+  std::string op;
+  int device;  // state-file device the charge lands on
+  uint64_t bytes;
+};
+
+TEST_F(Preload, EveryAllocationPathIsChargedAndGivenBack) {
+  const std::vector<PathCase> cases = {
+      {"alloc:64m", 0, 64 * MiB},
+      {"pitch:1000x3000", 0, 6 * MiB},  // driver pitch 2048: charge settles on what it chose
+      {"managed:10m", 0, 10 * MiB},
+      {"async:6m", 0, 6 * MiB},
+      {"pool:1:4m", 1, 4 * MiB},  // pool of device 1 while device 0 is current
+      {"vmm:0:8m", 0, 8 * MiB},
+      {"vmm:1:8m", 1, 8 * MiB},
+      {"vmm-host:8m", 0, 0},  // host memory is not device memory
+      {"array:1024x1024", 0, 4 * MiB},
+      {"array3d:100x100x100", 0, 4 * MiB},  // estimate 3.8 MiB, driver says 4 MiB
+      {"mipmap:1024x1024:3", 0, 8 * MiB},
+      {"alloc-v1:16m", 0, 0},  // the 32-bit API of CUDA < 3.2 passes through untouched
+  };
+  for (const PathCase& c : cases) {
+    SCOPED_TRACE(c.op);
+    std::filesystem::remove(dir_.file("go"));
+    // The 32-bit API's pointer cannot be freed through the 64-bit one.
+    const std::string release = c.op.rfind("alloc-v1", 0) == 0 ? "mark" : "free:0";
+    Child client =
+        spawn({"init", "ctx:0", c.op, "mark", "await:" + dir_.file("go"), release, "mark"},
+              {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+    ASSERT_TRUE(client.wait_for_line("op=mark")) << client.out();
+    EXPECT_EQ(rc(client.out(), c.op), 0) << client.out();
+    const auto used = usage_of(client.pid(), c.device);
+    EXPECT_EQ(used.total, c.bytes);
+    EXPECT_EQ(used.data, c.bytes);
+    touch("go");
+    ASSERT_TRUE(client.wait_for_line("op=mark")) << client.out();
+    EXPECT_EQ(usage_of(client.pid(), c.device).total, 0u) << "not given back";
+    const ProcessResult done = client.finish();
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+    EXPECT_EQ(done.err, "") << "the library printed at the default log level";
+  }
+  // Every process released its slot on exit.
+  EXPECT_TRUE(snapshot().slots.empty());
+}
+
+TEST_F(Preload, EveryLookupPathIsIntercepted) {
+  struct Via {
+    std::string via, alloc_name, async_name;
+  };
+  for (const Via& v : std::vector<Via>{{"link", "cuMemAlloc_v2", "cuMemAllocAsync"},
+                                       {"dlsym", "cuMemAlloc_v2", "cuMemAllocAsync"},
+                                       {"procaddr", "cuMemAlloc", "cuMemAllocAsync"},
+                                       {"procaddr-ptds", "cuMemAlloc", "cuMemAllocAsync"}}) {
+    SCOPED_TRACE(v.via);
+    const auto r = run({"--via=" + v.via, "init", "ctx:0", "alloc:60m", "alloc:60m", "async:60m",
+                        "whois:" + v.alloc_name, "whois:" + v.async_name, "launch"},
+                       {{"CUDA_DEVICE_MEMORY_LIMIT", "100m"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(rc(r.out, "alloc:60m", 0), 0);
+    EXPECT_EQ(rc(r.out, "alloc:60m", 1), 2) << "second allocation must hit the 100 MiB limit";
+    EXPECT_EQ(rc(r.out, "async:60m"), 2);
+    EXPECT_EQ(find_op(r.out, "whois:" + v.alloc_name)["lib"], "libvgpu.so");
+    EXPECT_EQ(find_op(r.out, "whois:" + v.async_name)["lib"], "libvgpu.so");
+    // Functions we do not intercept are the driver's own, never a wrapper.
+    EXPECT_EQ(
+        find_op(r.out, "launch")["from"].substr(find_op(r.out, "launch")["from"].rfind('/') + 1),
+        "libcuda.so.1");
+  }
+}
+
+TEST_F(Preload, PerThreadStreamLookupGetsThePerThreadHook) {
+  // procaddr-ptds asks for cuMemAllocAsync with the per-thread flag: the driver
+  // answers cuMemAllocAsync_ptsz, and so must we (our _ptsz hook).
+  const auto r = run({"--via=procaddr-ptds", "init", "ctx:0", "async:8m", "mark", "exit:0"},
+                     {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"LIBCUDA_LOG_LEVEL", "0"}});
+  EXPECT_EQ(rc(r.out, "async:8m"), 0);
+  const auto plain =
+      run({"--via=dlsym", "whois:cuMemAllocAsync_ptsz"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  EXPECT_EQ(find_op(plain.out, "whois:cuMemAllocAsync_ptsz")["lib"], "libvgpu.so");
+}
+
+TEST_F(Preload, UnconfiguredProcessGetsTheDriverItself) {
+  const Env none = {{"CUDA_DEVICE_MEMORY_SHARED_CACHE", test::kUnset}};
+  for (const std::string via : {"dlsym", "procaddr"}) {
+    const std::string name = via == "dlsym" ? "cuMemAlloc_v2" : "cuMemAlloc";
+    const auto r = run({"--via=" + via, "init", "ctx:0", "alloc:64m", "whois:" + name}, none);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(rc(r.out, "alloc:64m"), 0);
+    EXPECT_EQ(find_op(r.out, "whois:" + name)["lib"], "libcuda.so.1") << via;
+  }
+  EXPECT_FALSE(std::filesystem::exists(state_file())) << "nothing configured, nothing written";
+}
+
+TEST_F(Preload, UnknownPointerFreePassesThroughUnchanged) {
+  const std::vector<std::string> ops = {"init", "ctx:0", "alloc:2m", "freeptr:7f00dead0000"};
+  const auto bare = test::run_process(argv(ops), env({{"LD_PRELOAD", ""}}));
+  const auto ours = run(ops, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_EQ(bare.exit_code, 0);
+  ASSERT_EQ(ours.exit_code, 0);
+  EXPECT_EQ(rc(ours.out, "freeptr:7f00dead0000"), rc(bare.out, "freeptr:7f00dead0000"));
+  EXPECT_EQ(rc(ours.out, "freeptr:7f00dead0000"), 1);  // the driver's CUDA_ERROR_INVALID_VALUE
+}
+
+TEST_F(Preload, DriverFailureWithdrawsTheCharge) {
+  Child c = spawn({"init", "ctx:0", "alloc:64m", "alloc:64m", "mark", "hold"},
+                  {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"SIMGPU_FAIL", "cuMemAlloc_v2:2"}});
+  ASSERT_TRUE(c.wait_for_line("op=mark"));
+  EXPECT_EQ(rc(c.out(), "alloc:64m", 0), 0);
+  EXPECT_EQ(rc(c.out(), "alloc:64m", 1), 2);  // the driver's own out-of-memory
+  EXPECT_EQ(usage_of(c.pid(), 0).total, 64 * MiB);
+}
+
+// ----------------------------------------------------------------- limits
+
+TEST_F(Preload, LimitsFromTheEnvironmentAndTheVirtualView) {
+  const auto r = run({"init", "ctx:0", "totalmem:0", "totalmem:1", "meminfo", "nvml:0", "nvml2:1",
+                      "alloc:256m", "meminfo", "nvml:0", "nvml2:0"},
+                     {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"CUDA_DEVICE_MEMORY_LIMIT_1", "2g"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(num(find_op(r.out, "totalmem:0"), "total"), GiB);
+  EXPECT_EQ(num(find_op(r.out, "totalmem:1"), "total"), 2 * GiB);
+  EXPECT_EQ(num(find_op(r.out, "meminfo", 0), "total"), GiB);
+  EXPECT_EQ(num(find_op(r.out, "meminfo", 0), "free"), GiB);
+  const Line nv = find_op(r.out, "nvml:0", 0);
+  EXPECT_EQ(num(nv, "total"), GiB);
+  EXPECT_EQ(num(nv, "used"), 0u);
+  EXPECT_EQ(num(nv, "free"), GiB);
+  EXPECT_EQ(num(find_op(r.out, "nvml2:1"), "total"), 2 * GiB);
+  // After 256 MiB: every view agrees, used + free = total.
+  EXPECT_EQ(num(find_op(r.out, "meminfo", 1), "free"), GiB - 256 * MiB);
+  EXPECT_EQ(num(find_op(r.out, "meminfo", 1), "total"), GiB);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0", 1), "used"), 256 * MiB);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0", 1), "free"), GiB - 256 * MiB);
+  const Line v2 = find_op(r.out, "nvml2:0");
+  EXPECT_EQ(num(v2, "total"), GiB);
+  EXPECT_EQ(num(v2, "used"), 256 * MiB);
+  EXPECT_EQ(num(v2, "free"), GiB - 256 * MiB);
+  EXPECT_EQ(num(v2, "reserved"), 0u);
+}
+
+TEST_F(Preload, NoLimitShowsTheRealDevice) {
+  const auto r = run({"init", "ctx:0", "totalmem:0", "meminfo", "nvml:0", "alloc:100m", "nvml:0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(num(find_op(r.out, "totalmem:0"), "total"), 80 * GiB);
+  EXPECT_EQ(num(find_op(r.out, "meminfo"), "total"), 80 * GiB);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0", 0), "total"), 80 * GiB);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0", 1), "used"), 100 * MiB);  // the device's, unchanged
+}
+
+TEST_F(Preload, LimitsFileGovernsOverTheEnvironment) {
+  const std::string limits = dir_.file("limits");
+  std::ofstream(limits) << "# device plugin\nCUDA_DEVICE_MEMORY_LIMIT=1g\n";
+  const auto r = run({"init", "ctx:0", "totalmem:0", "alloc:2g", "alloc:512m"},
+                     {{"VGPU_LIMITS_FILE", limits}, {"CUDA_DEVICE_MEMORY_LIMIT", "80g"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(num(find_op(r.out, "totalmem:0"), "total"), GiB);
+  EXPECT_EQ(rc(r.out, "alloc:2g"), 2);
+  EXPECT_EQ(rc(r.out, "alloc:512m"), 0);
+  // A process that rewrites the state file's limit does not raise its own.
+  Child c = spawn({"init", "ctx:0", "mark", "await:" + dir_.file("go"), "alloc:2g"},
+                  {{"VGPU_LIMITS_FILE", limits}});
+  ASSERT_TRUE(c.wait_for_line("op=mark"));
+  {
+    auto region = region::Region::open(state_file(), region::OpenOptions{.create = false});
+    ASSERT_TRUE(region);
+    region->set_memory_limit(0, 100 * GiB);
+  }
+  touch("go");
+  const auto done = c.finish();
+  EXPECT_EQ(rc(done.out, "alloc:2g"), 2) << done.out;
+}
+
+TEST_F(Preload, MalformedLimitRefusesAndSaysWhy) {
+  const auto r =
+      run({"init", "ctx:0", "alloc:1m", "totalmem:0"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "lots"}});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(rc(r.out, "alloc:1m"), 2);
+  EXPECT_NE(r.err.find("CUDA_DEVICE_MEMORY_LIMIT=lots"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(Preload, UsageAboveALoweredLimitNeverUnderflows) {
+  Child big =
+      spawn({"init", "ctx:0", "alloc:900m", "mark", "hold"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_TRUE(big.wait_for_line("op=mark"));
+  const std::string limits = dir_.file("limits");
+  std::ofstream(limits) << "CUDA_DEVICE_MEMORY_LIMIT=512m\n";
+  const auto r = run({"init", "ctx:0", "meminfo", "nvml:0"}, {{"VGPU_LIMITS_FILE", limits}});
+  EXPECT_EQ(num(find_op(r.out, "meminfo"), "total"), 512 * MiB);
+  EXPECT_EQ(num(find_op(r.out, "meminfo"), "free"), 0u);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0"), "used"), 512 * MiB);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0"), "free"), 0u);
+}
+
+// ----------------------------------------------------------------- contexts
+
+TEST_F(Preload, ContextsAreChargedToTheirDevice) {
+  for (const std::string offset : {"0", "100000"}) {  // NVML with and without our PIDs
+    SCOPED_TRACE("pid offset " + offset);
+    std::filesystem::remove(dir_.file("go"));
+    Child c = spawn({"init", "ctx:0", "ctxcreate:1", "mark", "await:" + dir_.file("go"),
+                     "ctxdestroy", "release:0", "mark", "hold"},
+                    {{"CUDA_DEVICE_MEMORY_LIMIT", "2g"},
+                     {"SIMGPU_CONTEXT_SIZE", "300m"},
+                     {"SIMGPU_NVML_PID_OFFSET", offset}});
+    ASSERT_TRUE(c.wait_for_line("op=mark")) << c.out();
+    EXPECT_EQ(usage_of(c.pid(), 0).context, 300 * MiB);
+    EXPECT_EQ(usage_of(c.pid(), 1).context, 300 * MiB);
+    touch("go");
+    ASSERT_TRUE(c.wait_for_line("op=mark"));
+    EXPECT_EQ(usage_of(c.pid(), 0).total, 0u);
+    EXPECT_EQ(usage_of(c.pid(), 1).total, 0u);
+  }
+}
+
+TEST_F(Preload, ContextLargerThanTheLimitIsRefused) {
+  const auto r = run({"init", "ctx:0", "alloc:1m"},
+                     {{"CUDA_DEVICE_MEMORY_LIMIT", "100m"}, {"SIMGPU_CONTEXT_SIZE", "300m"}});
+  EXPECT_EQ(rc(r.out, "ctx:0"), 2);
+}
+
+TEST_F(Preload, ContextResetGivesEverythingBack) {
+  Child c = spawn({"init", "ctx:0", "alloc:64m", "array:512x512", "reset:0", "mark", "hold"},
+                  {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"SIMGPU_CONTEXT_SIZE", "100m"}});
+  ASSERT_TRUE(c.wait_for_line("op=mark"));
+  EXPECT_EQ(rc(c.out(), "reset:0"), 0);
+  EXPECT_EQ(usage_of(c.pid(), 0).total, 0u);
+}
+
+// ------------------------------------------------------ CUDA_VISIBLE_DEVICES
+
+TEST_F(Preload, VisibleDevicesPutLimitsOnTheRightGpu) {
+  struct Case {
+    std::string visible;
+    std::vector<uint64_t> totals;  // totalmem per CUDA ordinal
+    int charged_device;            // state-file device that alloc on ordinal 0 charges
+  };
+  const std::vector<Case> cases = {
+      {test::kUnset, {GiB, 2 * GiB}, 0},
+      {"1", {2 * GiB}, 1},
+      {"1,0", {2 * GiB, GiB}, 1},
+      {"0,1", {GiB, 2 * GiB}, 0},
+      {kGpuB, {2 * GiB}, 1},
+      {kGpuB.substr(0, 12), {2 * GiB}, 1},  // a unique prefix, as the driver allows
+      {kGpuB + "," + kGpuA, {2 * GiB, GiB}, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("CUDA_VISIBLE_DEVICES=" + (c.visible == test::kUnset ? "(unset)" : c.visible));
+    std::filesystem::remove(state_file());
+    std::vector<std::string> ops = {"init", "ctx:0"};
+    for (size_t o = 0; o < c.totals.size(); ++o)
+      ops.push_back("totalmem:" + std::to_string(o));
+    ops.insert(ops.end(), {"alloc:32m", "mark", "hold"});
+    Child p = spawn(ops, {{"CUDA_VISIBLE_DEVICES", c.visible},
+                          {"CUDA_DEVICE_MEMORY_LIMIT_0", "1g"},
+                          {"CUDA_DEVICE_MEMORY_LIMIT_1", "2g"}});
+    ASSERT_TRUE(p.wait_for_line("op=mark")) << p.out();
+    for (size_t o = 0; o < c.totals.size(); ++o) {
+      EXPECT_EQ(num(find_op(p.out(), "totalmem:" + std::to_string(o)), "total"), c.totals[o]) << o;
+    }
+    const auto snap = snapshot();
+    EXPECT_EQ(snap.uuids[0], kGpuA);  // the file lists GPUs in NVML order regardless
+    EXPECT_EQ(snap.uuids[1], kGpuB);
+    EXPECT_EQ(usage_of(p.pid(), c.charged_device).total, 32 * MiB);
+    EXPECT_EQ(usage_of(p.pid(), 1 - c.charged_device).total, 0u);
+  }
+}
+
+// ------------------------------------------------------ processes and crashes
+
+TEST_F(Preload, ProcessesShareTheContainerLimit) {
+  Child a =
+      spawn({"init", "ctx:0", "alloc:600m", "mark", "hold"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_TRUE(a.wait_for_line("op=mark"));
+  const auto b = run({"init", "ctx:0", "alloc:600m", "alloc:400m", "meminfo"},
+                     {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  EXPECT_EQ(rc(b.out, "alloc:600m"), 2);
+  EXPECT_EQ(rc(b.out, "alloc:400m"), 0);
+  EXPECT_EQ(num(find_op(b.out, "meminfo"), "free"), GiB - 1000 * MiB);
+}
+
+TEST_F(Preload, ConcurrentProcessesNeverExceedTheLimit) {
+  constexpr int kProcs = 8;
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::filesystem::remove(dir_.file("go"));
+    std::vector<Child> procs;
+    for (int i = 0; i < kProcs; ++i) {
+      procs.push_back(
+          spawn({"init", "ctx:0", "mark", "await:" + dir_.file("go"), "alloc:200m", "hold"},
+                {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}}));
+    }
+    for (auto& p : procs)
+      ASSERT_TRUE(p.wait_for_line("op=mark"));
+    touch("go");
+    int admitted = 0;
+    for (auto& p : procs) {
+      ASSERT_TRUE(p.wait_for_line("op=alloc:200m"));
+      admitted += rc(p.out(), "alloc:200m") == 0;
+    }
+    EXPECT_GE(admitted, 1);
+    EXPECT_LE(admitted, 5);
+    uint64_t total = 0;
+    for (const auto& s : snapshot().slots)
+      total += s.used[0].total;
+    EXPECT_LE(total, 1000 * MiB);
+    EXPECT_EQ(total, static_cast<uint64_t>(admitted) * 200 * MiB);
+  }
+}
+
+TEST_F(Preload, ForkedChildTakesItsOwnSlot) {
+  const auto r =
+      run({"init", "ctx:0", "alloc:100m", "fork", "alloc:50m", "nvml:0", "join", "nvml:0"},
+          {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(rc(r.out, "alloc:50m"), 0);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0", 0), "used"), 150 * MiB);  // child: both processes
+  EXPECT_EQ(rc(r.out, "join"), 0);
+  EXPECT_EQ(num(find_op(r.out, "nvml:0", 1), "used"), 100 * MiB);  // child's slot released
+}
+
+TEST_F(Preload, KilledProcessUsageIsReclaimed) {
+  Child a =
+      spawn({"init", "ctx:0", "alloc:700m", "mark", "hold"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_TRUE(a.wait_for_line("op=mark"));
+  const pid_t dead = a.pid();
+  a.kill(SIGKILL);
+  a.finish();
+  auto before = snapshot();
+  ASSERT_EQ(before.slots.size(), 1u);
+  EXPECT_EQ(before.slots[0].pid, dead);
+  EXPECT_EQ(before.slots[0].liveness, region::Liveness::kDead);
+  const auto b = run({"init", "ctx:0", "alloc:700m"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  EXPECT_EQ(rc(b.out, "alloc:700m"), 0) << b.out << b.err;
+}
+
+TEST_F(Preload, KillNineMidAllocationsLeavesNothingCharged) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 10; ++i) {
+    Child churn = spawn({"init", "ctx:0", "mark", "churn:64m:100000000"},
+                        {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+    ASSERT_TRUE(churn.wait_for_line("op=mark"));
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+    churn.kill(SIGKILL);
+    churn.finish();
+  }
+  // The next process reclaims every dead slot and gets the whole limit.
+  const auto r = run({"init", "ctx:0", "alloc:1g"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  EXPECT_EQ(rc(r.out, "alloc:1g"), 0) << r.out << r.err;
+  EXPECT_TRUE(snapshot().slots.empty());
+}
+
+// ----------------------------------------------------------------- hygiene
+
+TEST_F(Preload, NoSideEffectsOnTheProgram) {
+  const auto r = run(
+      {"umask", "signals", "init", "ctx:0", "alloc:1m", "meminfo", "nvml:0", "umask", "signals"},
+      {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(find_op(r.out, "umask", 0)["umask"], find_op(r.out, "umask", 1)["umask"]);
+  const Line before = find_op(r.out, "signals", 0), after = find_op(r.out, "signals", 1);
+  EXPECT_EQ(before, Line(after.begin(), after.end()));
+  for (const auto& [k, v] : after) {
+    if (k.rfind("sig", 0) != 0) continue;
+    EXPECT_EQ(v, "default") << k;
+  }
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(Preload, RtldNextStillMeansNextAfterTheCaller) {
+  const auto r = test::run_process({NEXT_PROBE}, env({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "next=target\n");
+}
+
+}  // namespace
+}  // namespace hami::vgpu
