@@ -8,13 +8,35 @@
 // not a call) to glibc's dlsym: then glibc sees our caller's return address,
 // not ours. This file is compiled so that it always is (see CMakeLists.txt),
 // and tests/vgpu check RTLD_NEXT from a library of their own.
+//
+// Sanitizer runtimes call dlsym(RTLD_NEXT, ...) from their own initialisers,
+// before their shadow memory exists; nothing on this path may be
+// instrumented, which is another reason it all lives in this one file.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/hook_table.hpp"
 #include "vgpu/real_driver.hpp"
+
+namespace hami::vgpu {
+namespace {
+std::atomic<DlsymFn> g_real_dlsym{nullptr};
+}
+
+DlsymFn real_dlsym() noexcept {
+  DlsymFn fn = g_real_dlsym.load(std::memory_order_acquire);
+  if (fn != nullptr) return fn;
+  // glibc >= 2.34 has dlsym in libc at GLIBC_2.34; older ones at GLIBC_2.2.5.
+  fn = reinterpret_cast<DlsymFn>(::dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+  if (fn == nullptr) fn = reinterpret_cast<DlsymFn>(::dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+  g_real_dlsym.store(fn, std::memory_order_release);
+  return fn;
+}
+
+}  // namespace hami::vgpu
 
 namespace {
 

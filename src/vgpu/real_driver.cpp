@@ -10,7 +10,6 @@
 namespace hami::vgpu {
 namespace {
 
-std::atomic<DlsymFn> g_real_dlsym{nullptr};
 std::atomic<void*> g_cuda_handle{nullptr};
 std::atomic<void*> g_nvml_handle{nullptr};
 
@@ -83,16 +82,6 @@ bool same_library(void* handle, const char* soname, std::atomic<void*>& cache) {
 }
 
 }  // namespace
-
-DlsymFn real_dlsym() noexcept {
-  DlsymFn fn = g_real_dlsym.load(std::memory_order_acquire);
-  if (fn != nullptr) return fn;
-  // glibc >= 2.34 has dlsym in libc at GLIBC_2.34; older ones at GLIBC_2.2.5.
-  fn = reinterpret_cast<DlsymFn>(::dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
-  if (fn == nullptr) fn = reinterpret_cast<DlsymFn>(::dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-  g_real_dlsym.store(fn, std::memory_order_release);
-  return fn;
-}
 
 const RealCuda& real_cuda() {
   std::call_once(g_cuda_once, load_cuda);
