@@ -20,7 +20,9 @@
 //   mark (prints at once) | fork ... join (the child runs the ops in between,
 //   the parent waits for it) | whois:<name> (which library the lookup of
 //   <name> answered) | umask | signals | churn:<size>:<n> (alloc/free n times) |
-//   await:<path> (until the file exists)
+//   await:<path> (until the file exists) | procmem:<nvml index> (this process's
+//   device memory as NVML reports it) | charged:<dev> (what the state file
+//   charges this process on state-file device <dev>)
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -36,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "region/snapshot.hpp"
 #include "vgpu/cuda_abi.hpp"
 
 using namespace hami::cuda;  // NOLINT
@@ -83,6 +86,7 @@ struct Api {
   nvmlReturn_t (*nvmlDeviceGetHandleByIndex)(unsigned, nvmlDevice_t*);
   nvmlReturn_t (*nvmlDeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*);
   nvmlReturn_t (*nvmlDeviceGetMemoryInfo_v2)(nvmlDevice_t, nvmlMemory_v2_t*);
+  nvmlReturn_t (*nvmlDeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
   void* launch_kernel_raw;  // what the lookup returned, for "not wrapped" checks
 };
 
@@ -125,6 +129,8 @@ void resolve(Api& a, Lookup&& cu, void* nvml) {
   set(a.nvmlDeviceGetHandleByIndex, dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"));
   set(a.nvmlDeviceGetMemoryInfo, dlsym(nvml, "nvmlDeviceGetMemoryInfo"));
   set(a.nvmlDeviceGetMemoryInfo_v2, dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2"));
+  set(a.nvmlDeviceGetComputeRunningProcesses,
+      dlsym(nvml, "nvmlDeviceGetComputeRunningProcesses_v3"));
 }
 
 uint64_t size_arg(const std::string& s) {
@@ -341,6 +347,32 @@ int main(int argc, char** argv) {
         extra = " total=" + std::to_string(m.total) + " used=" + std::to_string(m.used) +
                 " free=" + std::to_string(m.free) + " reserved=" + std::to_string(m.reserved);
       }
+    } else if (name == "procmem") {
+      nvmlDevice_t d = nullptr;
+      rc = api.nvmlDeviceGetHandleByIndex(static_cast<unsigned>(std::atoi(parts[1].c_str())), &d);
+      std::vector<nvmlProcessInfo_t> infos(256);
+      unsigned n = static_cast<unsigned>(infos.size());
+      if (rc == 0) rc = api.nvmlDeviceGetComputeRunningProcesses(d, &n, infos.data());
+      uint64_t mine = 0;
+      for (unsigned k = 0; rc == 0 && k < n; ++k) {
+        if (infos[k].pid == static_cast<unsigned>(getpid())) mine += infos[k].usedGpuMemory;
+      }
+      extra = " used=" + std::to_string(mine);
+    } else if (name == "charged") {
+      const char* path = std::getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+      auto snap = hami::region::read_snapshot(path != nullptr ? path : "/tmp/cudevshr.cache");
+      uint64_t mine = 0, ctx = 0;
+      const int dev = std::atoi(parts[1].c_str());
+      if (snap) {
+        for (const auto& slot : snap->slots) {
+          if (slot.pid == getpid()) {
+            mine = slot.used[dev].total;
+            ctx = slot.used[dev].context;
+          }
+        }
+      }
+      rc = snap ? 0 : 1;
+      extra = " total=" + std::to_string(mine) + " context=" + std::to_string(ctx);
     } else if (name == "fill") {
       const uint64_t chunk = size_arg(parts[1]);
       uint64_t got = 0;
