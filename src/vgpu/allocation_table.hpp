@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "region/region.hpp"
+#include "vgpu/cuda_abi.hpp"
 
 namespace hami::vgpu {
 
@@ -22,6 +23,8 @@ struct Allocation {
   int device = -1;  // index in the state file; -1: not accounted
   region::UsageKind kind = region::UsageKind::kData;
   uint64_t bytes = 0;
+  // A stream-ordered allocation's pool, which is charged instead (bytes = 0).
+  cuda::CUmemoryPool pool = nullptr;
 };
 
 class AllocationTable {

@@ -1,9 +1,5 @@
 #include "vgpu/context_tracker.hpp"
 
-#include <unistd.h>
-
-#include <vector>
-
 #include "common/bytes.hpp"
 #include "common/log.hpp"
 #include "vgpu/real_driver.hpp"
@@ -13,61 +9,14 @@ namespace hami::vgpu {
 
 using namespace hami::cuda;  // NOLINT
 
-ContextTracker::Sample ContextTracker::sample(Runtime& rt, int index) noexcept {
-  Sample s;
-  if (index < 0 || !nvml_available()) return s;
-  const RealNvml& nv = real_nvml();
-  if (!nvml_tried_) {
-    nvml_tried_ = true;
-    // Kept initialised for the process's life: NVML counts init/shutdown pairs.
-    nvml_ready_ = nv.nvmlInit_v2() == NVML_SUCCESS;
-  }
-  if (!nvml_ready_) return s;
-  nvmlDevice_t h = nullptr;
-  if (nv.nvmlDeviceGetHandleByUUID(rt.devices().uuid(index).c_str(), &h) != NVML_SUCCESS) return s;
-  if (nv.nvmlDeviceGetMemoryInfo) {
-    nvmlMemory_t m{};
-    if (nv.nvmlDeviceGetMemoryInfo(h, &m) == NVML_SUCCESS) s.device = m.used;
-  }
-  if (nv.nvmlDeviceGetComputeRunningProcesses_v3) {
-    try {
-      std::vector<nvmlProcessInfo_t> procs(64);
-      unsigned n = static_cast<unsigned>(procs.size());
-      nvmlReturn_t rc = nv.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, procs.data());
-      if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
-        procs.resize(n + 16);
-        n = static_cast<unsigned>(procs.size());
-        rc = nv.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, procs.data());
-      }
-      if (rc == NVML_SUCCESS) {
-        const auto me = static_cast<unsigned>(::getpid());
-        const auto host = static_cast<unsigned>(rt.own_host_pid());
-        s.process = 0;  // listed or not, NVML answered: absent means nothing yet
-        bool found = false;
-        for (unsigned i = 0; i < n && i < procs.size(); ++i) {
-          if (procs[i].pid == me || (host != 0 && procs[i].pid == host)) {
-            s.process = *s.process + procs[i].usedGpuMemory;
-            found = true;
-          }
-        }
-        if (!found) s.process.reset();
-      }
-    } catch (...) {
-    }
-  }
-  return s;
-}
-
-uint64_t ContextTracker::context_bytes(const Sample& before, const Sample& after) noexcept {
-  // Per process is exact; "absent before, present after" is a fresh process.
-  if (after.process) {
-    const uint64_t b = before.process.value_or(0);
-    return *after.process > b ? *after.process - b : 0;
-  }
-  if (before.device && after.device) {
-    return *after.device > *before.device ? *after.device - *before.device : 0;
-  }
-  return 0;
+uint64_t ContextTracker::measured(Runtime& rt, int index, FunctionRef<CUresult()> create,
+                                  CUresult* rc) noexcept {
+  std::lock_guard lock(rt.probe().mutex());
+  const auto before = rt.probe().sample(rt, index);
+  *rc = create();
+  if (*rc != CUDA_SUCCESS) return 0;
+  // Without NVML the context cannot be measured; it goes uncharged (docs/libvgpu.md).
+  return ProcessMemoryProbe::grown(before, rt.probe().sample(rt, index)).value_or(0);
 }
 
 bool ContextTracker::charge(Runtime& rt, int index, uint64_t bytes) noexcept {
@@ -92,10 +41,10 @@ CUresult ContextTracker::retain_primary(Runtime& rt, CUcontext* pctx, CUdevice d
     if (rc == CUDA_SUCCESS) ++p.refs;
     return rc;
   }
-  const Sample before = sample(rt, index);
-  const CUresult rc = real_retain(pctx, dev);
+  CUresult rc = CUDA_SUCCESS;
+  const uint64_t bytes = measured(
+      rt, index, [&] { return real_retain(pctx, dev); }, &rc);
   if (rc != CUDA_SUCCESS) return rc;
-  const uint64_t bytes = context_bytes(before, sample(rt, index));
   if (!charge(rt, index, bytes)) {
     real_release(dev);
     if (pctx != nullptr) *pctx = nullptr;
@@ -138,10 +87,9 @@ CUresult ContextTracker::create(Runtime& rt, CUcontext* pctx, CUdevice dev,
                                 FunctionRef<CUresult()> create, DestroyFn real_destroy) noexcept {
   const int index = rt.devices().index_for_ordinal(dev);
   std::lock_guard lock(mu_);
-  const Sample before = sample(rt, index);
-  const CUresult rc = create();
+  CUresult rc = CUDA_SUCCESS;
+  const uint64_t bytes = measured(rt, index, create, &rc);
   if (rc != CUDA_SUCCESS || pctx == nullptr || *pctx == nullptr) return rc;
-  const uint64_t bytes = context_bytes(before, sample(rt, index));
   if (!charge(rt, index, bytes)) {
     real_destroy(*pctx);
     *pctx = nullptr;
@@ -168,8 +116,6 @@ void ContextTracker::reset() noexcept {
   new (&mu_) std::mutex();  // a parent thread may have held it at fork
   primary_.fill(Primary{});
   created_.clear();
-  nvml_ready_ = false;
-  nvml_tried_ = false;
 }
 
 }  // namespace hami::vgpu

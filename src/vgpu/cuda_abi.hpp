@@ -60,6 +60,11 @@ inline constexpr int CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2;
 using CUpointer_attribute = int;
 inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
 
+using CUmemPool_attribute = int;
+inline constexpr CUmemPool_attribute CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5;
+
+inline constexpr unsigned int CUDA_ARRAY3D_DEFERRED_MAPPING = 0x80;
+
 using CUmemLocationType = int;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_INVALID = 0;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 1;

@@ -3,6 +3,7 @@
 // even for an instant), commits it when the driver succeeds, and withdraws it
 // when the driver fails. A free of a pointer or handle we never charged goes
 // to the driver unchanged.
+#include <mutex>
 #include <optional>
 
 #include "common/log.hpp"
@@ -50,41 +51,64 @@ CUresult free_tracked(vgpu::AllocationTable& table, uint64_t key, Runtime* rt, F
   return rc;
 }
 
-// Stream-ordered allocations may come from a pool on another device than the
-// current context's; the pointer tells us where they landed.
+// Stream-ordered allocations come from a pool (the current device's, or the
+// one named), possibly on another device than the current context's. The
+// request is reserved while the driver allocates; then the pool's charge is
+// settled on what it actually reserved (pool_charges.hpp). A driver that cannot
+// report pool reservations gets each allocation charged at its size instead.
 template <class Alloc, class Free>
-CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUstream stream, Alloc&& real_alloc,
-                     Free real_free) {
+CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream,
+                     Alloc&& real_alloc, Free real_free) {
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || bytesize == 0) return real_alloc();
+  const auto& cu = real_cuda();
   CUdevice ordinal = -1;
   const int guess = rt->current_device(&ordinal);
-  const uint64_t charge = vgpu::charge_for_linear(bytesize);
-  if (!rt->reserve(guess, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = real_alloc();
-  if (rc != CUDA_SUCCESS) {
-    rt->release(guess, UsageKind::kData, charge);
-    return rc;
+  if (pool == nullptr && cu.cuDeviceGetMemPool != nullptr && ordinal >= 0) {
+    cu.cuDeviceGetMemPool(&pool, ordinal);
   }
-  int actual = guess;
+  const uint64_t request = vgpu::charge_for_linear(bytesize);
+  if (!rt->reserve(guess, UsageKind::kData, request)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = real_alloc();
+  rt->release(guess, UsageKind::kData, request);
+  if (rc != CUDA_SUCCESS) return rc;
+
+  int dev = guess;
   int where = -1;
-  const auto& cu = real_cuda();
   if (cu.cuPointerGetAttribute != nullptr &&
       cu.cuPointerGetAttribute(&where, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, *dptr) ==
           CUDA_SUCCESS &&
       where != ordinal) {
-    actual = rt->devices().index_for_ordinal(where);
-    if (actual != guess) {
-      if (!rt->reserve(actual, UsageKind::kData, charge)) {
-        real_free(*dptr, stream);
-        rt->release(guess, UsageKind::kData, charge);
-        *dptr = 0;
-        return CUDA_ERROR_OUT_OF_MEMORY;
-      }
-      rt->release(guess, UsageKind::kData, charge);
-    }
+    dev = rt->devices().index_for_ordinal(where);
   }
-  record(rt->pointers(), *dptr, *rt, Allocation{actual, UsageKind::kData, charge});
+  auto outcome = pool != nullptr ? rt->pools().reconcile(*rt, pool, dev, /*may_refuse=*/true)
+                                 : vgpu::PoolCharges::kUnsupported;
+  if (outcome == vgpu::PoolCharges::kUnsupported) {
+    if (rt->reserve(dev, UsageKind::kData, request)) {
+      record(rt->pointers(), *dptr, *rt, Allocation{dev, UsageKind::kData, request});
+      return rc;
+    }
+    outcome = vgpu::PoolCharges::kRefused;
+  }
+  if (outcome == vgpu::PoolCharges::kRefused) {
+    real_free(*dptr, stream);
+    if (pool != nullptr) rt->pools().reconcile(*rt, pool, dev, /*may_refuse=*/false);
+    *dptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  record(rt->pointers(), *dptr, *rt, Allocation{dev, UsageKind::kData, 0, pool});
+  return rc;
+}
+
+template <class Free>
+CUresult free_async(CUdeviceptr dptr, Free&& real_free) {
+  Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
+  if (rt == nullptr) return real_free();
+  const std::optional<Allocation> a = rt->pointers().find(dptr);
+  const CUresult rc = free_tracked(rt->pointers(), dptr, rt, real_free);
+  if (rc == CUDA_SUCCESS && a && a->pool != nullptr) {
+    rt->pools().reconcile(*rt, a->pool, a->device, /*may_refuse=*/false);
+  }
   return rc;
 }
 
@@ -165,14 +189,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, hStream, [&] { return call(cu.cuMemAllocAsync, dptr, bytesize, hStream); },
-      cu.cuMemFreeAsync);
+      dptr, bytesize, nullptr, hStream,
+      [&] { return call(cu.cuMemAllocAsync, dptr, bytesize, hStream); }, cu.cuMemFreeAsync);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, hStream,
+      dptr, bytesize, nullptr, hStream,
       [&] { return call(cu.cuMemAllocAsync_ptsz, dptr, bytesize, hStream); },
       cu.cuMemFreeAsync_ptsz);
 }
@@ -181,7 +205,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPoo
                                  CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, hStream,
+      dptr, bytesize, pool, hStream,
       [&] { return call(cu.cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream); },
       cu.cuMemFreeAsync);
 }
@@ -190,25 +214,35 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemo
                                       CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, hStream,
+      dptr, bytesize, pool, hStream,
       [&] { return call(cu.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream); },
       cu.cuMemFreeAsync_ptsz);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
-  if (rt == nullptr) return call(cu.cuMemFreeAsync, dptr, hStream);
-  return free_tracked(rt->pointers(), dptr, rt,
-                      [&] { return call(cu.cuMemFreeAsync, dptr, hStream); });
+  return free_async(dptr, [&] { return call(cu.cuMemFreeAsync, dptr, hStream); });
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
-  if (rt == nullptr) return call(cu.cuMemFreeAsync_ptsz, dptr, hStream);
-  return free_tracked(rt->pointers(), dptr, rt,
-                      [&] { return call(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
+  return free_async(dptr, [&] { return call(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) noexcept {
+  const auto& cu = real_cuda();
+  const CUresult rc = call(cu.cuMemPoolTrimTo, pool, minBytesToKeep);
+  Runtime* rt = Runtime::accounting();
+  if (rc == CUDA_SUCCESS && rt != nullptr) rt->pools().shrink_all(*rt);
+  return rc;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
+  const auto& cu = real_cuda();
+  const CUresult rc = call(cu.cuMemPoolDestroy, pool);
+  Runtime* rt = Runtime::accounting();
+  if (rc == CUDA_SUCCESS && rt != nullptr) rt->pools().forget(*rt, pool);
+  return rc;
 }
 
 // Virtual memory management (PyTorch's expandable segments, NCCL): physical
@@ -244,8 +278,10 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
 
 namespace {
 
-// Arrays: reserve an estimate from the descriptor, create, then settle on the
-// driver's own figure (cuArrayGetMemoryRequirements, CUDA 11.6+).
+// Arrays: their layout (tiling, padding, packed mip levels) is the driver's
+// business, so reserve an estimate from the descriptor, create, then settle on
+// the driver's own figure: cuArrayGetMemoryRequirements where it answers (only
+// for deferred-mapping arrays), otherwise what NVML saw the creation commit.
 template <class Handle, class Create, class Requirements, class Destroy>
 CUresult create_array(Handle* out, uint64_t estimate, Create&& create, Requirements requirements,
                       Destroy destroy) {
@@ -254,6 +290,8 @@ CUresult create_array(Handle* out, uint64_t estimate, Create&& create, Requireme
   CUdevice ordinal = -1;
   const int dev = rt->current_device(&ordinal);
   if (!rt->reserve(dev, UsageKind::kData, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::unique_lock measuring(rt->probe().mutex());
+  const auto before = rt->probe().sample(*rt, dev);
   const CUresult rc = create();
   if (rc != CUDA_SUCCESS || out == nullptr) {
     rt->release(dev, UsageKind::kData, estimate);
@@ -264,7 +302,10 @@ CUresult create_array(Handle* out, uint64_t estimate, Create&& create, Requireme
   if (requirements != nullptr && requirements(&req, *out, ordinal) == CUDA_SUCCESS &&
       req.size != 0) {
     actual = req.size;
+  } else if (auto grown = vgpu::ProcessMemoryProbe::grown(before, rt->probe().sample(*rt, dev))) {
+    actual = *grown;
   }
+  measuring.unlock();
   if (!rt->adjust(dev, UsageKind::kData, estimate, actual)) {
     destroy(*out);
     rt->release(dev, UsageKind::kData, estimate);

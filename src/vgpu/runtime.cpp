@@ -156,6 +156,8 @@ void Runtime::on_fork_child() noexcept {
     old->vmm_handles_.clear();
     old->arrays_.clear();
     old->contexts_.reset();
+    old->pools_.reset();
+    old->probe_.reset();
     // Leaked deliberately: nothing else in the child may still point into it.
   }
   g_runtime = nullptr;
@@ -175,9 +177,12 @@ bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {
   slot.add_usage(dev, kind, bytes);
   const uint64_t lim = limits_[dev];
   if (lim == 0 || region_.device_usage(dev) <= lim) return true;
-  // Dead processes' usage may be what stands in the way: reclaim it once.
+  // What stands in the way may be dead processes' usage, or pool memory the
+  // driver has released since we last looked: reclaim both once.
   auto swept = region_.sweep(region::SweepOptions{.check_untagged_pids = true});
-  if (swept && !swept->reclaimed.empty() && region_.device_usage(dev) <= lim) return true;
+  bool reclaimed = swept && !swept->reclaimed.empty();
+  if (pools_.shrink_all(*this)) reclaimed = true;
+  if (reclaimed && region_.device_usage(dev) <= lim) return true;
   slot.sub_usage(dev, kind, bytes);
   if (log::enabled(log::Level::kWarn)) {
     log::warn("device %d (%s): refused %s: the container already uses %s of its %s limit", dev,
@@ -185,6 +190,11 @@ bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {
               format_bytes(region_.device_usage(dev)).c_str(), format_bytes(lim).c_str());
   }
   return false;
+}
+
+void Runtime::force_charge(int dev, UsageKind kind, uint64_t bytes) noexcept {
+  if (dev < 0 || dev >= kMaxDevices || bytes == 0) return;
+  region_.slot(slot_).add_usage(dev, kind, bytes);
 }
 
 void Runtime::release(int dev, UsageKind kind, uint64_t bytes) noexcept {

@@ -24,6 +24,8 @@
 #include "vgpu/context_tracker.hpp"
 #include "vgpu/cuda_abi.hpp"
 #include "vgpu/device_map.hpp"
+#include "vgpu/memory_probe.hpp"
+#include "vgpu/pool_charges.hpp"
 
 namespace hami::vgpu {
 
@@ -43,6 +45,9 @@ class Runtime {
   bool reserve(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   void release(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   void release(const Allocation& a) noexcept { release(a.device, a.kind, a.bytes); }
+  // Records memory the driver has already committed and that cannot be handed
+  // back (a pool that grew during a free): charged even past the limit.
+  void force_charge(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   // Moves a charge from `from` to `to` bytes; false (and nothing changed) if
   // growing it does not fit.
   bool adjust(int dev, region::UsageKind kind, uint64_t from, uint64_t to) noexcept;
@@ -58,6 +63,8 @@ class Runtime {
   AllocationTable& pointers() noexcept { return pointers_; }
   AllocationTable& vmm_handles() noexcept { return vmm_handles_; }
   AllocationTable& arrays() noexcept { return arrays_; }
+  PoolCharges& pools() noexcept { return pools_; }
+  ProcessMemoryProbe& probe() noexcept { return probe_; }
   region::Region& region() noexcept { return region_; }
   // The host PID the node agent recorded for us (0 until it has).
   int32_t own_host_pid() noexcept;
@@ -83,6 +90,8 @@ class Runtime {
   AllocationTable pointers_;
   AllocationTable vmm_handles_;
   AllocationTable arrays_;
+  PoolCharges pools_;
+  ProcessMemoryProbe probe_;
 };
 
 }  // namespace hami::vgpu

@@ -51,8 +51,11 @@ def main():
     torch.empty(1, device=dev)  # context
     free0, total0 = torch.cuda.mem_get_info()
     props_total = torch.cuda.get_device_properties(0).total_memory
+    # Halve the request on each refusal, down into PyTorch's small-block pool
+    # (requests of 1 MiB and less share 2 MiB blocks): PyTorch rounds requests
+    # between 1 and 10 MiB up to 20 MiB blocks, so only small ones fill the end.
     tensors, allocated, size, error = [], 0, 64 * MiB, None
-    while size >= 2 * MiB:
+    while size >= 512 * 1024:
         try:
             tensors.append(torch.empty(size, dtype=torch.uint8, device=dev))
             allocated += size

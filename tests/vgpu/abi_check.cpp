@@ -22,6 +22,8 @@ using namespace hami::cuda;  // NOLINT
 #undef CU_REAL
 #undef NVML_HOOK
 #undef NVML_REAL
+// Constants cuda.h spells as macros, captured before it is included.
+constexpr unsigned kDeferredMapping = hami::cuda::CUDA_ARRAY3D_DEFERRED_MAPPING;
 }  // namespace ours
 
 #include <cuda.h>
@@ -68,6 +70,10 @@ SAME(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)
 SAME(cuMemFreeAsync, cuMemFreeAsync)
 SAME(cuMemFreeAsync_ptsz, cuMemFreeAsync)
 SAME(cuMemCreate, cuMemCreate)
+SAME(cuMemPoolTrimTo, cuMemPoolTrimTo)
+SAME(cuMemPoolDestroy, cuMemPoolDestroy)
+SAME(cuDeviceGetMemPool, cuDeviceGetMemPool)
+SAME(cuMemPoolGetAttribute, cuMemPoolGetAttribute)
 SAME(cuMemRelease, cuMemRelease)
 SAME(cuArrayCreate_v2, cuArrayCreate_v2)
 SAME(cuArray3DCreate_v2, cuArray3DCreate_v2)
@@ -130,6 +136,8 @@ static_assert(h::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ==
               ::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 static_assert(h::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL == ::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
 static_assert(h::CU_MEM_LOCATION_TYPE_DEVICE == ::CU_MEM_LOCATION_TYPE_DEVICE);
+static_assert(h::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT == ::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+static_assert(ours::kDeferredMapping == CUDA_ARRAY3D_DEFERRED_MAPPING);
 static_assert(h::CU_MEM_LOCATION_TYPE_INVALID == ::CU_MEM_LOCATION_TYPE_INVALID);
 
 static_assert(sizeof(h::CUuuid) == sizeof(::CUuuid));

@@ -22,7 +22,8 @@
 //   <name> answered) | umask | signals | churn:<size>:<n> (alloc/free n times) |
 //   await:<path> (until the file exists) | procmem:<nvml index> (this process's
 //   device memory as NVML reports it) | charged:<dev> (what the state file
-//   charges this process on state-file device <dev>)
+//   charges this process on state-file device <dev>) | poolnew:<ord> (create a
+//   pool; later "poolnew" allocations use it) | poolalloc:<size> | pooldestroy
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -70,6 +71,8 @@ struct Api {
   CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
   CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
   CUresult (*cuDeviceGetDefaultMemPool)(CUmemoryPool*, CUdevice);
+  CUresult (*cuMemPoolCreate)(CUmemoryPool*, const CUmemAllocationProp*);
+  CUresult (*cuMemPoolDestroy)(CUmemoryPool);
   CUresult (*cuMemCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
                           unsigned long long);
   CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
@@ -114,6 +117,8 @@ void resolve(Api& a, Lookup&& cu, void* nvml) {
   set(a.cuMemFreeAsync, cu("cuMemFreeAsync", "cuMemFreeAsync"));
   set(a.cuMemAllocFromPoolAsync, cu("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"));
   set(a.cuDeviceGetDefaultMemPool, cu("cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool"));
+  set(a.cuMemPoolCreate, cu("cuMemPoolCreate", "cuMemPoolCreate"));
+  set(a.cuMemPoolDestroy, cu("cuMemPoolDestroy", "cuMemPoolDestroy"));
   set(a.cuMemCreate, cu("cuMemCreate", "cuMemCreate"));
   set(a.cuMemRelease, cu("cuMemRelease", "cuMemRelease"));
   set(a.cuArrayCreate, cu("cuArrayCreate", "cuArrayCreate_v2"));
@@ -224,6 +229,7 @@ int main(int argc, char** argv) {
   std::vector<Held> held;
   std::vector<CUcontext> created;
   pid_t forked = -1;
+  CUmemoryPool own_pool = nullptr;
   for (int i = first; i < argc; ++i) {
     const std::string op = argv[i];
     const auto parts = split(op, ':');
@@ -276,6 +282,21 @@ int main(int argc, char** argv) {
       if (rc == CUDA_SUCCESS)
         rc = api.cuMemAllocFromPoolAsync(&p, size_arg(parts[2]), pool, nullptr);
       if (rc == CUDA_SUCCESS) held.push_back({'a', p});
+    } else if (name == "poolnew") {
+      // CUmemPoolProps begins like CUmemAllocationProp; the rest must be zero.
+      unsigned char props[88] = {};
+      CUmemAllocationProp head{};
+      head.type = 1;
+      head.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      head.location.id = std::atoi(parts[1].c_str());
+      std::memcpy(props, &head, 16);
+      rc = api.cuMemPoolCreate(&own_pool, reinterpret_cast<CUmemAllocationProp*>(props));
+    } else if (name == "poolalloc") {
+      CUdeviceptr p = 0;
+      rc = api.cuMemAllocFromPoolAsync(&p, size_arg(parts[1]), own_pool, nullptr);
+      if (rc == CUDA_SUCCESS) held.push_back({'a', p});
+    } else if (name == "pooldestroy") {
+      rc = api.cuMemPoolDestroy(own_pool);
     } else if (name == "vmm" || name == "vmm-host") {
       CUmemAllocationProp prop{};
       const bool host = name == "vmm-host";

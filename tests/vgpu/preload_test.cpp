@@ -141,13 +141,13 @@ TEST_F(Preload, EveryAllocationPathIsChargedAndGivenBack) {
       {"alloc:64m", 0, 64 * MiB},
       {"pitch:1000x3000", 0, 6 * MiB},  // driver pitch 2048: charge settles on what it chose
       {"managed:10m", 0, 10 * MiB},
-      {"async:6m", 0, 6 * MiB},
-      {"pool:1:4m", 1, 4 * MiB},  // pool of device 1 while device 0 is current
+      {"async:6m", 0, 32 * MiB},   // the pool's reservation: 32 MiB granules
+      {"pool:1:4m", 1, 32 * MiB},  // pool of device 1 while device 0 is current
       {"vmm:0:8m", 0, 8 * MiB},
       {"vmm:1:8m", 1, 8 * MiB},
       {"vmm-host:8m", 0, 0},  // host memory is not device memory
       {"array:1024x1024", 0, 4 * MiB},
-      {"array3d:100x100x100", 0, 4 * MiB},  // estimate 3.8 MiB, driver says 4 MiB
+      {"array3d:100x100x100", 0, 6 * MiB},  // estimate 3.8 MiB; padded rows: 6 MiB
       {"mipmap:1024x1024:3", 0, 8 * MiB},
       {"alloc-v1:16m", 0, 0},  // the 32-bit API of CUDA < 3.2 passes through untouched
   };
@@ -231,6 +231,29 @@ TEST_F(Preload, UnknownPointerFreePassesThroughUnchanged) {
   ASSERT_EQ(ours.exit_code, 0);
   EXPECT_EQ(rc(ours.out, "freeptr:7f00dead0000"), rc(bare.out, "freeptr:7f00dead0000"));
   EXPECT_EQ(rc(ours.out, "freeptr:7f00dead0000"), 1);  // the driver's CUDA_ERROR_INVALID_VALUE
+}
+
+// A pool reserves more than the request (32 MiB granules): the reservation is
+// what must fit, and a refused one leaves nothing behind.
+TEST_F(Preload, PoolGrowthMustFitTheLimit) {
+  Child c = spawn({"init", "ctx:0", "alloc:70m", "async:6m", "alloc:20m", "mark", "hold"},
+                  {{"CUDA_DEVICE_MEMORY_LIMIT", "100m"}});
+  ASSERT_TRUE(c.wait_for_line("op=mark"));
+  EXPECT_EQ(rc(c.out(), "async:6m"), 2) << "6 MiB fits, but the pool's 32 MiB granule does not";
+  EXPECT_EQ(rc(c.out(), "alloc:20m"), 0) << "the refused pool growth was handed back";
+  EXPECT_EQ(usage_of(c.pid(), 0).total, 90 * MiB);
+}
+
+TEST_F(Preload, DestroyedPoolGivesItsReservationBack) {
+  Child c = spawn({"init", "ctx:0", "poolnew:0", "poolalloc:40m", "mark",
+                   "await:" + dir_.file("go"), "pooldestroy", "mark", "hold"},
+                  {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_TRUE(c.wait_for_line("op=mark"));
+  EXPECT_EQ(usage_of(c.pid(), 0).total, 64 * MiB);  // two 32 MiB granules
+  touch("go");
+  ASSERT_TRUE(c.wait_for_line("op=mark"));
+  EXPECT_EQ(rc(c.out(), "pooldestroy"), 0);
+  EXPECT_EQ(usage_of(c.pid(), 0).total, 0u);
 }
 
 TEST_F(Preload, DriverFailureWithdrawsTheCharge) {

@@ -4,6 +4,7 @@
 // flag-aware cuGetProcAddress, allocation granularity, failures).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -21,12 +22,18 @@ struct CUctx_st {
   int physical;
   bool primary;
 };
+// Pools reserve device memory in 32 MiB granules, as the real driver's do,
+// and hand it all back once nothing is allocated from them.
 struct CUmemPoolHandle_st {
   int ordinal;
+  int physical;
+  uint64_t reserved;
+  uint64_t used;
 };
 struct CUarray_st {
   int physical;
   uint64_t bytes;
+  bool deferred;
 };
 struct CUmipmappedArray_st {
   int physical;
@@ -41,7 +48,10 @@ struct Block {
   int physical;
   uint64_t bytes;
   CUcontext ctx;
+  CUmemPoolHandle_st* pool;  // stream-ordered: the pool's reservation backs it
 };
+
+constexpr uint64_t kPoolGranule = 32ull << 20;
 
 struct Process {
   std::mutex mu;
@@ -55,6 +65,7 @@ struct Process {
   std::map<uint64_t, Block> blocks;   // device pointers
   std::map<uint64_t, Block> handles;  // VMM handles
   uint64_t next_handle = 1;
+  std::map<int, CUmemPoolHandle_st*> default_pools;  // per ordinal
 };
 
 Process& proc() {
@@ -119,22 +130,58 @@ CUresult alloc_block(std::map<uint64_t, Block>& table, int physical, uint64_t by
                      const char* fn) {
   if (simgpu::should_fail(fn)) return CUDA_ERROR_OUT_OF_MEMORY;
   if (!simgpu::take(physical, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-  table[key] = Block{physical, bytes, t_current};
+  table[key] = Block{physical, bytes, t_current, nullptr};
   return CUDA_SUCCESS;
+}
+
+void pool_release_idle(CUmemPoolHandle_st* pool, uint64_t keep) {
+  const uint64_t need =
+      (std::max(pool->used, keep) + kPoolGranule - 1) / kPoolGranule * kPoolGranule;
+  if (pool->reserved > need) {
+    simgpu::give(pool->physical, pool->reserved - need);
+    pool->reserved = need;
+  }
 }
 
 CUresult free_block(std::map<uint64_t, Block>& table, uint64_t key) {
   auto it = table.find(key);
   if (it == table.end()) return CUDA_ERROR_INVALID_VALUE;
-  simgpu::give(it->second.physical, it->second.bytes);
+  if (CUmemPoolHandle_st* pool = it->second.pool) {
+    pool->used -= it->second.bytes;
+    if (pool->used == 0) pool_release_idle(pool, 0);
+  } else {
+    simgpu::give(it->second.physical, it->second.bytes);
+  }
   table.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUmemPoolHandle_st* default_pool(int ordinal, int physical) {
+  auto& slot = proc().default_pools[ordinal];
+  if (slot == nullptr) slot = new CUmemPoolHandle_st{ordinal, physical, 0, 0};
+  return slot;
+}
+
+CUresult pool_alloc(CUdeviceptr* dptr, uint64_t bytes, CUmemPoolHandle_st* pool, const char* fn) {
+  if (dptr == nullptr || bytes == 0 || pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  if (simgpu::should_fail(fn)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t g = simgpu::granule(bytes);
+  while (pool->used + g > pool->reserved) {
+    if (!simgpu::take(pool->physical, kPoolGranule)) return CUDA_ERROR_OUT_OF_MEMORY;
+    pool->reserved += kPoolGranule;
+  }
+  pool->used += g;
+  const uint64_t addr = simgpu::next_address(bytes);
+  proc().blocks[addr] = Block{pool->physical, g, t_current, pool};
+  *dptr = addr;
   return CUDA_SUCCESS;
 }
 
 // Frees everything a destroyed context owned.
 void drop_context(CUcontext ctx) {
   for (auto it = proc().blocks.begin(); it != proc().blocks.end();) {
-    if (it->second.ctx == ctx) {
+    if (it->second.ctx == ctx && it->second.pool == nullptr) {
       simgpu::give(it->second.physical, it->second.bytes);
       it = proc().blocks.erase(it);
     } else {
@@ -159,12 +206,15 @@ CUresult current_physical(int* physical) {
   return CUDA_SUCCESS;
 }
 
+// Rows padded to 512 bytes, whole 2 MiB pages: a layout libvgpu cannot derive
+// from the descriptor, as with the real driver.
 uint64_t array_bytes(size_t w, size_t h, size_t d, int format, unsigned channels) {
   uint64_t elem = (format == 0x01 || format == 0x08)                     ? 1
                   : (format == 0x02 || format == 0x09 || format == 0x10) ? 2
                                                                          : 4;
-  uint64_t n = uint64_t{w} * (h ? h : 1) * (d ? d : 1) * (channels ? channels : 1) * elem;
-  return (n + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);  // arrays take whole pages here
+  const uint64_t row = (uint64_t{w} * (channels ? channels : 1) * elem + 511) / 512 * 512;
+  const uint64_t n = row * (h ? h : 1) * (d ? d : 1);
+  return (n + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
 }
 
 CUresult new_context(CUcontext* pctx, CUdevice dev) {
@@ -368,17 +418,21 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream) {
   int physical = 0;
   if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
-  return linear_alloc(dptr, bytesize, physical, "cuMemAllocAsync");
+  CUmemPoolHandle_st* pool = nullptr;
+  {
+    std::lock_guard lock(proc().mu);
+    pool = default_pool(t_current->ordinal, physical);
+  }
+  return pool_alloc(dptr, bytesize, pool, "cuMemAllocAsync");
 }
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
   return cuMemAllocAsync(dptr, bytesize, s);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream) {
-  int physical = 0;
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult rc = check_ordinal(pool->ordinal, &physical); rc != CUDA_SUCCESS) return rc;
-  return linear_alloc(dptr, bytesize, physical, "cuMemAllocFromPoolAsync");
+  if (CUresult rc = check_ordinal(pool->ordinal, nullptr); rc != CUDA_SUCCESS) return rc;
+  return pool_alloc(dptr, bytesize, pool, "cuMemAllocFromPoolAsync");
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream s) {
@@ -393,8 +447,46 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
-  if (CUresult rc = check_ordinal(dev, nullptr); rc != CUDA_SUCCESS) return rc;
-  *pool = new CUmemPoolHandle_st{dev};
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  *pool = default_pool(dev, physical);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  return cuDeviceGetDefaultMemPool(pool, dev);
+}
+
+// CUmemPoolProps starts like CUmemAllocationProp: type, handle types, location.
+CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemAllocationProp* props) {
+  int physical = 0;
+  if (pool == nullptr || props == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = check_ordinal(props->location.id, &physical); rc != CUDA_SUCCESS) return rc;
+  *pool = new CUmemPoolHandle_st{props->location.id, physical, 0, 0};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  simgpu::give(pool->physical, pool->reserved);
+  pool->reserved = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  pool_release_idle(pool, keep);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  if (pool == nullptr || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (attr != CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) return CUDA_ERROR_NOT_SUPPORTED;
+  std::lock_guard lock(proc().mu);
+  *static_cast<cuuint64_t*>(value) = pool->reserved;
   return CUDA_SUCCESS;
 }
 
@@ -441,7 +533,7 @@ CUresult cuArray3DCreate_v2(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR* d) {
   std::lock_guard lock(proc().mu);
   if (simgpu::should_fail("cuArrayCreate") || !simgpu::take(physical, bytes))
     return CUDA_ERROR_OUT_OF_MEMORY;
-  *out = new CUarray_st{physical, bytes};
+  *out = new CUarray_st{physical, bytes, (d->Flags & CUDA_ARRAY3D_DEFERRED_MAPPING) != 0};
   return CUDA_SUCCESS;
 }
 
@@ -486,17 +578,16 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
   return CUDA_SUCCESS;
 }
 
+// As documented: only arrays created with CUDA_ARRAY3D_DEFERRED_MAPPING answer.
 CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray a, CUdevice) {
-  if (req == nullptr || a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (req == nullptr || a == nullptr || !a->deferred) return CUDA_ERROR_INVALID_VALUE;
   *req = CUDA_ARRAY_MEMORY_REQUIREMENTS{a->bytes, 512, {}};
   return CUDA_SUCCESS;
 }
 
-CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req,
-                                               CUmipmappedArray a, CUdevice) {
-  if (req == nullptr || a == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *req = CUDA_ARRAY_MEMORY_REQUIREMENTS{a->bytes, 512, {}};
-  return CUDA_SUCCESS;
+CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUmipmappedArray,
+                                               CUdevice) {
+  return CUDA_ERROR_INVALID_VALUE;  // mipmapped arrays are never deferred-mapping here
 }
 
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
@@ -574,6 +665,11 @@ const ProcEntry kProcs[] = {
     {"cuMemAllocFromPoolAsync", 11020, false, F(cuMemAllocFromPoolAsync)},
     {"cuMemAllocFromPoolAsync", 11020, true, F(cuMemAllocFromPoolAsync_ptsz)},
     {"cuDeviceGetDefaultMemPool", 11020, false, F(cuDeviceGetDefaultMemPool)},
+    {"cuDeviceGetMemPool", 11020, false, F(cuDeviceGetMemPool)},
+    {"cuMemPoolCreate", 11020, false, F(cuMemPoolCreate)},
+    {"cuMemPoolDestroy", 11020, false, F(cuMemPoolDestroy)},
+    {"cuMemPoolTrimTo", 11020, false, F(cuMemPoolTrimTo)},
+    {"cuMemPoolGetAttribute", 11020, false, F(cuMemPoolGetAttribute)},
     {"cuPointerGetAttribute", 4000, false, F(cuPointerGetAttribute)},
     {"cuMemCreate", 10020, false, F(cuMemCreate)},
     {"cuMemRelease", 10020, false, F(cuMemRelease)},
