@@ -43,6 +43,7 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) noexcept {
   const int dev = rt->current_device(nullptr);
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
+  rt->pools().shrink_all(*rt);  // pools release memory at synchronisations we do not see
   const View v = virtual_view(limit, rt->usage(dev), *total, *free);
   *total = v.total;
   *free = v.free;
@@ -69,6 +70,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
   const int dev = rt->devices().index_for_nvml(device);
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
+  rt->pools().shrink_all(*rt);
   const View v = virtual_view(limit, rt->usage(dev), memory->total, memory->free);
   memory->total = v.total;
   memory->used = v.used;
@@ -85,6 +87,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
   const int dev = rt->devices().index_for_nvml(device);
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
+  rt->pools().shrink_all(*rt);
   const View v = virtual_view(limit, rt->usage(dev), memory->total, memory->free);
   memory->total = v.total;
   memory->reserved = 0;  // the driver's reservation is outside the container's share

@@ -59,13 +59,13 @@ for variant in shared static ptds; do
     container
     line=$(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=2g "$bin/rp-$variant" $path)
     echo "$variant $line"
-    # Filled to within one chunk (80 MiB) of what the limit leaves after the
-    # context, never past it, failed with the runtime's out-of-memory, and
-    # everything came back when freed.
+    # Refused with the runtime's out-of-memory only when what the limit leaves
+    # cannot hold one more item, never past the limit, and everything came
+    # back when freed.
     echo "$line" | awk -v v="$variant" -v M=$MiB '{
       for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
       ok = f["error"] == "cudaErrorMemoryAllocation" && f["total"] == 2048 * M &&
-           f["allocated"] <= f["free_before"] && f["allocated"] >= f["free_before"] - 80 * M &&
+           f["items"] * f["item"] <= f["free_before"] && f["free_when_full"] < f["item"] &&
            f["free_after_free"] >= f["free_before"] - 2 * M
       exit ok ? 0 : 1 }' && pass "runtime $variant $path" || fail "runtime $variant $path"
   done

@@ -4,8 +4,9 @@
 //
 //   runtime_paths <path>    path: malloc pitch managed async pool array array3d mipmap
 //
-// Prints one line: path=<p> allocated=<bytes> error=<cuda error name> total=<bytes>
-// free_after_free=<bytes> (cudaMemGetInfo after everything was freed again).
+// Prints one line: path, bytes allocated, items, what one item took (from the
+// free memory the runtime reports), the error, total, free before, free when
+// full, and free after everything was freed again.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Held> held;
   size_t allocated = 0;
+  size_t item = 0;  // what one allocation took, as the (virtual) free memory shows it
   cudaError_t err = cudaSuccess;
   const cudaChannelFormatDesc fdesc = cudaCreateChannelDesc<float>();
   for (int i = 0; i < 100000 && err == cudaSuccess; ++i) {
@@ -81,10 +83,17 @@ int main(int argc, char** argv) {
     if (err == cudaSuccess) {
       held.push_back(h);
       allocated += bytes;
+      if (held.size() == 1) {
+        size_t f = 0, t = 0;
+        cudaMemGetInfo(&f, &t);
+        item = free0 - f;
+      }
     }
   }
   const char* error_name = cudaGetErrorName(err);
   cudaGetLastError();  // clear the sticky-free error state for what follows
+  size_t free_full = 0;
+  cudaMemGetInfo(&free_full, &total);
   for (Held& h : held) {
     if (h.ptr != nullptr) {
       if (path == "async" || path == "pool") {
@@ -101,7 +110,9 @@ int main(int argc, char** argv) {
   cudaDeviceSynchronize();
   size_t free1 = 0;
   cudaMemGetInfo(&free1, &total);
-  std::printf("path=%s allocated=%zu error=%s total=%zu free_before=%zu free_after_free=%zu\n",
-              path.c_str(), allocated, error_name, total, free0, free1);
+  std::printf(
+      "path=%s allocated=%zu items=%zu item=%zu error=%s total=%zu free_before=%zu "
+      "free_when_full=%zu free_after_free=%zu\n",
+      path.c_str(), allocated, held.size(), item, error_name, total, free0, free_full, free1);
   return 0;
 }

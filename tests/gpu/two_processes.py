@@ -13,6 +13,9 @@ import time
 MiB = 1 << 20
 CHILD = r"""
 import sys, torch
+torch.empty(1, device='cuda:0')  # each process has its context before either fills
+print('ready', flush=True)
+sys.stdin.readline()
 t = []
 while True:
     try:
@@ -35,6 +38,11 @@ def main():
     limit = parse_size(os.environ["CUDA_DEVICE_MEMORY_LIMIT"])
     kids = [subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    for k in kids:
+        assert k.stdout.readline().strip() == "ready"
+    for k in kids:
+        k.stdin.write("go\n")
+        k.stdin.flush()
     got_mib = [int(k.stdout.readline()) for k in kids]
     time.sleep(0.5)
     snap = json.loads(subprocess.run([os.environ["VGPU_BIN"], "inspect", "--json",
