@@ -42,4 +42,18 @@ uint64_t estimate_array(const cuda::CUDA_ARRAY_DESCRIPTOR& d) {
       cuda::CUDA_ARRAY3D_DESCRIPTOR{d.Width, d.Height, 0, d.Format, d.NumChannels, 0});
 }
 
+uint64_t estimate_mipmapped_array(const cuda::CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels) {
+  cuda::CUDA_ARRAY3D_DESCRIPTOR level = d;
+  uint64_t sum = 0;
+  for (unsigned l = 0; l < std::max(levels, 1u); ++l) {
+    const uint64_t bytes = estimate_array(level);
+    sum = sum > UINT64_MAX - bytes ? UINT64_MAX : sum + bytes;
+    if (level.Width <= 1 && level.Height <= 1 && level.Depth <= 1) break;
+    level.Width = std::max<size_t>(level.Width / 2, 1);
+    if (level.Height > 0) level.Height = std::max<size_t>(level.Height / 2, 1);
+    if (level.Depth > 0) level.Depth = std::max<size_t>(level.Depth / 2, 1);
+  }
+  return sum;
+}
+
 }  // namespace hami::vgpu

@@ -28,5 +28,7 @@ constexpr uint64_t charge_for_linear(uint64_t bytes) {
 uint64_t array_element_bytes(cuda::CUarray_format format);
 uint64_t estimate_array(const cuda::CUDA_ARRAY3D_DESCRIPTOR& d);
 uint64_t estimate_array(const cuda::CUDA_ARRAY_DESCRIPTOR& d);
+// Every level of the chain, each dimension halving (never below 1).
+uint64_t estimate_mipmapped_array(const cuda::CUDA_ARRAY3D_DESCRIPTOR& d, unsigned levels);
 
 }  // namespace hami::vgpu

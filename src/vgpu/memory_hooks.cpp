@@ -351,13 +351,11 @@ CUresult cuArrayDestroy(CUarray hArray) noexcept {
   return destroy_array(hArray, [&] { return call(cu.cuArrayDestroy, hArray); });
 }
 
-// A full mip chain is at most twice its base level (1D), less for 2D and 3D.
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                 unsigned int numMipmapLevels) noexcept {
   const auto& cu = real_cuda();
   if (desc == nullptr) return call(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels);
-  const uint64_t base = vgpu::estimate_array(*desc);
-  const uint64_t estimate = numMipmapLevels > 1 ? base * 2 : base;
+  const uint64_t estimate = vgpu::estimate_mipmapped_array(*desc, numMipmapLevels);
   return create_array(
       pHandle, estimate,
       [&] { return call(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels); },

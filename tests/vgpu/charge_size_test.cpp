@@ -28,5 +28,16 @@ TEST(ChargeSize, ArrayEstimates) {
   EXPECT_EQ(estimate_array(huge), UINT64_MAX);
 }
 
+TEST(ChargeSize, MipmapChains) {
+  cuda::CUDA_ARRAY3D_DESCRIPTOR d{4096, 4096, 0, 0x20, 1, 0};
+  EXPECT_EQ(estimate_mipmapped_array(d, 1), 64 * MiB);
+  EXPECT_EQ(estimate_mipmapped_array(d, 2), 80 * MiB);  // 64 + 16
+  EXPECT_EQ(estimate_mipmapped_array(d, 0), 64 * MiB);
+  cuda::CUDA_ARRAY3D_DESCRIPTOR tiny{2, 2, 0, 0x01, 1, 0};
+  EXPECT_EQ(estimate_mipmapped_array(tiny, 30), 2 * 512u);     // 2x2 and 1x1, then stops
+  cuda::CUDA_ARRAY3D_DESCRIPTOR line{1024, 0, 0, 0x20, 1, 0};  // 1D: 4096 + 2048 + 1024 bytes
+  EXPECT_EQ(estimate_mipmapped_array(line, 3), 4096u + 2048 + 1024);
+}
+
 }  // namespace
 }  // namespace hami::vgpu
