@@ -74,3 +74,7 @@ write("region_raw", "huge-claim", struct.pack("<Q", 1 << 63) + head)
 write("proc_stat", "bash", b"1234 (bash) S 1 1234 1234 34816 1234 4194560 1039 0 0 0 1 0 0 0 20 0 1 0 "
       b"987654 8527872 1120 18446744073709551615 1 1 0 0 0 0 65536 3670020 1266777851 0 0 0 17 1\n")
 write("proc_stat", "odd-comm", b"77 (a) b (c) )) Z 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 555\n")
+
+write("limits", "plugin", b"CUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT=30\n\x004g")
+write("limits", "corrupt", b"# c\nCUDA_DEVICE_MEMORY_LIMIT=1g\nbad line\n\x00lots")
+write("limits", "edges", b"CUDA_TASK_PRIORITY=0\nCUDA_DEVICE_SM_LIMIT_3=0\nX=1\n\x0018446744073709551615")

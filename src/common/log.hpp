@@ -25,7 +25,7 @@ void set_level(Level l);
 void set_component(const char* name);
 
 void write(Level l, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-void vwrite(Level l, const char* fmt, va_list ap);
+void vwrite(Level l, const char* fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 #define HAMI_LOG_FN(fn, lvl)                                                   \
   __attribute__((format(printf, 1, 2))) inline void fn(const char* fmt, ...) { \

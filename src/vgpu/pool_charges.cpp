@@ -34,6 +34,7 @@ PoolCharges::Outcome PoolCharges::reconcile(Runtime& rt, cuda::CUmemoryPool pool
     return kUnsupported;
   }
   if (p->device < 0) p->device = dev;
+  any_.store(true, std::memory_order_release);
   if (reserved > p->charged) {
     if (!rt.reserve(p->device, region::UsageKind::kData, reserved - p->charged)) {
       if (may_refuse) return kRefused;
@@ -48,6 +49,7 @@ PoolCharges::Outcome PoolCharges::reconcile(Runtime& rt, cuda::CUmemoryPool pool
 }
 
 bool PoolCharges::shrink_all(Runtime& rt) noexcept {
+  if (!any_.load(std::memory_order_acquire)) return false;
   std::lock_guard lock(mu_);
   bool shrank = false;
   for (auto& [pool, p] : pools_) {
@@ -72,6 +74,7 @@ void PoolCharges::forget(Runtime& rt, cuda::CUmemoryPool pool) noexcept {
 void PoolCharges::reset() noexcept {
   new (&mu_) std::recursive_mutex();
   pools_.clear();
+  any_.store(false);
 }
 
 }  // namespace hami::vgpu

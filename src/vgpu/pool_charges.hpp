@@ -10,6 +10,7 @@
 //   auto r = pools.reconcile(rt, pool, dev, /*may_refuse=*/true);
 //   if (r == PoolCharges::kRefused) { free it; return CUDA_ERROR_OUT_OF_MEMORY; }
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
@@ -44,6 +45,8 @@ class PoolCharges {
   // pool (shrink_all) before giving up. Entries are erased only by forget().
   std::recursive_mutex mu_;
   std::unordered_map<cuda::CUmemoryPool, Pool> pools_;
+  // Most processes never use a pool: then shrink_all costs one load.
+  std::atomic<bool> any_{false};
 };
 
 }  // namespace hami::vgpu

@@ -13,11 +13,8 @@ namespace {
 std::atomic<void*> g_cuda_handle{nullptr};
 std::atomic<void*> g_nvml_handle{nullptr};
 
-RealCuda g_cuda;
-RealNvml g_nvml;
-std::once_flag g_cuda_once;
-std::once_flag g_nvml_once;
-bool g_nvml_loaded = false;
+std::mutex g_load_mu;
+bool g_nvml_usable = false;
 
 template <class Fn>
 void resolve(void* handle, Fn& slot, const char* name) {
@@ -34,8 +31,8 @@ void load_cuda() {
     return;
   }
   g_cuda_handle.store(h);
-#define CU_HOOK(name, params) resolve(h, g_cuda.name, #name);
-#define CU_REAL(name, params) resolve(h, g_cuda.name, #name);
+#define CU_HOOK(name, params) resolve(h, detail::g_cuda.name, #name);
+#define CU_REAL(name, params) resolve(h, detail::g_cuda.name, #name);
 #define NVML_HOOK(name, params)
 #define NVML_REAL(name, params)
 #include "vgpu/hooks.def"
@@ -57,14 +54,14 @@ void load_nvml() {
   g_nvml_handle.store(h);
 #define CU_HOOK(name, params)
 #define CU_REAL(name, params)
-#define NVML_HOOK(name, params) resolve(h, g_nvml.name, #name);
-#define NVML_REAL(name, params) resolve(h, g_nvml.name, #name);
+#define NVML_HOOK(name, params) resolve(h, detail::g_nvml.name, #name);
+#define NVML_REAL(name, params) resolve(h, detail::g_nvml.name, #name);
 #include "vgpu/hooks.def"
 #undef CU_HOOK
 #undef CU_REAL
 #undef NVML_HOOK
 #undef NVML_REAL
-  g_nvml_loaded = g_nvml.nvmlInit_v2 != nullptr;
+  g_nvml_usable = detail::g_nvml.nvmlInit_v2 != nullptr;
 }
 
 // Compares against a library that is already loaded, without loading it.
@@ -83,19 +80,34 @@ bool same_library(void* handle, const char* soname, std::atomic<void*>& cache) {
 
 }  // namespace
 
-const RealCuda& real_cuda() {
-  std::call_once(g_cuda_once, load_cuda);
+namespace detail {
+std::atomic<bool> g_cuda_loaded{false};
+std::atomic<bool> g_nvml_loaded{false};
+RealCuda g_cuda;
+RealNvml g_nvml;
+
+const RealCuda& load_real_cuda() {
+  std::lock_guard lock(g_load_mu);
+  if (!g_cuda_loaded.load(std::memory_order_relaxed)) {
+    load_cuda();
+    g_cuda_loaded.store(true, std::memory_order_release);
+  }
   return g_cuda;
 }
 
-const RealNvml& real_nvml() {
-  std::call_once(g_nvml_once, load_nvml);
+const RealNvml& load_real_nvml() {
+  std::lock_guard lock(g_load_mu);
+  if (!g_nvml_loaded.load(std::memory_order_relaxed)) {
+    load_nvml();
+    g_nvml_loaded.store(true, std::memory_order_release);
+  }
   return g_nvml;
 }
+}  // namespace detail
 
 bool nvml_available() {
   real_nvml();
-  return g_nvml_loaded;
+  return g_nvml_usable;
 }
 
 bool is_cuda_handle(void* handle) {

@@ -7,6 +7,8 @@
 //   auto& cu = hami::vgpu::real_cuda();          // loads libcuda.so.1 once
 //   if (cu.cuMemAlloc_v2) rc = cu.cuMemAlloc_v2(&p, n);
 
+#include <atomic>
+
 #include "vgpu/cuda_abi.hpp"
 
 namespace hami::vgpu {
@@ -42,9 +44,25 @@ using DlsymFn = void* (*)(void*, const char*) noexcept;
 DlsymFn real_dlsym() noexcept;
 
 // Loaded on first use; thread-safe. A library that cannot be opened leaves every
-// member null (and is logged once).
-const RealCuda& real_cuda();
-const RealNvml& real_nvml();
+// member null (and is logged once). Every hook calls these, so the loaded case
+// is one inline acquire load (std::call_once costs ~60 instructions here).
+namespace detail {
+extern std::atomic<bool> g_cuda_loaded;
+extern std::atomic<bool> g_nvml_loaded;
+extern RealCuda g_cuda;
+extern RealNvml g_nvml;
+const RealCuda& load_real_cuda();
+const RealNvml& load_real_nvml();
+}  // namespace detail
+
+inline const RealCuda& real_cuda() {
+  return detail::g_cuda_loaded.load(std::memory_order_acquire) ? detail::g_cuda
+                                                               : detail::load_real_cuda();
+}
+inline const RealNvml& real_nvml() {
+  return detail::g_nvml_loaded.load(std::memory_order_acquire) ? detail::g_nvml
+                                                               : detail::load_real_nvml();
+}
 bool nvml_available();
 
 // Whether `handle` (from dlopen) refers to libcuda.so.1 / libnvidia-ml.so.1,

@@ -23,7 +23,8 @@
 //   await:<path> (until the file exists) | procmem:<nvml index> (this process's
 //   device memory as NVML reports it) | charged:<dev> (what the state file
 //   charges this process on state-file device <dev>) | poolnew:<ord> (create a
-//   pool; later "poolnew" allocations use it) | poolalloc:<size> | pooldestroy
+//   pool; later "poolnew" allocations use it) | poolalloc:<size> | pooldestroy |
+//   infoloop:<n> (cuMemGetInfo n times)
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -447,6 +448,11 @@ int main(int argc, char** argv) {
         extra +=
             " sig" + std::to_string(sig) + "=" + (sa.sa_handler == SIG_DFL ? "default" : "set");
       }
+    } else if (name == "infoloop") {
+      size_t f = 0, t = 0;
+      const int n = std::atoi(parts[1].c_str());
+      for (int k = 0; k < n && rc == CUDA_SUCCESS; ++k)
+        rc = api.cuMemGetInfo(&f, &t);
     } else if (name == "churn") {
       const uint64_t chunk = size_arg(parts[1]);
       const int n = std::atoi(parts[2].c_str());

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Instructions libvgpu.so adds per call, counted by callgrind against the
+# simulated driver: deterministic, comparable from commit to commit.
+#   bench/callgrind/hook_cost.sh [BUILD_DIR]   (default build/release)
+# For each call and condition: (Ir with N calls - Ir with 0 calls) / N, minus
+# the same for the bare process, is what the hook costs.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/release}
+client=$build/tests/vgpu/cuda-client
+lib=$PWD/$build/src/libvgpu.so
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export LD_LIBRARY_PATH=$PWD/$build/tests/support/simgpu/lib SIMGPU_CONTEXT_SIZE=0
+N=20000
+
+ir() {  # condition ops...
+  local cond=$1; shift
+  local env=(SIMGPU_STATE=$work/gpu-$RANDOM)
+  case $cond in
+    nolimit) env+=(LD_PRELOAD=$lib) ;;
+    limit) env+=(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=64g
+                 CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
+  esac
+  env "${env[@]}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$client" "$@" \
+    >/dev/null 2>"$work/vg.err"
+  sed -n 's/^==[0-9]*== Collected : \([0-9]*\)/\1/p' "$work/vg.err"
+}
+
+printf '%-22s %-8s %14s %14s\n' call condition "Ir per call" "hook Ir/call"
+for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N"; do
+  name=${call%%:*}
+  ops=${call#*:}
+  declare -A per
+  for cond in bare nolimit limit; do
+    base=$(ir $cond init ctx:0)
+    full=$(ir $cond init ctx:0 "$ops")
+    per[$cond]=$(( (full - base) / N ))
+  done
+  for cond in bare nolimit limit; do
+    printf '%-22s %-8s %14d %14d\n' "$name" "$cond" "${per[$cond]}" $(( per[$cond] - per[bare] ))
+  done
+  unset per
+done
