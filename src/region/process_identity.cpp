@@ -1,34 +1,17 @@
 #include "region/process_identity.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 
+#include "common/small_file.hpp"
+
 namespace hami::region {
 namespace {
 
-Result<std::string> read_small_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error::from_errno("cannot open " + path);
-  std::string out;
-  char buf[1024];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Error e = Error::from_errno("cannot read " + path);
-      ::close(fd);
-      return e;
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > 64 * 1024) break;  // stat is a few hundred bytes; never trust more
-  }
-  ::close(fd);
-  return out;
-}
+// /proc/<pid>/stat is a few hundred bytes; anything bigger is not one.
+constexpr size_t kMaxStat = 64 * 1024;
 
 }  // namespace
 
@@ -65,7 +48,7 @@ Result<ProcStat> parse_proc_stat(std::string_view text) {
 }
 
 Result<ProcessIdentity> read_process_identity(pid_t pid, const std::string& proc_root) {
-  auto text = read_small_file(proc_root + "/" + std::to_string(pid) + "/stat");
+  auto text = read_small_file(proc_root + "/" + std::to_string(pid) + "/stat", kMaxStat);
   if (!text) return text.error();
   auto st = parse_proc_stat(*text);
   if (!st) return Error{"pid " + std::to_string(pid) + ": " + st.error().message};
@@ -73,7 +56,7 @@ Result<ProcessIdentity> read_process_identity(pid_t pid, const std::string& proc
 }
 
 Result<ProcessIdentity> self_identity() {
-  auto text = read_small_file("/proc/self/stat");
+  auto text = read_small_file("/proc/self/stat", kMaxStat);
   if (!text) return text.error();
   auto st = parse_proc_stat(*text);
   if (!st) return Error{"/proc/self/stat: " + st.error().message};
@@ -82,7 +65,7 @@ Result<ProcessIdentity> self_identity() {
 
 bool process_alive(pid_t pid, const std::string& proc_root) {
   if (pid <= 0) return false;
-  auto text = read_small_file(proc_root + "/" + std::to_string(pid) + "/stat");
+  auto text = read_small_file(proc_root + "/" + std::to_string(pid) + "/stat", kMaxStat);
   if (!text) return text.error().sys_errno != ENOENT && text.error().sys_errno != ESRCH;
   auto st = parse_proc_stat(*text);
   if (!st) return true;

@@ -14,6 +14,7 @@
 #include <ctime>
 #include <thread>
 
+#include "common/unique_fd.hpp"
 #include "region/layouts.hpp"
 #include "region/ofd_lock.hpp"
 
@@ -65,14 +66,6 @@ uint64_t clear_usage(ProcSlot& s) {
   }
   return bytes;
 }
-
-struct FdGuard {
-  int fd;
-  ~FdGuard() {
-    if (fd >= 0) ::close(fd);
-  }
-  int release() { return std::exchange(fd, -1); }
-};
 
 Error path_error(const std::string& path, const std::string& what, int err) {
   return Error::from_errno(path + ": " + what, err);
@@ -236,32 +229,32 @@ void Region::abandon() {
 
 Result<Region> Region::open(const std::string& path, const OpenOptions& options) {
   const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
-  FdGuard fd{-1};
+  UniqueFd fd;
   if (options.create) {
-    fd.fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, options.file_mode);
-    if (fd.fd >= 0) {
+    fd.reset(::open(path.c_str(), flags | O_CREAT | O_EXCL, options.file_mode));
+    if (fd.get() >= 0) {
       // The umask trimmed the mode given to open(); set it exactly, without
       // touching the process umask (upstream calls umask(0) and never restores it).
-      if (::fchmod(fd.fd, options.file_mode) != 0) {
+      if (::fchmod(fd.get(), options.file_mode) != 0) {
         return path_error(path, "cannot set mode on the new file", errno);
       }
     } else if (errno != EEXIST) {
       return path_error(path, "cannot create", errno);
     }
   }
-  if (fd.fd < 0) {
-    fd.fd = ::open(path.c_str(), flags | O_NONBLOCK);
-    if (fd.fd < 0) {
+  if (fd.get() < 0) {
+    fd.reset(::open(path.c_str(), flags | O_NONBLOCK));
+    if (fd.get() < 0) {
       if (errno == ELOOP) return Error{path + ": is a symbolic link; refusing to follow it", ELOOP};
       return path_error(path, "cannot open", errno);
     }
   }
 
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) return path_error(path, "cannot stat", errno);
+  if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
   if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
 
-  if (auto locked = lock_range(fd.fd, kInitLockOffset, kInitLockLength, LockMode::kExclusive,
+  if (auto locked = lock_range(fd.get(), kInitLockOffset, kInitLockLength, LockMode::kExclusive,
                                options.lock_timeout);
       !locked) {
     return Error{path + ": initialisation lock: " + locked.error().message,
@@ -270,13 +263,13 @@ Result<Region> Region::open(const std::string& path, const OpenOptions& options)
   struct InitUnlock {
     int fd;
     ~InitUnlock() { unlock_range(fd, kInitLockOffset, kInitLockLength); }
-  } init_unlock{fd.fd};
+  } init_unlock{fd.get()};
 
-  if (::fstat(fd.fd, &st) != 0) return path_error(path, "cannot stat", errno);
+  if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
   const auto size = static_cast<uint64_t>(st.st_size);
   std::array<std::byte, kHeaderProbeSize> head{};
   if (size >= head.size() &&
-      ::pread(fd.fd, head.data(), head.size(), 0) != static_cast<ssize_t>(head.size())) {
+      ::pread(fd.get(), head.data(), head.size(), 0) != static_cast<ssize_t>(head.size())) {
     return path_error(path, "cannot read the header", errno);
   }
   int32_t magic = 0;
@@ -295,9 +288,10 @@ Result<Region> Region::open(const std::string& path, const OpenOptions& options)
                    "Stop the processes using it and delete it to start afresh"};
     }
   }
-  if (auto reserved = reserve_blocks(fd.fd, path); !reserved) return reserved.error();
+  if (auto reserved = reserve_blocks(fd.get(), path); !reserved) return reserved.error();
 
-  void* mem = ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (mem == MAP_FAILED) return path_error(path, "cannot map", errno);
   auto* r = static_cast<SharedRegion*>(mem);
   if (fresh) initialise(r, options.initial);
@@ -306,12 +300,13 @@ Result<Region> Region::open(const std::string& path, const OpenOptions& options)
 }
 
 Result<Region> Region::create_private(const InitialValues& initial) {
-  FdGuard fd{::memfd_create("vgpu-private-state", MFD_CLOEXEC)};
-  if (fd.fd < 0) return Error::from_errno("cannot create a private state region");
-  if (::ftruncate(fd.fd, static_cast<off_t>(kFileSize)) != 0) {
+  UniqueFd fd{::memfd_create("vgpu-private-state", MFD_CLOEXEC)};
+  if (fd.get() < 0) return Error::from_errno("cannot create a private state region");
+  if (::ftruncate(fd.get(), static_cast<off_t>(kFileSize)) != 0) {
     return Error::from_errno("cannot size the private state region");
   }
-  void* mem = ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
+  void* mem =
+      ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (mem == MAP_FAILED) return Error::from_errno("cannot map the private state region");
   auto* r = static_cast<SharedRegion*>(mem);
   initialise(r, initial);

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/unique_fd.hpp"
 #include "region/ofd_lock.hpp"
 
 namespace hami::region {
@@ -161,12 +162,9 @@ void probe_liveness(int fd, RegionSnapshot& snapshot) {
 
 Result<RegionSnapshot> read_snapshot(const std::string& path) {
   // O_NONBLOCK: a FIFO or device at this path must not hang the reader.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  UniqueFd owned{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)};
+  const int fd = owned.get();
   if (fd < 0) return Error::from_errno(path + ": cannot open");
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
 
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Error::from_errno(path + ": cannot stat");

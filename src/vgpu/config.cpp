@@ -1,13 +1,11 @@
 #include "vgpu/config.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <map>
 
 #include "common/size_parse.hpp"
+#include "common/small_file.hpp"
 
 namespace hami::vgpu {
 namespace {
@@ -229,27 +227,10 @@ ConfigSources process_sources() {
     return std::string(v);
   };
   s.read_file = [](const std::string& path) -> Result<std::optional<std::string>> {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-      if (errno == ENOENT) return std::optional<std::string>();
-      return Error::from_errno(path + ": cannot open limits file");
-    }
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        Error e = Error::from_errno(path + ": cannot read limits file");
-        ::close(fd);
-        return e;
-      }
-      if (n == 0) break;
-      out.append(buf, static_cast<size_t>(n));
-      if (out.size() > kMaxLimitsFileSize) break;
-    }
-    ::close(fd);
-    return std::optional<std::string>(std::move(out));
+    auto text = read_small_file(path, kMaxLimitsFileSize);
+    if (text) return std::optional<std::string>(std::move(*text));
+    if (text.error().sys_errno == ENOENT) return std::optional<std::string>();
+    return Error{text.error().message + " (limits file)", text.error().sys_errno};
   };
   return s;
 }

@@ -10,20 +10,17 @@ namespace {
 using vgpu::real_cuda;
 using vgpu::Runtime;
 
-template <class Fn, class... Args>
-CUresult call(Fn fn, Args... args) {
-  return fn != nullptr ? fn(args...) : CUDA_ERROR_NOT_SUPPORTED;
-}
+using vgpu::call_real;
 
 CUresult release_primary(CUdevice dev, vgpu::ContextTracker::DeviceFn real) {
   Runtime* rt = Runtime::accounting();
-  if (rt == nullptr || real == nullptr) return call(real, dev);
+  if (rt == nullptr || real == nullptr) return call_real(real, dev);
   return rt->contexts().release_primary(*rt, dev, real);
 }
 
 CUresult reset_primary(CUdevice dev, vgpu::ContextTracker::DeviceFn real) {
   Runtime* rt = Runtime::accounting();
-  if (rt == nullptr || real == nullptr) return call(real, dev);
+  if (rt == nullptr || real == nullptr) return call_real(real, dev);
   return rt->contexts().reset_primary(*rt, dev, real);
 }
 
@@ -35,7 +32,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || cu.cuDevicePrimaryCtxRetain == nullptr) {
-    return call(cu.cuDevicePrimaryCtxRetain, pctx, dev);
+    return call_real(cu.cuDevicePrimaryCtxRetain, pctx, dev);
   }
   auto release = cu.cuDevicePrimaryCtxRelease_v2 != nullptr ? cu.cuDevicePrimaryCtxRelease_v2
                                                             : cu.cuDevicePrimaryCtxRelease;
@@ -62,7 +59,7 @@ CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) noexc
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || cu.cuCtxCreate_v2 == nullptr)
-    return call(cu.cuCtxCreate_v2, pctx, flags, dev);
+    return call_real(cu.cuCtxCreate_v2, pctx, flags, dev);
   return rt->contexts().create(
       *rt, pctx, dev, [&] { return cu.cuCtxCreate_v2(pctx, flags, dev); }, cu.cuCtxDestroy_v2);
 }
@@ -72,7 +69,7 @@ CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int numPar
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || cu.cuCtxCreate_v3 == nullptr) {
-    return call(cu.cuCtxCreate_v3, pctx, params, numParams, flags, dev);
+    return call_real(cu.cuCtxCreate_v3, pctx, params, numParams, flags, dev);
   }
   return rt->contexts().create(
       *rt, pctx, dev, [&] { return cu.cuCtxCreate_v3(pctx, params, numParams, flags, dev); },
@@ -84,7 +81,7 @@ CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || cu.cuCtxCreate_v4 == nullptr) {
-    return call(cu.cuCtxCreate_v4, pctx, params, flags, dev);
+    return call_real(cu.cuCtxCreate_v4, pctx, params, flags, dev);
   }
   return rt->contexts().create(
       *rt, pctx, dev, [&] { return cu.cuCtxCreate_v4(pctx, params, flags, dev); },
@@ -94,7 +91,7 @@ CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int
 CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
-  if (rt == nullptr || cu.cuCtxDestroy_v2 == nullptr) return call(cu.cuCtxDestroy_v2, ctx);
+  if (rt == nullptr || cu.cuCtxDestroy_v2 == nullptr) return call_real(cu.cuCtxDestroy_v2, ctx);
   return rt->contexts().destroy(*rt, ctx, cu.cuCtxDestroy_v2);
 }
 

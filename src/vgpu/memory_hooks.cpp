@@ -20,11 +20,7 @@ using vgpu::Allocation;
 using vgpu::real_cuda;
 using vgpu::Runtime;
 
-// Calls a real function, or reports that the installed driver lacks it.
-template <class Fn, class... Args>
-CUresult call(Fn fn, Args... args) {
-  return fn != nullptr ? fn(args...) : CUDA_ERROR_NOT_SUPPORTED;
-}
+using vgpu::call_real;
 
 // Records a committed allocation; a table that cannot grow leaves it
 // uncharged rather than failing the program's allocation.
@@ -119,11 +115,11 @@ extern "C" {
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
-  if (rt == nullptr || bytesize == 0) return call(cu.cuMemAlloc_v2, dptr, bytesize);
+  if (rt == nullptr || bytesize == 0) return call_real(cu.cuMemAlloc_v2, dptr, bytesize);
   const int dev = rt->current_device(nullptr);
   const uint64_t charge = vgpu::charge_for_linear(bytesize);
   if (!rt->reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = call(cu.cuMemAlloc_v2, dptr, bytesize);
+  const CUresult rc = call_real(cu.cuMemAlloc_v2, dptr, bytesize);
   if (rc != CUDA_SUCCESS) {
     rt->release(dev, UsageKind::kData, charge);
     return rc;
@@ -137,7 +133,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || WidthInBytes == 0 || Height == 0) {
-    return call(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    return call_real(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   }
   // The pitch is the driver's choice; reserve for a 512-byte-aligned row, then
   // settle on what it actually chose.
@@ -145,14 +141,14 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   const uint64_t estimate = vgpu::charge_for_linear(vgpu::round_up(WidthInBytes, 512) * Height);
   if (!rt->reserve(dev, UsageKind::kData, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc =
-      call(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+      call_real(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   if (rc != CUDA_SUCCESS) {
     rt->release(dev, UsageKind::kData, estimate);
     return rc;
   }
   const uint64_t actual = vgpu::charge_for_linear(uint64_t{*pPitch} * Height);
   if (!rt->adjust(dev, UsageKind::kData, estimate, actual)) {
-    call(cu.cuMemFree_v2, *dptr);
+    call_real(cu.cuMemFree_v2, *dptr);
     rt->release(dev, UsageKind::kData, estimate);
     *dptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -166,11 +162,11 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
-  if (rt == nullptr || bytesize == 0) return call(cu.cuMemAllocManaged, dptr, bytesize, flags);
+  if (rt == nullptr || bytesize == 0) return call_real(cu.cuMemAllocManaged, dptr, bytesize, flags);
   const int dev = rt->current_device(nullptr);
   const uint64_t charge = vgpu::charge_for_linear(bytesize);
   if (!rt->reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = call(cu.cuMemAllocManaged, dptr, bytesize, flags);
+  const CUresult rc = call_real(cu.cuMemAllocManaged, dptr, bytesize, flags);
   if (rc != CUDA_SUCCESS) {
     rt->release(dev, UsageKind::kData, charge);
     return rc;
@@ -182,22 +178,22 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
 CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
-  if (rt == nullptr) return call(cu.cuMemFree_v2, dptr);
-  return free_tracked(rt->pointers(), dptr, rt, [&] { return call(cu.cuMemFree_v2, dptr); });
+  if (rt == nullptr) return call_real(cu.cuMemFree_v2, dptr);
+  return free_tracked(rt->pointers(), dptr, rt, [&] { return call_real(cu.cuMemFree_v2, dptr); });
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
       dptr, bytesize, nullptr, hStream,
-      [&] { return call(cu.cuMemAllocAsync, dptr, bytesize, hStream); }, cu.cuMemFreeAsync);
+      [&] { return call_real(cu.cuMemAllocAsync, dptr, bytesize, hStream); }, cu.cuMemFreeAsync);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
       dptr, bytesize, nullptr, hStream,
-      [&] { return call(cu.cuMemAllocAsync_ptsz, dptr, bytesize, hStream); },
+      [&] { return call_real(cu.cuMemAllocAsync_ptsz, dptr, bytesize, hStream); },
       cu.cuMemFreeAsync_ptsz);
 }
 
@@ -206,7 +202,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPoo
   const auto& cu = real_cuda();
   return alloc_async(
       dptr, bytesize, pool, hStream,
-      [&] { return call(cu.cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream); },
+      [&] { return call_real(cu.cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream); },
       cu.cuMemFreeAsync);
 }
 
@@ -215,23 +211,23 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemo
   const auto& cu = real_cuda();
   return alloc_async(
       dptr, bytesize, pool, hStream,
-      [&] { return call(cu.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream); },
+      [&] { return call_real(cu.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream); },
       cu.cuMemFreeAsync_ptsz);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  return free_async(dptr, [&] { return call(cu.cuMemFreeAsync, dptr, hStream); });
+  return free_async(dptr, [&] { return call_real(cu.cuMemFreeAsync, dptr, hStream); });
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  return free_async(dptr, [&] { return call(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
+  return free_async(dptr, [&] { return call_real(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
 }
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) noexcept {
   const auto& cu = real_cuda();
-  const CUresult rc = call(cu.cuMemPoolTrimTo, pool, minBytesToKeep);
+  const CUresult rc = call_real(cu.cuMemPoolTrimTo, pool, minBytesToKeep);
   Runtime* rt = Runtime::accounting();
   if (rc == CUDA_SUCCESS && rt != nullptr) rt->pools().shrink_all(*rt);
   return rc;
@@ -239,7 +235,7 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) noexcept {
 
 CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
   const auto& cu = real_cuda();
-  const CUresult rc = call(cu.cuMemPoolDestroy, pool);
+  const CUresult rc = call_real(cu.cuMemPoolDestroy, pool);
   Runtime* rt = Runtime::accounting();
   if (rc == CUDA_SUCCESS && rt != nullptr) rt->pools().forget(*rt, pool);
   return rc;
@@ -254,11 +250,11 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || prop == nullptr || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
       size == 0) {
-    return call(cu.cuMemCreate, handle, size, prop, flags);
+    return call_real(cu.cuMemCreate, handle, size, prop, flags);
   }
   const int dev = rt->devices().index_for_ordinal(prop->location.id);
   if (!rt->reserve(dev, UsageKind::kData, size)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = call(cu.cuMemCreate, handle, size, prop, flags);
+  const CUresult rc = call_real(cu.cuMemCreate, handle, size, prop, flags);
   if (rc != CUDA_SUCCESS) {
     rt->release(dev, UsageKind::kData, size);
     return rc;
@@ -270,8 +266,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
-  if (rt == nullptr) return call(cu.cuMemRelease, handle);
-  return free_tracked(rt->vmm_handles(), handle, rt, [&] { return call(cu.cuMemRelease, handle); });
+  if (rt == nullptr) return call_real(cu.cuMemRelease, handle);
+  return free_tracked(rt->vmm_handles(), handle, rt,
+                      [&] { return call_real(cu.cuMemRelease, handle); });
 }
 
 }  // extern "C"
@@ -330,43 +327,43 @@ extern "C" {
 
 CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) noexcept {
   const auto& cu = real_cuda();
-  if (desc == nullptr) return call(cu.cuArrayCreate_v2, pHandle, desc);
+  if (desc == nullptr) return call_real(cu.cuArrayCreate_v2, pHandle, desc);
   return create_array(
       pHandle, vgpu::estimate_array(*desc),
-      [&] { return call(cu.cuArrayCreate_v2, pHandle, desc); }, cu.cuArrayGetMemoryRequirements,
-      [&](CUarray a) { call(cu.cuArrayDestroy, a); });
+      [&] { return call_real(cu.cuArrayCreate_v2, pHandle, desc); },
+      cu.cuArrayGetMemoryRequirements, [&](CUarray a) { call_real(cu.cuArrayDestroy, a); });
 }
 
 CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) noexcept {
   const auto& cu = real_cuda();
-  if (desc == nullptr) return call(cu.cuArray3DCreate_v2, pHandle, desc);
+  if (desc == nullptr) return call_real(cu.cuArray3DCreate_v2, pHandle, desc);
   return create_array(
       pHandle, vgpu::estimate_array(*desc),
-      [&] { return call(cu.cuArray3DCreate_v2, pHandle, desc); }, cu.cuArrayGetMemoryRequirements,
-      [&](CUarray a) { call(cu.cuArrayDestroy, a); });
+      [&] { return call_real(cu.cuArray3DCreate_v2, pHandle, desc); },
+      cu.cuArrayGetMemoryRequirements, [&](CUarray a) { call_real(cu.cuArrayDestroy, a); });
 }
 
 CUresult cuArrayDestroy(CUarray hArray) noexcept {
   const auto& cu = real_cuda();
-  return destroy_array(hArray, [&] { return call(cu.cuArrayDestroy, hArray); });
+  return destroy_array(hArray, [&] { return call_real(cu.cuArrayDestroy, hArray); });
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                 unsigned int numMipmapLevels) noexcept {
   const auto& cu = real_cuda();
-  if (desc == nullptr) return call(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels);
+  if (desc == nullptr) return call_real(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels);
   const uint64_t estimate = vgpu::estimate_mipmapped_array(*desc, numMipmapLevels);
   return create_array(
       pHandle, estimate,
-      [&] { return call(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels); },
+      [&] { return call_real(cu.cuMipmappedArrayCreate, pHandle, desc, numMipmapLevels); },
       cu.cuMipmappedArrayGetMemoryRequirements,
-      [&](CUmipmappedArray a) { call(cu.cuMipmappedArrayDestroy, a); });
+      [&](CUmipmappedArray a) { call_real(cu.cuMipmappedArrayDestroy, a); });
 }
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) noexcept {
   const auto& cu = real_cuda();
   return destroy_array(hMipmappedArray,
-                       [&] { return call(cu.cuMipmappedArrayDestroy, hMipmappedArray); });
+                       [&] { return call_real(cu.cuMipmappedArrayDestroy, hMipmappedArray); });
 }
 
 }  // extern "C"

@@ -39,6 +39,12 @@ struct RealNvml {
 #undef NVML_REAL
 };
 
+// Calls a real driver function, or reports that the installed driver lacks it.
+template <class Fn, class... Args>
+cuda::CUresult call_real(Fn fn, Args... args) {
+  return fn != nullptr ? fn(args...) : cuda::CUDA_ERROR_NOT_SUPPORTED;
+}
+
 // glibc's own dlsym (our exported dlsym sits in front of it).
 using DlsymFn = void* (*)(void*, const char*) noexcept;
 DlsymFn real_dlsym() noexcept;
