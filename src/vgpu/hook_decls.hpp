@@ -11,12 +11,6 @@ namespace hami::cuda {
 extern "C" {
 #define CU_HOOK(name, params) HAMI_EXPORT CUresult name params noexcept;
 #define NVML_HOOK(name, params) HAMI_EXPORT nvmlReturn_t name params noexcept;
-#define CU_REAL(name, params)
-#define NVML_REAL(name, params)
 #include "vgpu/hooks.def"
-#undef CU_HOOK
-#undef NVML_HOOK
-#undef CU_REAL
-#undef NVML_REAL
 }
 }  // namespace hami::cuda

@@ -20,26 +20,16 @@ struct Entry {
 #define CU_HOOK(name, params)                           \
   {#name, reinterpret_cast<void*>(&::hami::cuda::name), \
    []() -> void* { return reinterpret_cast<void*>(real_cuda().name); }},
-#define CU_REAL(name, params)
-#define NVML_HOOK(name, params)
-#define NVML_REAL(name, params)
 const Entry kCudaHooks[] = {
 #include "vgpu/hooks.def"
 };
-#undef CU_HOOK
-#undef NVML_HOOK
 
-#define CU_HOOK(name, params)
 #define NVML_HOOK(name, params)                         \
   {#name, reinterpret_cast<void*>(&::hami::cuda::name), \
    []() -> void* { return reinterpret_cast<void*>(real_nvml().name); }},
 const Entry kNvmlHooks[] = {
 #include "vgpu/hooks.def"
 };
-#undef CU_HOOK
-#undef CU_REAL
-#undef NVML_HOOK
-#undef NVML_REAL
 
 template <size_t N>
 void* find(const Entry (&table)[N], const char* name) {

@@ -33,13 +33,7 @@ void load_cuda() {
   g_cuda_handle.store(h);
 #define CU_HOOK(name, params) resolve(h, detail::g_cuda.name, #name);
 #define CU_REAL(name, params) resolve(h, detail::g_cuda.name, #name);
-#define NVML_HOOK(name, params)
-#define NVML_REAL(name, params)
 #include "vgpu/hooks.def"
-#undef CU_HOOK
-#undef CU_REAL
-#undef NVML_HOOK
-#undef NVML_REAL
 }
 
 void load_nvml() {
@@ -52,15 +46,9 @@ void load_nvml() {
     return;
   }
   g_nvml_handle.store(h);
-#define CU_HOOK(name, params)
-#define CU_REAL(name, params)
 #define NVML_HOOK(name, params) resolve(h, detail::g_nvml.name, #name);
 #define NVML_REAL(name, params) resolve(h, detail::g_nvml.name, #name);
 #include "vgpu/hooks.def"
-#undef CU_HOOK
-#undef CU_REAL
-#undef NVML_HOOK
-#undef NVML_REAL
   g_nvml_usable = detail::g_nvml.nvmlInit_v2 != nullptr;
 }
 

@@ -18,25 +18,13 @@ using namespace hami::cuda;  // NOLINT: the .def lists use the driver's type nam
 struct RealCuda {
 #define CU_HOOK(name, params) CUresult(*name) params = nullptr;
 #define CU_REAL(name, params) CUresult(*name) params = nullptr;
-#define NVML_HOOK(name, params)
-#define NVML_REAL(name, params)
 #include "vgpu/hooks.def"
-#undef CU_HOOK
-#undef CU_REAL
-#undef NVML_HOOK
-#undef NVML_REAL
 };
 
 struct RealNvml {
-#define CU_HOOK(name, params)
-#define CU_REAL(name, params)
 #define NVML_HOOK(name, params) nvmlReturn_t(*name) params = nullptr;
 #define NVML_REAL(name, params) nvmlReturn_t(*name) params = nullptr;
 #include "vgpu/hooks.def"
-#undef CU_HOOK
-#undef CU_REAL
-#undef NVML_HOOK
-#undef NVML_REAL
 };
 
 // Calls a real driver function, or reports that the installed driver lacks it.

@@ -15,13 +15,7 @@ namespace ours {
 using namespace hami::cuda;  // NOLINT
 #define CU_HOOK(name, params) using name = CUresult(*) params;
 #define CU_REAL(name, params) using name = CUresult(*) params;
-#define NVML_HOOK(name, params)
-#define NVML_REAL(name, params)
 #include "vgpu/hooks.def"
-#undef CU_HOOK
-#undef CU_REAL
-#undef NVML_HOOK
-#undef NVML_REAL
 // Constants cuda.h spells as macros, captured before it is included.
 constexpr unsigned kDeferredMapping = hami::cuda::CUDA_ARRAY3D_DEFERRED_MAPPING;
 }  // namespace ours
