@@ -6,6 +6,7 @@
 // so cuMemGetInfo, cuDeviceTotalMem, nvmlDeviceGetMemoryInfo (v1, v2) and
 // nvidia-smi agree. Devices without a limit report the driver's own numbers.
 #include <algorithm>
+#include <type_traits>
 
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/real_driver.hpp"
@@ -28,6 +29,27 @@ View virtual_view(uint64_t limit, uint64_t usage, uint64_t real_total, uint64_t 
   v.used = std::min(usage, v.total);
   v.free = std::min(v.total - v.used, real_free);
   return v;
+}
+
+// NVML v1 and v2 differ only in v2's `reserved`, which is the driver's and
+// outside the container's share.
+template <class Memory>
+nvmlReturn_t nvml_memory_info(nvmlReturn_t (*real)(nvmlDevice_t, Memory*), nvmlDevice_t device,
+                              Memory* memory) {
+  if (real == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  const nvmlReturn_t rc = real(device, memory);
+  Runtime* rt = Runtime::accounting();
+  if (rc != NVML_SUCCESS || rt == nullptr || memory == nullptr) return rc;
+  const int dev = rt->devices().index_for_nvml(device);
+  const uint64_t limit = rt->limit(dev);
+  if (limit == 0) return rc;
+  rt->pools().shrink_all(*rt);
+  const View v = virtual_view(limit, rt->usage(dev), memory->total, memory->free);
+  memory->total = v.total;
+  memory->used = v.used;
+  memory->free = v.free;
+  if constexpr (std::is_same_v<Memory, nvmlMemory_v2_t>) memory->reserved = 0;
+  return rc;
 }
 
 }  // namespace
@@ -62,38 +84,11 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) noexcept {
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) noexcept {
-  const auto& nv = vgpu::real_nvml();
-  if (nv.nvmlDeviceGetMemoryInfo == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
-  const nvmlReturn_t rc = nv.nvmlDeviceGetMemoryInfo(device, memory);
-  Runtime* rt = Runtime::accounting();
-  if (rc != NVML_SUCCESS || rt == nullptr || memory == nullptr) return rc;
-  const int dev = rt->devices().index_for_nvml(device);
-  const uint64_t limit = rt->limit(dev);
-  if (limit == 0) return rc;
-  rt->pools().shrink_all(*rt);
-  const View v = virtual_view(limit, rt->usage(dev), memory->total, memory->free);
-  memory->total = v.total;
-  memory->used = v.used;
-  memory->free = v.free;
-  return rc;
+  return nvml_memory_info(vgpu::real_nvml().nvmlDeviceGetMemoryInfo, device, memory);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) noexcept {
-  const auto& nv = vgpu::real_nvml();
-  if (nv.nvmlDeviceGetMemoryInfo_v2 == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
-  const nvmlReturn_t rc = nv.nvmlDeviceGetMemoryInfo_v2(device, memory);
-  Runtime* rt = Runtime::accounting();
-  if (rc != NVML_SUCCESS || rt == nullptr || memory == nullptr) return rc;
-  const int dev = rt->devices().index_for_nvml(device);
-  const uint64_t limit = rt->limit(dev);
-  if (limit == 0) return rc;
-  rt->pools().shrink_all(*rt);
-  const View v = virtual_view(limit, rt->usage(dev), memory->total, memory->free);
-  memory->total = v.total;
-  memory->reserved = 0;  // the driver's reservation is outside the container's share
-  memory->used = v.used;
-  memory->free = v.free;
-  return rc;
+  return nvml_memory_info(vgpu::real_nvml().nvmlDeviceGetMemoryInfo_v2, device, memory);
 }
 
 }  // extern "C"

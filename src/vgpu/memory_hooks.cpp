@@ -31,6 +31,22 @@ void record(vgpu::AllocationTable& table, uint64_t key, Runtime& rt, const Alloc
   }
 }
 
+// The common shape of an allocation whose size is known up front: reserve the
+// charge, let the driver allocate, withdraw it if the driver fails, otherwise
+// record it against the key the driver returned.
+template <class Allocate, class Key>
+CUresult charged_alloc(Runtime& rt, vgpu::AllocationTable& table, int dev, uint64_t charge,
+                       Allocate&& allocate, Key&& key) {
+  if (!rt.reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = allocate();
+  if (rc != CUDA_SUCCESS) {
+    rt.release(dev, UsageKind::kData, charge);
+    return rc;
+  }
+  record(table, key(), rt, Allocation{dev, UsageKind::kData, charge});
+  return rc;
+}
+
 template <class Free>
 CUresult free_tracked(vgpu::AllocationTable& table, uint64_t key, Runtime* rt, Free&& real_free) {
   // Erase before the driver frees, so an address the driver hands straight to
@@ -116,16 +132,9 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || bytesize == 0) return call_real(cu.cuMemAlloc_v2, dptr, bytesize);
-  const int dev = rt->current_device(nullptr);
-  const uint64_t charge = vgpu::charge_for_linear(bytesize);
-  if (!rt->reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = call_real(cu.cuMemAlloc_v2, dptr, bytesize);
-  if (rc != CUDA_SUCCESS) {
-    rt->release(dev, UsageKind::kData, charge);
-    return rc;
-  }
-  record(rt->pointers(), *dptr, *rt, Allocation{dev, UsageKind::kData, charge});
-  return rc;
+  return charged_alloc(
+      *rt, rt->pointers(), rt->current_device(nullptr), vgpu::charge_for_linear(bytesize),
+      [&] { return call_real(cu.cuMemAlloc_v2, dptr, bytesize); }, [&] { return *dptr; });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
@@ -163,16 +172,10 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || bytesize == 0) return call_real(cu.cuMemAllocManaged, dptr, bytesize, flags);
-  const int dev = rt->current_device(nullptr);
-  const uint64_t charge = vgpu::charge_for_linear(bytesize);
-  if (!rt->reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = call_real(cu.cuMemAllocManaged, dptr, bytesize, flags);
-  if (rc != CUDA_SUCCESS) {
-    rt->release(dev, UsageKind::kData, charge);
-    return rc;
-  }
-  record(rt->pointers(), *dptr, *rt, Allocation{dev, UsageKind::kData, charge});
-  return rc;
+  return charged_alloc(
+      *rt, rt->pointers(), rt->current_device(nullptr), vgpu::charge_for_linear(bytesize),
+      [&] { return call_real(cu.cuMemAllocManaged, dptr, bytesize, flags); },
+      [&] { return *dptr; });
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
@@ -252,15 +255,10 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
       size == 0) {
     return call_real(cu.cuMemCreate, handle, size, prop, flags);
   }
-  const int dev = rt->devices().index_for_ordinal(prop->location.id);
-  if (!rt->reserve(dev, UsageKind::kData, size)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = call_real(cu.cuMemCreate, handle, size, prop, flags);
-  if (rc != CUDA_SUCCESS) {
-    rt->release(dev, UsageKind::kData, size);
-    return rc;
-  }
-  record(rt->vmm_handles(), *handle, *rt, Allocation{dev, UsageKind::kData, size});
-  return rc;
+  return charged_alloc(
+      *rt, rt->vmm_handles(), rt->devices().index_for_ordinal(prop->location.id), size,
+      [&] { return call_real(cu.cuMemCreate, handle, size, prop, flags); },
+      [&] { return *handle; });
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
