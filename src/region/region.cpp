@@ -372,6 +372,9 @@ int32_t Region::recent_kernel() const {
 void Region::set_recent_kernel(int32_t v) {
   store(r_->recent_kernel, v);
 }
+bool Region::exchange_recent_kernel(int32_t expected, int32_t desired) {
+  return std::atomic_ref<int32_t>(r_->recent_kernel).compare_exchange_strong(expected, desired);
+}
 int32_t Region::priority() const {
   return load(r_->priority);
 }

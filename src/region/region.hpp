@@ -161,6 +161,8 @@ class Region {
   void set_utilization_switch(int32_t v);
   int32_t recent_kernel() const;
   void set_recent_kernel(int32_t v);
+  // Sets it to `desired` only if it still holds `expected` (the agent may have just written it).
+  bool exchange_recent_kernel(int32_t expected, int32_t desired);
   int32_t priority() const;
   void set_priority(int32_t v);
   uint64_t last_kernel_time() const;

@@ -15,13 +15,14 @@ constexpr size_t kMaxLimitsFileSize = 64 * 1024;
 const char* kMemoryKey = "CUDA_DEVICE_MEMORY_LIMIT";
 const char* kSmKey = "CUDA_DEVICE_SM_LIMIT";
 const char* kPriorityKey = "CUDA_TASK_PRIORITY";
+const char* kPolicyKey = "GPU_CORE_UTILIZATION_POLICY";
 
 std::string indexed(const char* key, int dev) {
   return std::string(key) + "_" + std::to_string(dev);
 }
 
 bool known_key(const std::string& key) {
-  if (key == kMemoryKey || key == kSmKey || key == kPriorityKey) return true;
+  if (key == kMemoryKey || key == kSmKey || key == kPriorityKey || key == kPolicyKey) return true;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (key == indexed(kMemoryKey, d) || key == indexed(kSmKey, d)) return true;
   }
@@ -134,6 +135,17 @@ void resolve_priority(const Values& v, const std::string& where, Config& cfg) {
   }
 }
 
+void resolve_policy(const Values& v, const std::string& where, Config& cfg) {
+  auto it = v.find(kPolicyKey);
+  if (it == v.end() || it->second.empty()) return;
+  if (auto p = limiter::parse_core_policy(it->second)) {
+    cfg.core_policy = *p;
+  } else {
+    cfg.errors.push_back(where + kPolicyKey + "=" + it->second +
+                         " is not force, default or disable; using default");
+  }
+}
+
 }  // namespace
 
 bool Config::accounting_needed() const {
@@ -208,6 +220,7 @@ Config load_config(const ConfigSources& src) {
     take(kMemoryKey);
     take(kSmKey);
     take(kPriorityKey);
+    take(kPolicyKey);
     for (int d = 0; d < kMaxDevices; ++d) {
       take(indexed(kMemoryKey, d));
       take(indexed(kSmKey, d));
@@ -216,6 +229,7 @@ Config load_config(const ConfigSources& src) {
   resolve_memory(values, where, cfg);
   resolve_sm(values, where, cfg);
   resolve_priority(values, where, cfg);
+  resolve_policy(values, where, cfg);
   return cfg;
 }
 

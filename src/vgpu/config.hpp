@@ -7,7 +7,8 @@
 //      ignored, so nothing inside the container can raise a limit;
 //   2. otherwise the file named by VGPU_LIMITS_FILE, if set (standalone use);
 //   3. otherwise the environment: CUDA_DEVICE_MEMORY_LIMIT[_<i>],
-//      CUDA_DEVICE_SM_LIMIT[_<i>] (upstream HAMi-core's names and formats).
+//      CUDA_DEVICE_SM_LIMIT[_<i>], CUDA_TASK_PRIORITY, GPU_CORE_UTILIZATION_POLICY
+//      (upstream HAMi-core's names and formats).
 //
 // A limits file holds the same KEY=VALUE pairs, one per line, '#' comments.
 // A value that cannot be read never means "unlimited": the device it names has
@@ -25,6 +26,7 @@
 
 #include "common/result.hpp"
 #include "region/layout_v1.hpp"
+#include "vgpu/limiter/core_policy.hpp"
 
 namespace hami::vgpu {
 
@@ -37,6 +39,7 @@ struct Config {
   std::array<bool, kMaxDevices> memory_denied{};     // the limit was unreadable
   std::array<uint64_t, kMaxDevices> sm_limit{};      // percent; 100 = no cap
   int32_t priority = 1;                              // 0 high, 1 low
+  limiter::CorePolicy core_policy = limiter::CorePolicy::kDefault;
   std::string limits_file;  // the file that governs, or empty for the environment
   std::string state_file;
   bool state_file_from_env = false;

@@ -21,6 +21,7 @@ CUresult release_primary(CUdevice dev, vgpu::ContextTracker::DeviceFn real) {
 CUresult reset_primary(CUdevice dev, vgpu::ContextTracker::DeviceFn real) {
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || real == nullptr) return call_real(real, dev);
+  rt->sm().context_gone(nullptr);  // the primary context's events die with it
   return rt->contexts().reset_primary(*rt, dev, real);
 }
 
@@ -92,6 +93,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || cu.cuCtxDestroy_v2 == nullptr) return call_real(cu.cuCtxDestroy_v2, ctx);
+  rt->sm().context_gone(ctx);
   return rt->contexts().destroy(*rt, ctx, cu.cuCtxDestroy_v2);
 }
 

@@ -23,6 +23,13 @@ struct CUmemPoolHandle_st;
 struct CUexecAffinityParam_st;
 struct CUctxCreateParams_st;
 struct nvmlDevice_st;
+struct CUfunc_st;
+struct CUevent_st;
+struct CUgraph_st;
+struct CUgraphExec_st;
+struct CUgraphNode_st;
+struct CUgraphEdgeData_st;
+struct CUlaunchAttribute_st;
 
 namespace hami::cuda {
 
@@ -38,6 +45,13 @@ using CUmemGenericAllocationHandle = unsigned long long;
 using cuuint64_t = uint64_t;
 using CUexecAffinityParam = ::CUexecAffinityParam_st;  // only ever passed by pointer
 using CUctxCreateParams = ::CUctxCreateParams_st;      // only ever passed by pointer
+using CUfunction = ::CUfunc_st*;
+using CUevent = ::CUevent_st*;
+using CUgraph = ::CUgraph_st*;
+using CUgraphExec = ::CUgraphExec_st*;
+using CUgraphNode = ::CUgraphNode_st*;
+using CUgraphEdgeData = ::CUgraphEdgeData_st;      // only ever passed by pointer
+using CUlaunchAttribute = ::CUlaunchAttribute_st;  // only ever passed by pointer
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -46,6 +60,7 @@ inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
 inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
 inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 
 // cuGetProcAddress flags and results.
@@ -56,6 +71,27 @@ using CUdriverProcAddressQueryResult = int;
 inline constexpr int CU_GET_PROC_ADDRESS_SUCCESS = 0;
 inline constexpr int CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1;
 inline constexpr int CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2;
+
+// Kernel launches, events, stream capture.
+struct CUlaunchConfig {
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
+// The special stream handles (cuda.h defines them as casts of 0x1 and 0x2).
+inline constexpr uintptr_t CU_STREAM_LEGACY_VALUE = 0x1;
+inline constexpr uintptr_t CU_STREAM_PER_THREAD_VALUE = 0x2;
+inline constexpr unsigned int CU_EVENT_DEFAULT = 0;
+using CUstreamCaptureStatus = int;
+inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_NONE = 0;
+using CUstreamCaptureMode = int;
 
 using CUpointer_attribute = int;
 inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;

@@ -135,6 +135,7 @@ Runtime* Runtime::create() noexcept {
         }
       }
     }
+    rt->sm_.init(rt->region_, cfg);
     static std::once_flag atfork;
     std::call_once(atfork,
                    [] { ::pthread_atfork(nullptr, nullptr, &RuntimeLifecycle::fork_child); });
@@ -168,6 +169,7 @@ void Runtime::on_exit() noexcept {
   if (g_state.load() != kReady || g_runtime == nullptr) return;
   // Hooks that run later (other threads, late destructors) pass through.
   g_state.store(kPassThrough);
+  g_runtime->sm_.log_summary(g_runtime->region_);
   g_runtime->region_.unregister_process();
 }
 

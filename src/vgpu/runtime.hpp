@@ -26,6 +26,7 @@
 #include "vgpu/device_map.hpp"
 #include "vgpu/memory_probe.hpp"
 #include "vgpu/pool_charges.hpp"
+#include "vgpu/sm_control.hpp"
 
 namespace hami::vgpu {
 
@@ -66,6 +67,7 @@ class Runtime {
   PoolCharges& pools() noexcept { return pools_; }
   ProcessMemoryProbe& probe() noexcept { return probe_; }
   region::Region& region() noexcept { return region_; }
+  SmControl& sm() noexcept { return sm_; }
   // The host PID the node agent recorded for us (0 until it has).
   int32_t own_host_pid() noexcept;
   // Gives back every pointer and array charge on `dev` (its context was reset).
@@ -92,6 +94,7 @@ class Runtime {
   AllocationTable arrays_;
   PoolCharges pools_;
   ProcessMemoryProbe probe_;
+  SmControl sm_;
 };
 
 }  // namespace hami::vgpu

@@ -184,19 +184,22 @@ TEST_F(Preload, EveryLookupPathIsIntercepted) {
                                        {"procaddr", "cuMemAlloc", "cuMemAllocAsync"},
                                        {"procaddr-ptds", "cuMemAlloc", "cuMemAllocAsync"}}) {
     SCOPED_TRACE(v.via);
-    const auto r = run({"--via=" + v.via, "init", "ctx:0", "alloc:60m", "alloc:60m", "async:60m",
-                        "whois:" + v.alloc_name, "whois:" + v.async_name, "launch"},
-                       {{"CUDA_DEVICE_MEMORY_LIMIT", "100m"}});
+    const auto r =
+        run({"--via=" + v.via, "init", "ctx:0", "alloc:60m", "alloc:60m", "async:60m",
+             "whois:" + v.alloc_name, "whois:" + v.async_name, "whois:cuCtxGetCurrent", "launch"},
+            {{"CUDA_DEVICE_MEMORY_LIMIT", "100m"}});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(rc(r.out, "alloc:60m", 0), 0);
     EXPECT_EQ(rc(r.out, "alloc:60m", 1), 2) << "second allocation must hit the 100 MiB limit";
     EXPECT_EQ(rc(r.out, "async:60m"), 2);
     EXPECT_EQ(find_op(r.out, "whois:" + v.alloc_name)["lib"], "libvgpu.so");
     EXPECT_EQ(find_op(r.out, "whois:" + v.async_name)["lib"], "libvgpu.so");
-    // Functions we do not intercept are the driver's own, never a wrapper.
+    // Launches are ours on every path; functions we do not intercept are the
+    // driver's own, never a wrapper.
     EXPECT_EQ(
         find_op(r.out, "launch")["from"].substr(find_op(r.out, "launch")["from"].rfind('/') + 1),
-        "libcuda.so.1");
+        "libvgpu.so");
+    EXPECT_EQ(find_op(r.out, "whois:cuCtxGetCurrent")["lib"], "libcuda.so.1");
   }
 }
 

@@ -40,7 +40,6 @@ struct CUmipmappedArray_st {
   uint64_t bytes;
 };
 struct CUfunc_st;
-using CUfunction = CUfunc_st*;
 
 namespace {
 

@@ -1,0 +1,285 @@
+// Launch hooks: every way a kernel reaches the GPU (cuLaunchKernel, Ex,
+// cooperative, CUDA graphs, and their per-thread-default-stream forms) is
+// charged to the container's SM share (sm_control.hpp, limiter/). Launches into
+// a capturing stream run nothing and pass straight through; so does every
+// launch of a process with no share, after marking the container active.
+#include <time.h>
+
+#include <atomic>
+
+#include "vgpu/hook_decls.hpp"
+#include "vgpu/real_driver.hpp"
+#include "vgpu/runtime.hpp"
+
+namespace hami::cuda {
+namespace {
+
+using vgpu::call_real;
+using vgpu::real_cuda;
+using vgpu::Runtime;
+using vgpu::limiter::LaunchLimiter;
+using vgpu::limiter::LaunchPath;
+using vgpu::limiter::SampleWindow;
+
+// Waits shorter than this are let through: a sleep cannot be that short, and
+// the pacer's books stay exact (the next launch waits the longer).
+constexpr int64_t kMinWaitNs = 50'000;
+// While waiting, finished samples are collected at least this often.
+constexpr int64_t kWaitSliceNs = 2'000'000;
+// cuStreamEndCapture's answer for a stream that was not capturing.
+constexpr CUresult kNotCapturing = 401;  // CUDA_ERROR_ILLEGAL_STATE
+
+// Stream captures in progress in this process. While any is, launches check
+// their stream, and no samples are taken (event queries during a global-mode
+// capture could invalidate it).
+std::atomic<int> g_captures{0};
+
+// A thread's sample in flight; given back if the thread exits mid-sample.
+struct ThreadWindow {
+  SampleWindow w;
+  ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
+};
+thread_local ThreadWindow t_window;
+
+int64_t mono_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void wait_until(LaunchLimiter& lim, int64_t go) {
+  for (;;) {
+    const int64_t now = mono_ns();
+    if (now >= go) return;
+    const int64_t until = go - now > kWaitSliceNs ? now + kWaitSliceNs : go;
+    const timespec ts{static_cast<time_t>(until / 1'000'000'000),
+                      static_cast<long>(until % 1'000'000'000)};
+    ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
+    lim.harvest(mono_ns());
+  }
+}
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+uint64_t kernel_key(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                    unsigned bz, unsigned shmem) {
+  uint64_t h = mix(reinterpret_cast<uintptr_t>(f));
+  h = mix(h ^ (uint64_t{gx} | uint64_t{gy} << 32));
+  h = mix(h ^ (uint64_t{gz} | uint64_t{bx} << 32));
+  return mix(h ^ (uint64_t{by} | uint64_t{bz} << 16 | uint64_t{shmem} << 32));
+}
+
+uint64_t graph_key(CUgraphExec exec) {
+  return mix(reinterpret_cast<uintptr_t>(exec) ^ 0x6772617068ull);
+}
+
+// The stream events must be recorded on to follow the launch: a per-thread
+// launch on stream 0 runs on the thread's own default stream.
+uintptr_t event_stream(CUstream s, bool ptsz) {
+  const auto v = reinterpret_cast<uintptr_t>(s);
+  return ptsz && v == 0 ? CU_STREAM_PER_THREAD_VALUE : v;
+}
+
+bool capturing(CUstream s, bool ptsz) {
+  const auto& cu = real_cuda();
+  auto is_capturing = ptsz ? cu.cuStreamIsCapturing_ptsz : cu.cuStreamIsCapturing;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  // If the driver cannot say, stay out of the way.
+  if (is_capturing == nullptr || is_capturing(s, &status) != CUDA_SUCCESS) return true;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+template <class Call>
+CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&& call) {
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr) return call();
+  vgpu::SmControl& sm = rt->sm();
+  sm.on_launch(rt->region());
+  LaunchLimiter* lim = sm.limiter_for_current(*rt);
+  if (lim == nullptr) return call();
+  const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
+  if (captures && capturing(stream, ptsz)) return call();
+
+  int64_t now = mono_ns();
+  const int64_t go = lim->admit(key, path, now);
+  SampleWindow& w = t_window.w;
+  if (go - now >= kMinWaitNs) {
+    LaunchLimiter::end_window(w);  // a sample must not contain our own wait
+    wait_until(*lim, go);
+    const int64_t after = mono_ns();
+    lim->note_wait(after - now);
+    now = after;
+  }
+  if (captures) {
+    LaunchLimiter::end_window(w);
+    return call();
+  }
+  lim->before_launch(w, key, event_stream(stream, ptsz), now);
+  const CUresult rc = call();
+  lim->after_launch(w, rc == CUDA_SUCCESS);
+  lim->harvest(now);
+  return rc;
+}
+
+CUresult begin_capture(CUresult rc) {
+  if (rc == CUDA_SUCCESS) g_captures.fetch_add(1, std::memory_order_relaxed);
+  return rc;
+}
+
+CUresult end_capture(CUresult rc) {
+  if (rc == kNotCapturing) return rc;
+  int n = g_captures.load(std::memory_order_relaxed);
+  while (n > 0 && !g_captures.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
+  }
+  return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                        void** kernelParams, void** extra) noexcept {
+  const auto& cu = real_cuda();
+  return paced(
+      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
+      LaunchPath::kKernel, hStream, false, [&] {
+        return call_real(cu.cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                         blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+      });
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void** kernelParams, void** extra) noexcept {
+  const auto& cu = real_cuda();
+  return paced(
+      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
+      LaunchPath::kKernel, hStream, true, [&] {
+        return call_real(cu.cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                         blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+      });
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                          void** extra) noexcept {
+  const auto& cu = real_cuda();
+  if (config == nullptr) return call_real(cu.cuLaunchKernelEx, config, f, kernelParams, extra);
+  const CUlaunchConfig& c = *config;
+  return paced(kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
+                          c.blockDimZ, c.sharedMemBytes),
+               LaunchPath::kKernelEx, c.hStream, false,
+               [&] { return call_real(cu.cuLaunchKernelEx, config, f, kernelParams, extra); });
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                               void** extra) noexcept {
+  const auto& cu = real_cuda();
+  if (config == nullptr) return call_real(cu.cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
+  const CUlaunchConfig& c = *config;
+  return paced(kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
+                          c.blockDimZ, c.sharedMemBytes),
+               LaunchPath::kKernelEx, c.hStream, true,
+               [&] { return call_real(cu.cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); });
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void** kernelParams) noexcept {
+  const auto& cu = real_cuda();
+  return paced(
+      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
+      LaunchPath::kCooperative, hStream, false, [&] {
+        return call_real(cu.cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                         blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
+      });
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX,
+                                        unsigned int blockDimY, unsigned int blockDimZ,
+                                        unsigned int sharedMemBytes, CUstream hStream,
+                                        void** kernelParams) noexcept {
+  const auto& cu = real_cuda();
+  return paced(
+      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
+      LaunchPath::kCooperative, hStream, true, [&] {
+        return call_real(cu.cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ,
+                         blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
+      });
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  return paced(graph_key(hGraphExec), LaunchPath::kGraph, hStream, false,
+               [&] { return call_real(cu.cuGraphLaunch, hGraphExec, hStream); });
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) noexcept {
+  const auto& cu = real_cuda();
+  return paced(graph_key(hGraphExec), LaunchPath::kGraph, hStream, true,
+               [&] { return call_real(cu.cuGraphLaunch_ptsz, hGraphExec, hStream); });
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) noexcept {
+  const CUresult rc = call_real(real_cuda().cuGraphExecDestroy, hGraphExec);
+  if (Runtime* rt = Runtime::accounting(); rt != nullptr && rc == CUDA_SUCCESS)
+    rt->sm().forget(graph_key(hGraphExec));
+  return rc;
+}
+
+CUresult cuStreamBeginCapture(CUstream hStream) noexcept {
+  return begin_capture(call_real(real_cuda().cuStreamBeginCapture, hStream));
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream) noexcept {
+  return begin_capture(call_real(real_cuda().cuStreamBeginCapture_ptsz, hStream));
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) noexcept {
+  return begin_capture(call_real(real_cuda().cuStreamBeginCapture_v2, hStream, mode));
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) noexcept {
+  return begin_capture(call_real(real_cuda().cuStreamBeginCapture_v2_ptsz, hStream, mode));
+}
+
+CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                     const CUgraphNode* dependencies,
+                                     const CUgraphEdgeData* dependencyData, size_t numDependencies,
+                                     CUstreamCaptureMode mode) noexcept {
+  return begin_capture(call_real(real_cuda().cuStreamBeginCaptureToGraph, hStream, hGraph,
+                                 dependencies, dependencyData, numDependencies, mode));
+}
+
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                          const CUgraphNode* dependencies,
+                                          const CUgraphEdgeData* dependencyData,
+                                          size_t numDependencies,
+                                          CUstreamCaptureMode mode) noexcept {
+  return begin_capture(call_real(real_cuda().cuStreamBeginCaptureToGraph_ptsz, hStream, hGraph,
+                                 dependencies, dependencyData, numDependencies, mode));
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) noexcept {
+  return end_capture(call_real(real_cuda().cuStreamEndCapture, hStream, phGraph));
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) noexcept {
+  return end_capture(call_real(real_cuda().cuStreamEndCapture_ptsz, hStream, phGraph));
+}
+
+}  // extern "C"
+}  // namespace hami::cuda

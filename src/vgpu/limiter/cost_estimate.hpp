@@ -1,0 +1,33 @@
+#pragma once
+// RobustEstimate: a launch's GPU time from noisy samples. Samples taken while
+// another context held the GPU come out several times too long (the GPU
+// time-slices between contexts, and the slice lands inside the measurement);
+// a median of the last five throws those away as long as they are fewer than
+// half, and a slow average of the medians takes out the jitter.
+// Not thread-safe: the limiter updates it under its lock.
+//
+//   RobustEstimate e;
+//   e.add(216'000); e.add(2'400'000); e.add(215'000);
+//   e.value();   // 216'000: the preempted sample is ignored
+
+#include <array>
+#include <cstdint>
+
+namespace hami::vgpu::limiter {
+
+class RobustEstimate {
+ public:
+  void add(int64_t sample_ns) noexcept;
+  // 0 until the first sample.
+  int64_t value() const noexcept { return value_; }
+  int count() const noexcept { return count_; }
+  void reset() noexcept { *this = RobustEstimate(); }
+
+ private:
+  static constexpr int kWindow = 5;
+  std::array<int64_t, kWindow> recent_{};
+  int count_ = 0;
+  int64_t value_ = 0;
+};
+
+}  // namespace hami::vgpu::limiter

@@ -1,0 +1,196 @@
+#include "vgpu/limiter/launch_limiter.hpp"
+
+namespace hami::vgpu::limiter {
+
+const char* to_string(LaunchPath p) {
+  switch (p) {
+    case LaunchPath::kKernel:
+      return "kernel";
+    case LaunchPath::kKernelEx:
+      return "kernel_ex";
+    case LaunchPath::kCooperative:
+      return "cooperative";
+    case LaunchPath::kGraph:
+      return "graph";
+  }
+  return "?";
+}
+
+LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
+    : options_(options), timer_(timer), table_(options.table_capacity) {}
+
+int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns) noexcept {
+  const CostEntry* e = table_.find(key);
+  int64_t cost = e != nullptr ? e->cost_ns.load(std::memory_order_relaxed) : 0;
+  // A shape not measured yet is charged what launches here cost on average.
+  if (cost == 0) cost = default_cost_.load(std::memory_order_relaxed);
+  launches_[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
+  charged_ns_.fetch_add(static_cast<uint64_t>(cost), std::memory_order_relaxed);
+  return pacer_.admit(cost, options_.percent, now_ns, options_.burst_ns);
+}
+
+void LaunchLimiter::note_wait(int64_t ns) noexcept {
+  if (ns > 0) waited_ns_.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+}
+
+void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream,
+                                  int64_t now_ns) noexcept {
+  if (w.owner != nullptr) {
+    if (w.owner == this && w.stream == stream && w.key == key) return;  // the run goes on
+    end_window(w);
+  }
+  const CostEntry* e = table_.find(key);
+  const bool learning =
+      e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples;
+  if (!learning &&
+      now_ns - last_open_ns_.load(std::memory_order_relaxed) < options_.sample_interval_ns) {
+    return;
+  }
+  if (in_flight_.load(std::memory_order_relaxed) >= kMaxInFlight) return;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread is sampling: skip, never wait
+  CostEntry* entry = table_.insert(key);
+  if (entry == nullptr) return;
+  int target = 1;
+  if (entry->single.count() >= options_.learn_samples &&
+      entry->single.value() < options_.stream_worth_ns &&
+      (entry->stream.count() < options_.learn_samples || (++sample_seq_ & 1u) != 0)) {
+    target = options_.stream_window;
+  }
+  const GpuTimer::Event start = timer_.record(stream);
+  if (start == 0) return;
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  last_open_ns_.store(now_ns, std::memory_order_relaxed);
+  w = SampleWindow{this, stream, key, start, 0, target};
+}
+
+void LaunchLimiter::after_launch(SampleWindow& w, bool launched) noexcept {
+  if (w.owner != this) return;
+  if (!launched) {
+    // Nothing reached the GPU: the sample would measure nothing.
+    w.launches = 0;
+    close_window(w);
+    return;
+  }
+  if (++w.launches >= w.target) close_window(w);
+}
+
+void LaunchLimiter::end_window(SampleWindow& w) noexcept {
+  if (w.owner != nullptr) w.owner->close_window(w);
+}
+
+void LaunchLimiter::abandon_window(SampleWindow& w) noexcept {
+  LaunchLimiter* owner = w.owner;
+  if (owner == nullptr) return;
+  const GpuTimer::Event start = w.start;
+  w = SampleWindow{};
+  std::lock_guard lock(owner->mu_);
+  owner->timer_.release(start);
+  owner->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void LaunchLimiter::close_window(SampleWindow& w) noexcept {
+  const int needed = w.target == 1 ? 1 : options_.min_stream_launches;
+  const SampleWindow taken = w;
+  w = SampleWindow{};
+  std::lock_guard lock(mu_);
+  GpuTimer::Event end = 0;
+  if (taken.launches >= needed) end = timer_.record(taken.stream);
+  if (end == 0) {
+    timer_.release(taken.start);
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  // in_flight_ counts this window already, so there is room.
+  pending_[npending_++] = Pending{taken.start, end, taken.key, taken.launches};
+  pending_hint_.store(npending_, std::memory_order_relaxed);
+}
+
+void LaunchLimiter::harvest(int64_t now_ns) noexcept {
+  if (pending_hint_.load(std::memory_order_relaxed) == 0) return;
+  if (now_ns - last_harvest_ns_.load(std::memory_order_relaxed) < options_.harvest_interval_ns)
+    return;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  last_harvest_ns_.store(now_ns, std::memory_order_relaxed);
+  int kept = 0;
+  for (int i = 0; i < npending_; ++i) {
+    const Pending p = pending_[i];
+    int64_t ns = 0;
+    const GpuTimer::Poll r = timer_.elapsed(p.start, p.end, &ns);
+    if (r == GpuTimer::Poll::kPending) {
+      pending_[kept++] = p;
+      continue;
+    }
+    if (r == GpuTimer::Poll::kReady) learn(p, ns);
+    timer_.release(p.start);
+    timer_.release(p.end);
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  npending_ = kept;
+  pending_hint_.store(kept, std::memory_order_relaxed);
+}
+
+void LaunchLimiter::learn(const Pending& p, int64_t ns) noexcept {
+  CostEntry* e = table_.insert(p.key);
+  if (e == nullptr || ns <= 0) return;
+  if (p.launches == 1) {
+    e->single.add(ns);
+    e->single_count.store(e->single.count(), std::memory_order_relaxed);
+  } else {
+    e->stream.add(ns / p.launches);
+  }
+  update_cost(*e);
+  samples_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void LaunchLimiter::update_cost(CostEntry& e) noexcept {
+  const int64_t single = e.single.value();
+  const int64_t stream = e.stream.value();
+  int64_t cost = single;
+  // Back to back, a launch occupies the GPU for its period; with gaps longer
+  // than half its kernel time, the gaps are the program's and not charged.
+  if (stream > 0 && (single == 0 || stream * 2 <= single * 3)) cost = stream;
+  e.cost_ns.store(cost, std::memory_order_relaxed);
+  const int64_t d = default_cost_.load(std::memory_order_relaxed);
+  default_cost_.store(d == 0 ? cost : d + (cost - d) / 8, std::memory_order_relaxed);
+}
+
+void LaunchLimiter::forget(uint64_t key) noexcept {
+  std::lock_guard lock(mu_);
+  CostEntry* e = table_.find(key);
+  if (e == nullptr) return;
+  e->single.reset();
+  e->stream.reset();
+  e->single_count.store(0, std::memory_order_relaxed);
+  e->cost_ns.store(0, std::memory_order_relaxed);
+}
+
+void LaunchLimiter::drop_samples() noexcept {
+  std::lock_guard lock(mu_);
+  for (int i = 0; i < npending_; ++i) {
+    timer_.release(pending_[i].start);
+    timer_.release(pending_[i].end);
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  npending_ = 0;
+  pending_hint_.store(0, std::memory_order_relaxed);
+}
+
+int64_t LaunchLimiter::cost_of(uint64_t key) const noexcept {
+  const CostEntry* e = table_.find(key);
+  return e != nullptr ? e->cost_ns.load(std::memory_order_relaxed) : 0;
+}
+
+LimiterStats LaunchLimiter::stats() const noexcept {
+  LimiterStats s;
+  for (int i = 0; i < kLaunchPaths; ++i)
+    s.launches[static_cast<size_t>(i)] = launches_[static_cast<size_t>(i)].load();
+  s.charged_ns = charged_ns_.load();
+  s.waited_ns = waited_ns_.load();
+  s.samples = samples_.load();
+  s.shapes = table_.size();
+  return s;
+}
+
+}  // namespace hami::vgpu::limiter

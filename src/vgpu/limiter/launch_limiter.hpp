@@ -1,0 +1,146 @@
+#pragma once
+// LaunchLimiter: holds one device's launches to an SM share, the container's
+// percentage of the GPU's time. How it works (docs/sm-limiter.md has the
+// reasoning and the measurements):
+//
+//  * Every launch is charged what it costs on the GPU when it has the GPU to
+//    itself, looked up by its shape (kernel function, grid, block, shared
+//    memory; or the CUDA graph) in a CostTable, and paced by a SharePacer so
+//    the charged time stays at the share of wall time.
+//  * Costs are measured, not guessed: now and then a launch is bracketed by
+//    two GPU timestamps (GpuTimer). A lone launch gives its kernel time; a run
+//    of the same launch back to back gives the period per launch, which is what
+//    a stream of tiny kernels really occupies (the GPU front end, not the SMs,
+//    is then the bottleneck). The period is charged when it is within 1.5x the
+//    kernel time, i.e. when launches really are back to back; otherwise the gap
+//    is the program's own idle time and only the kernel time is charged.
+//  * Medians throw away samples stretched by another container's time slice,
+//    so two containers pacing themselves this way each get their share.
+//
+// Thread-safe. The per-launch path is lock-free (a table probe, one CAS);
+// sampling and harvesting take a lock at most once per sample.
+//
+//   SampleWindow& w = this_thread_window;
+//   int64_t go = lim.admit(key, LaunchPath::kKernel, now);
+//   if (go > now) { lim.end_window(w); sleep_until(go); now = clock(); }
+//   lim.before_launch(w, key, stream, now);
+//   CUresult rc = real_launch(...);
+//   lim.after_launch(w, rc == CUDA_SUCCESS);
+//   lim.harvest(now);
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "vgpu/limiter/cost_table.hpp"
+#include "vgpu/limiter/gpu_timer.hpp"
+#include "vgpu/limiter/share_pacer.hpp"
+
+namespace hami::vgpu::limiter {
+
+struct LimiterOptions {
+  uint32_t percent = 100;                  // the share, 1..99
+  int64_t burst_ns = 5'000'000;            // work admitted ahead of the share
+  int64_t sample_interval_ns = 1'000'000;  // between samples of a known launch
+  int learn_samples = 3;                   // a new launch is sampled until then
+  int stream_window = 16;                  // launches in a back-to-back sample
+  int min_stream_launches = 4;             // shorter runs are not samples
+  int64_t stream_worth_ns = 50'000;        // longer kernels: launch overhead moot
+  int64_t harvest_interval_ns = 100'000;   // between polls of samples in flight
+  size_t table_capacity = 8192;
+};
+
+enum class LaunchPath : uint8_t { kKernel, kKernelEx, kCooperative, kGraph };
+inline constexpr int kLaunchPaths = 4;
+const char* to_string(LaunchPath p);
+
+struct LimiterStats {
+  std::array<uint64_t, kLaunchPaths> launches{};  // charged launches per path
+  uint64_t charged_ns = 0;
+  uint64_t waited_ns = 0;
+  uint64_t samples = 0;
+  uint64_t shapes = 0;  // distinct launch shapes seen
+};
+
+class LaunchLimiter;
+
+// The sample one thread is taking; lives in thread-local storage.
+struct SampleWindow {
+  LaunchLimiter* owner = nullptr;  // null: none open
+  uintptr_t stream = 0;
+  uint64_t key = 0;
+  GpuTimer::Event start = 0;
+  int launches = 0;
+  int target = 0;
+};
+
+class LaunchLimiter {
+ public:
+  LaunchLimiter(const LimiterOptions& options, GpuTimer& timer);
+  LaunchLimiter(const LaunchLimiter&) = delete;
+  LaunchLimiter& operator=(const LaunchLimiter&) = delete;
+
+  uint32_t percent() const noexcept { return options_.percent; }
+
+  // Charges a launch of shape `key`; returns the time it may start.
+  int64_t admit(uint64_t key, LaunchPath path, int64_t now_ns) noexcept;
+  // Records time a caller spent waiting on admit's answer (for the stats).
+  void note_wait(int64_t ns) noexcept;
+
+  // Around the real launch: starts, extends or ends this thread's sample.
+  void before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns) noexcept;
+  void after_launch(SampleWindow& w, bool launched) noexcept;
+  // Ends the thread's sample before it waits or switches device.
+  static void end_window(SampleWindow& w) noexcept;
+  // Gives the thread's sample up without touching the GPU (the thread is exiting).
+  static void abandon_window(SampleWindow& w) noexcept;
+
+  // Learns from samples the GPU has finished; cheap when none are due.
+  void harvest(int64_t now_ns) noexcept;
+
+  // A CUDA graph was destroyed: its handle may come back for another graph.
+  void forget(uint64_t key) noexcept;
+  // The timer's events are gone (context destroyed): drop what is in flight.
+  void drop_samples() noexcept;
+
+  // What a launch of `key` is charged now (0: unknown).
+  int64_t cost_of(uint64_t key) const noexcept;
+  int64_t default_cost() const noexcept { return default_cost_.load(std::memory_order_relaxed); }
+  LimiterStats stats() const noexcept;
+
+ private:
+  struct Pending {
+    GpuTimer::Event start = 0;
+    GpuTimer::Event end = 0;
+    uint64_t key = 0;
+    int launches = 0;
+  };
+  static constexpr int kMaxInFlight = 32;
+
+  void close_window(SampleWindow& w) noexcept;        // w.owner == this
+  void learn(const Pending& p, int64_t ns) noexcept;  // under mu_
+  void update_cost(CostEntry& e) noexcept;            // under mu_
+
+  const LimiterOptions options_;
+  GpuTimer& timer_;
+  SharePacer pacer_;
+  CostTable table_;
+
+  std::mutex mu_;
+  std::array<Pending, kMaxInFlight> pending_{};  // under mu_
+  int npending_ = 0;                             // under mu_
+  unsigned sample_seq_ = 0;                      // under mu_
+  std::atomic<int> in_flight_{0};                // open windows + pending
+  std::atomic<int> pending_hint_{0};             // npending_, for lock-free checks
+  std::atomic<int64_t> last_open_ns_{INT64_MIN / 2};
+  std::atomic<int64_t> last_harvest_ns_{INT64_MIN / 2};
+  std::atomic<int64_t> default_cost_{0};
+
+  std::array<std::atomic<uint64_t>, kLaunchPaths> launches_{};
+  std::atomic<uint64_t> charged_ns_{0};
+  std::atomic<uint64_t> waited_ns_{0};
+  std::atomic<uint64_t> samples_{0};
+};
+
+}  // namespace hami::vgpu::limiter

@@ -1,0 +1,44 @@
+#pragma once
+// SharePacer: holds the GPU time a container is charged to a share of wall
+// time. Each launch is charged its estimated GPU time `cost`; at a share of p %
+// it "occupies" cost * 100 / p of wall time on a virtual clock (the theoretical
+// arrival time of the generic cell-rate algorithm). A launch may start once the
+// work admitted ahead of it is at most `burst` of wall time in the future, so
+// over any interval the charged time is at most p % of it plus one burst.
+// Lock-free: one compare-and-swap per launch, shared by every thread.
+//
+//   SharePacer pacer;
+//   int64_t go = pacer.admit(cost_ns, 30, now_ns, 5'000'000);
+//   if (go > now_ns) sleep_until(go);
+
+#include <atomic>
+#include <cstdint>
+
+namespace hami::vgpu::limiter {
+
+class SharePacer {
+ public:
+  // Charges one launch and returns the earliest time it may start (at or
+  // before `now`: at once). `percent` is in [1, 99].
+  int64_t admit(int64_t cost_ns, uint32_t percent, int64_t now_ns, int64_t burst_ns) noexcept {
+    const int64_t occupied = cost_ns * 100 / static_cast<int64_t>(percent);
+    int64_t old = tat_.load(std::memory_order_relaxed);
+    int64_t start = 0;
+    do {
+      // An idle spell earns no credit beyond the burst.
+      start = old > now_ns ? old : now_ns;
+    } while (!tat_.compare_exchange_weak(old, start + occupied, std::memory_order_relaxed));
+    return start - burst_ns;
+  }
+
+  // How far the admitted work reaches past `now` (0 when idle).
+  int64_t backlog_ns(int64_t now_ns) const noexcept {
+    const int64_t t = tat_.load(std::memory_order_relaxed);
+    return t > now_ns ? t - now_ns : 0;
+  }
+
+ private:
+  std::atomic<int64_t> tat_{0};
+};
+
+}  // namespace hami::vgpu::limiter

@@ -1,0 +1,125 @@
+#include "vgpu/sm_control.hpp"
+
+#include <time.h>
+
+#include <new>
+
+#include "common/log.hpp"
+#include "vgpu/real_driver.hpp"
+#include "vgpu/runtime.hpp"
+
+namespace hami::vgpu {
+
+namespace {
+
+// The device of the context a thread used last, so a launch costs one
+// cuCtxGetCurrent rather than a device lookup.
+struct ContextCache {
+  cuda::CUcontext ctx = nullptr;
+  uint32_t generation = 0;
+  int device = -1;
+};
+thread_local ContextCache t_context;
+
+constexpr int64_t kBlockedPollNs = 10'000'000;
+
+}  // namespace
+
+void SmControl::init(region::Region& region, const Config& cfg) noexcept {
+  policy_ = cfg.core_policy;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    const uint64_t pct = region.sm_limit(d);
+    if (pct == 0 || pct >= 100) continue;
+    if (pct != cfg.sm_limit[d] && cfg.limits_file.empty()) {
+      log::warn(
+          "%s holds an SM limit of %llu%% for device %d but this process was started with "
+          "%llu%%; the file's value applies (delete the file when changing limits)",
+          region.path().c_str(), static_cast<unsigned long long>(pct), d,
+          static_cast<unsigned long long>(cfg.sm_limit[d]));
+    }
+    limiter::LimiterOptions opt;
+    opt.percent = static_cast<uint32_t>(pct);
+    auto* timer = new (std::nothrow) CudaEventTimer();
+    auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
+    if (lim == nullptr) {
+      log::error("out of memory setting up the SM limit of device %d; it is not enforced", d);
+      delete timer;
+      continue;
+    }
+    timers_[static_cast<size_t>(d)] = timer;
+    limiters_[static_cast<size_t>(d)] = lim;
+    any_limit_ = true;
+    log::info("device %d: SM share %llu%%, policy %s", d, static_cast<unsigned long long>(pct),
+              limiter::to_string(policy_));
+  }
+}
+
+limiter::LaunchLimiter* SmControl::limiter_for_current(Runtime& rt) noexcept {
+  if (!any_limit_ || policy_ == limiter::CorePolicy::kDisable) return nullptr;
+  const RealCuda& cu = real_cuda();
+  cuda::CUcontext ctx = nullptr;
+  if (cu.cuCtxGetCurrent == nullptr || cu.cuCtxGetCurrent(&ctx) != cuda::CUDA_SUCCESS ||
+      ctx == nullptr) {
+    return nullptr;
+  }
+  ContextCache& c = t_context;
+  const uint32_t gen = generation_.load(std::memory_order_acquire);
+  if (c.ctx != ctx || c.generation != gen) {
+    c = ContextCache{ctx, gen, rt.current_device(nullptr)};
+  }
+  if (c.device < 0) return nullptr;
+  limiter::LaunchLimiter* lim = limiters_[static_cast<size_t>(c.device)];
+  if (lim == nullptr) return nullptr;
+  if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
+  return lim;
+}
+
+void SmControl::context_gone(cuda::CUcontext ctx) noexcept {
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  for (size_t d = 0; d < limiters_.size(); ++d) {
+    if (limiters_[d] == nullptr) continue;
+    limiters_[d]->drop_samples();
+    timers_[d]->forget_context(ctx);
+  }
+}
+
+void SmControl::forget(uint64_t key) noexcept {
+  for (limiter::LaunchLimiter* lim : limiters_) {
+    if (lim != nullptr) lim->forget(key);
+  }
+}
+
+void SmControl::wait_while_blocked(region::Region& region) noexcept {
+  static std::atomic<bool> logged{false};
+  if (!logged.exchange(true)) {
+    log::info(
+        "a high-priority task is busy on this GPU (the node agent set recent_kernel to -1 in "
+        "%s); launches wait until it is idle",
+        region.path().c_str());
+  }
+  const timespec step{0, kBlockedPollNs};
+  while (region.recent_kernel() < 0)
+    ::nanosleep(&step, nullptr);
+  region.exchange_recent_kernel(0, 2);
+}
+
+void SmControl::log_summary(region::Region& region) const noexcept {
+  if (!log::enabled(log::Level::kInfo)) return;
+  for (size_t d = 0; d < limiters_.size(); ++d) {
+    const limiter::LaunchLimiter* lim = limiters_[d];
+    if (lim == nullptr) continue;
+    const limiter::LimiterStats s = lim->stats();
+    log::info(
+        "device %zu (%s): SM share %u%%: launches kernel=%llu kernel_ex=%llu cooperative=%llu "
+        "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples, %llu shapes",
+        d, region.device_uuid(static_cast<int>(d)).c_str(), lim->percent(),
+        static_cast<unsigned long long>(s.launches[0]),
+        static_cast<unsigned long long>(s.launches[1]),
+        static_cast<unsigned long long>(s.launches[2]),
+        static_cast<unsigned long long>(s.launches[3]), static_cast<double>(s.charged_ns) / 1e6,
+        static_cast<double>(s.waited_ns) / 1e6, static_cast<unsigned long long>(s.samples),
+        static_cast<unsigned long long>(s.shapes));
+  }
+}
+
+}  // namespace hami::vgpu

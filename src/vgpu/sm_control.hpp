@@ -1,0 +1,67 @@
+#pragma once
+// SmControl: the runtime's part in compute sharing. It owns one LaunchLimiter
+// per state-file device whose SM share is below 100 %, decides per launch
+// whether the share is enforced now (GPU_CORE_UTILIZATION_POLICY and the node
+// agent's utilization_switch), and speaks upstream's activity protocol on the
+// state file: every launch marks the container active (recent_kernel = 2), and
+// while the node agent has set recent_kernel to -1 (a high-priority container
+// is busy on the same GPU) launches wait.
+//
+//   SmControl& sm = runtime->sm();
+//   sm.on_launch(runtime->region());
+//   if (auto* lim = sm.limiter_for_current(*runtime)) { ...pace the launch... }
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "region/region.hpp"
+#include "vgpu/config.hpp"
+#include "vgpu/cuda_abi.hpp"
+#include "vgpu/cuda_event_timer.hpp"
+#include "vgpu/limiter/launch_limiter.hpp"
+
+namespace hami::vgpu {
+
+class Runtime;
+
+class SmControl {
+ public:
+  // Limiters for the devices with a share below 100 % (the state file's values).
+  void init(region::Region& region, const Config& cfg) noexcept;
+  bool any_limit() const noexcept { return any_limit_; }
+
+  // Activity and priority, on every launch of an accounted process.
+  void on_launch(region::Region& region) noexcept {
+    const int32_t rk = region.recent_kernel();
+    if (rk == 2) return;
+    if (rk < 0) {
+      wait_while_blocked(region);
+      return;
+    }
+    region.exchange_recent_kernel(rk, 2);
+  }
+
+  // The limiter that must pace a launch in the current context now; nullptr
+  // when its device has no share, or the policy does not enforce it now.
+  limiter::LaunchLimiter* limiter_for_current(Runtime& rt) noexcept;
+
+  // A context was destroyed or reset: its events are gone, and its handle
+  // may come back for another device.
+  void context_gone(cuda::CUcontext ctx) noexcept;
+  // A CUDA graph was destroyed.
+  void forget(uint64_t key) noexcept;
+  // One info line per limited device: what was charged and waited for.
+  void log_summary(region::Region& region) const noexcept;
+
+ private:
+  void wait_while_blocked(region::Region& region) noexcept;
+
+  bool any_limit_ = false;
+  limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
+  std::array<limiter::LaunchLimiter*, kMaxDevices> limiters_{};
+  std::array<CudaEventTimer*, kMaxDevices> timers_{};
+  std::atomic<uint32_t> generation_{1};
+};
+
+}  // namespace hami::vgpu
