@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# SM-limit accuracy on a real GPU (issue: "hold each container to its SM share").
+#   bench/sm_limit/run.sh [SECONDS] [OUTDIR]
+# Workloads: gemm (PyTorch fp16 4096^2 matmul, compute-bound), launch (a C
+# program issuing one-block kernels as fast as it can, launch-bound), launch
+# built with --default-stream per-thread (the _ptsz entry points), graph (a
+# PyTorch CUDA graph of 8 matmuls, replayed). Each limited run is compared with
+# the same workload unlimited and without libvgpu.so, measured before and after.
+# Then two gemm containers (separate state files) at 30 % and 60 % together,
+# and the launch rate with libvgpu.so loaded but no SM limit (unset and 100)
+# against bare, 15 rounds interleaved with an A/A control.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+secs=${1:-10}
+out=${2:-${OUT:-/tmp/sm-limit-results}}
+mkdir -p "$out"
+build=build/gpu
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF >/dev/null &&
+  cmake --build "$build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
+lib=$PWD/$build/src/libvgpu.so
+nvcc -O2 -arch=sm_90 -o "$build/launch_bench" bench/sm_limit/launch_bench.cu || exit 1
+nvcc -O2 -arch=sm_90 --default-stream per-thread -o "$build/launch_bench_ptds" \
+  bench/sm_limit/launch_bench.cu || exit 1
+nvcc -O2 -arch=sm_90 -o "$build/hook_bench" bench/overhead/hook_bench.cu || exit 1
+work=$(mktemp -d)
+raw="$out/sm-limit-raw.jsonl"
+: > "$raw"
+logs="$out/sm-limit-logs.txt"
+: > "$logs"
+
+command_for() {  # workload
+  case $1 in
+    gemm | graph) echo "python3 bench/sm_limit/workload.py $1 $secs" ;;
+    launch) echo "$build/launch_bench $secs" ;;
+    launch_ptds) echo "$build/launch_bench_ptds $secs" ;;
+  esac
+}
+
+run() {  # workload limit(0 = bare) tag
+  local env=()
+  if [ "$2" != 0 ]; then
+    env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" LIBCUDA_LOG_LEVEL=3
+         CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/$1-$2-$3-$RANDOM.cache")
+  fi
+  local line
+  # shellcheck disable=SC2046  # the command is words without spaces
+  line=$(env "${env[@]}" $(command_for "$1") 2>>"$logs" | tail -1)
+  echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"result\": $line}" >> "$raw"
+}
+
+for w in gemm launch; do
+  run "$w" 0 before
+  for l in 10 30 50 70 90; do run "$w" "$l" single; done
+  run "$w" 0 after
+done
+run launch_ptds 0 before
+run launch_ptds 30 single
+run launch_ptds 0 after
+run graph 0 before
+run graph 30 single
+run graph 0 after
+run gemm 0 pair-before
+# Two containers together: separate state files, as two pods would have.
+( run gemm 30 pair ) & ( run gemm 60 pair ) & wait
+run gemm 0 pair-after
+
+# Launch rate with the library loaded and no binding SM limit.
+ab="$out/sm-limit-overhead-raw.tsv"
+rounds=${SM_LIMIT_AB_ROUNDS:-15}
+printf 'round\tcondition\tops_per_s\n' > "$ab"
+for r in $(seq "$rounds"); do
+  for c in $(printf '%s\n' bare bare2 unset sm100 | shuf); do
+    case $c in
+      bare | bare2) env=() ;;
+      unset) env=(LD_PRELOAD="$lib") ;;
+      sm100) env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=100
+                  CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/ab-$RANDOM.cache") ;;
+    esac
+    v=$(env "${env[@]}" "$build/hook_bench" launch | sed -n 's/.*ops_per_s=\([0-9.]*\).*/\1/p')
+    printf '%s\t%s\t%s\n' "$r" "$c" "$v" >> "$ab"
+  done
+done
+python3 bench/sm_limit/summarize.py "$raw" "$ab" > "$out/sm-limit-summary.txt"
+cat "$out/sm-limit-summary.txt"

@@ -1,0 +1,60 @@
+"""Summary of bench/sm_limit/run.sh: achieved share per run against the limit.
+
+    python3 summarize.py sm-limit-raw.jsonl sm-limit-overhead-raw.tsv
+"""
+import collections
+import json
+import statistics
+import sys
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+
+
+def baseline(workload, tags):
+    rates = [r["result"]["rate"] for r in rows
+             if r["workload"] == workload and r["limit"] == 0 and r["tag"] in tags]
+    return statistics.mean(rates) if rates else float("nan"), rates
+
+
+print("# Achieved share = rate under the limit / rate unlimited without libvgpu.so")
+print("# (mean of the bare runs just before and after). Per-second: each whole second")
+print("# after the first, against the same unlimited rate. Targets: total within")
+print("# +-3 points of the limit, every second within +-5 points.")
+print(f"{'workload':12} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>22}  verdict")
+failures = 0
+for r in rows:
+    if r["limit"] == 0:
+        continue
+    tags = ("pair-before", "pair-after") if r["tag"] == "pair" else ("before", "after")
+    base, _ = baseline(r["workload"], tags)
+    achieved = 100.0 * r["result"]["rate"] / base
+    secs = [100.0 * v / base for v in r["result"]["per_second"][1:]]
+    err = achieved - r["limit"]
+    ok_total = abs(err) <= 3
+    ok_secs = all(abs(s - r["limit"]) <= 5 for s in secs)
+    verdict = "ok" if ok_total and ok_secs else ("FAIL total" if not ok_total else "FAIL seconds")
+    failures += verdict != "ok"
+    name = r["workload"] + (" (pair)" if r["tag"] == "pair" else "")
+    print(f"{name:12} {r['limit']:5d} {achieved:8.2f}% {err:+6.2f}  "
+          f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict}")
+print()
+for w in ("gemm", "launch", "launch_ptds", "graph"):
+    base, rates = baseline(w, ("before", "after"))
+    print(f"unlimited {w}: {', '.join(f'{x:.1f}' for x in rates)} /s")
+base, rates = baseline("gemm", ("pair-before", "pair-after"))
+print(f"unlimited gemm around the pair: {', '.join(f'{x:.1f}' for x in rates)} /s")
+
+if len(sys.argv) > 2:
+    ab = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])][1:]
+    base = {int(r): float(v) for r, c, v in ab if c == "bare" and v}
+    print()
+    print("# Launch rate, libvgpu.so loaded with no binding SM limit, vs bare:")
+    print("# 15 rounds, conditions shuffled each round, best of 30 batches per process.")
+    print(f"{'condition':10} {'median ops/s':>13} {'median ratio':>13} {'min..max ratio':>16}")
+    for c in ("bare", "bare2", "unset", "sm100"):
+        vals = [float(v) for r, cc, v in ab if cc == c and v]
+        ratios = [float(v) / base[int(r)] for r, cc, v in ab if cc == c and v and int(r) in base]
+        print(f"{c:10} {statistics.median(vals):13.1f} {statistics.median(ratios):13.3f} "
+              f"{min(ratios):7.3f}..{max(ratios):.3f}")
+print()
+print(f"{failures} limited run(s) outside their targets")
