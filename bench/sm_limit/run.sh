@@ -27,6 +27,11 @@ raw="$out/sm-limit-raw.jsonl"
 : > "$raw"
 logs="$out/sm-limit-logs.txt"
 : > "$logs"
+# SM clock and power beside every run: a GPU with power to spare runs a lone,
+# throttled tenant's kernels at higher clocks than an unlimited one's.
+python3 bench/sm_limit/gpu_sampler.py "$out/sm-limit-clocks.tsv" &
+sampler=$!
+trap 'kill $sampler 2>/dev/null' EXIT
 
 command_for() {  # workload
   case $1 in
@@ -42,31 +47,48 @@ run() {  # workload limit(0 = bare) tag
     env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" LIBCUDA_LOG_LEVEL=3
          CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/$1-$2-$3-$RANDOM.cache")
   fi
-  local line
+  local line t0 t1
+  t0=$(date +%s.%N)
   # shellcheck disable=SC2046  # the command is words without spaces
   line=$(env "${env[@]}" $(command_for "$1") 2>>"$logs" | tail -1)
-  echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"result\": $line}" >> "$raw"
+  t1=$(date +%s.%N)
+  echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"t0\": $t0, \"t1\": $t1, \"result\": $line}" >> "$raw"
 }
 
+# SM_LIMIT_PARTS picks parts of the run (all by default).
+parts=" ${SM_LIMIT_PARTS:-gemm launch launch_ptds graph pair overhead} "
+want() { [[ $parts == *" $1 "* ]]; }
 for w in gemm launch; do
+  want "$w" || continue
   run "$w" 0 before
   for l in 10 30 50 70 90; do run "$w" "$l" single; done
   run "$w" 0 after
 done
-run launch_ptds 0 before
-run launch_ptds 30 single
-run launch_ptds 0 after
-run graph 0 before
-run graph 30 single
-run graph 0 after
+if want launch_ptds; then
+  run launch_ptds 0 before
+  run launch_ptds 30 single
+  run launch_ptds 0 after
+fi
+if want graph; then
+  run graph 0 before
+  run graph 30 single
+  run graph 0 after
+fi
+if want pair; then
 run gemm 0 pair-before
 # Two containers together: separate state files, as two pods would have.
-( run gemm 30 pair ) & ( run gemm 60 pair ) & wait
+run gemm 30 pair &
+pair1=$!
+run gemm 60 pair &
+pair2=$!
+wait $pair1 $pair2
 run gemm 0 pair-after
+fi
 
 # Launch rate with the library loaded and no binding SM limit.
 ab="$out/sm-limit-overhead-raw.tsv"
 rounds=${SM_LIMIT_AB_ROUNDS:-15}
+want overhead || rounds=0
 printf 'round\tcondition\tops_per_s\n' > "$ab"
 for r in $(seq "$rounds"); do
   for c in $(printf '%s\n' bare bare2 unset sm100 | shuf); do
@@ -80,5 +102,6 @@ for r in $(seq "$rounds"); do
     printf '%s\t%s\t%s\n' "$r" "$c" "$v" >> "$ab"
   done
 done
-python3 bench/sm_limit/summarize.py "$raw" "$ab" > "$out/sm-limit-summary.txt"
+kill $sampler 2>/dev/null
+python3 bench/sm_limit/summarize.py "$raw" "$ab" "$out/sm-limit-clocks.tsv" > "$out/sm-limit-summary.txt"
 cat "$out/sm-limit-summary.txt"

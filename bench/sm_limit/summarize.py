@@ -8,6 +8,21 @@ import statistics
 import sys
 
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+clocks = []
+if len(sys.argv) > 3:
+    clocks = [tuple(float(x) for x in l.split("\t")) for l in open(sys.argv[3]) if l.strip()]
+
+
+def gpu_during(r):
+    """Mean SM clock (MHz) and power (W) over the run, its first second left out."""
+    if "t0" not in r:
+        return ""
+    s = [c for c in clocks if r["t0"] + 1 <= c[0] <= r["t1"]]
+    if not s:
+        return ""
+    util = f" util {statistics.mean(c[4] for c in s):3.0f}%" if len(s[0]) > 4 else ""
+    return (f"{statistics.mean(c[1] for c in s):6.0f} MHz {statistics.mean(c[2] for c in s):5.0f} W"
+            f" capped {100 * statistics.mean(c[3] for c in s):3.0f}%{util}")
 
 
 def baseline(workload, tags):
@@ -20,7 +35,8 @@ print("# Achieved share = rate under the limit / rate unlimited without libvgpu.
 print("# (mean of the bare runs just before and after). Per-second: each whole second")
 print("# after the first, against the same unlimited rate. Targets: total within")
 print("# +-3 points of the limit, every second within +-5 points.")
-print(f"{'workload':12} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>22}  verdict")
+print(f"{'workload':12} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>22}  "
+      f"{'verdict':12} GPU during the run (SM clock, power, time power-capped, NVML utilisation)")
 failures = 0
 for r in rows:
     if r["limit"] == 0:
@@ -36,11 +52,12 @@ for r in rows:
     failures += verdict != "ok"
     name = r["workload"] + (" (pair)" if r["tag"] == "pair" else "")
     print(f"{name:12} {r['limit']:5d} {achieved:8.2f}% {err:+6.2f}  "
-          f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict}")
+          f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict:12} {gpu_during(r)}")
 print()
 for w in ("gemm", "launch", "launch_ptds", "graph"):
     base, rates = baseline(w, ("before", "after"))
-    print(f"unlimited {w}: {', '.join(f'{x:.1f}' for x in rates)} /s")
+    during = [gpu_during(r) for r in rows if r["workload"] == w and r["limit"] == 0]
+    print(f"unlimited {w}: {', '.join(f'{x:.1f}' for x in rates)} /s   {' | '.join(during)}")
 base, rates = baseline("gemm", ("pair-before", "pair-after"))
 print(f"unlimited gemm around the pair: {', '.join(f'{x:.1f}' for x in rates)} /s")
 

@@ -26,6 +26,10 @@ using vgpu::limiter::SampleWindow;
 constexpr int64_t kMinWaitNs = 50'000;
 // While waiting, finished samples are collected at least this often.
 constexpr int64_t kWaitSliceNs = 2'000'000;
+// A wait lasts this much longer than needed, so the launches after it go
+// back to back: fewer sleeps, and runs long enough to sample a stream of
+// small kernels. The pacer's books are unchanged.
+constexpr int64_t kBatchNs = 1'000'000;
 // cuStreamEndCapture's answer for a stream that was not capturing.
 constexpr CUresult kNotCapturing = 401;  // CUDA_ERROR_ILLEGAL_STATE
 
@@ -37,6 +41,7 @@ std::atomic<int> g_captures{0};
 // A thread's sample in flight; given back if the thread exits mid-sample.
 struct ThreadWindow {
   SampleWindow w;
+  int64_t tail_ns = 0;  // our own time after the previous launch returned
   ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
 };
 thread_local ThreadWindow t_window;
@@ -47,7 +52,7 @@ int64_t mono_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-void wait_until(LaunchLimiter& lim, int64_t go) {
+void wait_until(LaunchLimiter& lim, int64_t go, bool harvest) {
   for (;;) {
     const int64_t now = mono_ns();
     if (now >= go) return;
@@ -55,7 +60,7 @@ void wait_until(LaunchLimiter& lim, int64_t go) {
     const timespec ts{static_cast<time_t>(until / 1'000'000'000),
                       static_cast<long>(until % 1'000'000'000)};
     ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
-    lim.harvest(mono_ns());
+    if (harvest) lim.harvest(mono_ns());
   }
 }
 
@@ -109,22 +114,33 @@ CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&&
 
   int64_t now = mono_ns();
   const int64_t go = lim->admit(key, path, now);
-  SampleWindow& w = t_window.w;
+  ThreadWindow& tw = t_window;
   if (go - now >= kMinWaitNs) {
-    LaunchLimiter::end_window(w);  // a sample must not contain our own wait
-    wait_until(*lim, go);
+    // A sample must not contain our own wait. While a capture is under way the
+    // GPU is not touched at all (an event recorded on the legacy stream would
+    // invalidate a global-mode capture), so the sample is given up instead.
+    if (captures) {
+      LaunchLimiter::abandon_window(tw.w);
+    } else {
+      LaunchLimiter::end_window(tw.w, now);
+    }
+    wait_until(*lim, go + kBatchNs, !captures);
     const int64_t after = mono_ns();
     lim->note_wait(after - now);
     now = after;
   }
   if (captures) {
-    LaunchLimiter::end_window(w);
+    LaunchLimiter::abandon_window(tw.w);
     return call();
   }
-  lim->before_launch(w, key, event_stream(stream, ptsz), now);
+  lim->before_launch(tw.w, key, event_stream(stream, ptsz), now);
+  const int64_t call_start = mono_ns();
   const CUresult rc = call();
-  lim->after_launch(w, rc == CUDA_SUCCESS);
-  lim->harvest(now);
+  const int64_t call_end = mono_ns();
+  // What this launch spent in our code (samples are corrected for it).
+  lim->after_launch(tw.w, rc == CUDA_SUCCESS, call_end, call_start - now + tw.tail_ns);
+  lim->harvest(call_end);
+  tw.tail_ns = mono_ns() - call_end;
   return rc;
 }
 

@@ -37,21 +37,29 @@ void SmControl::init(region::Region& region, const Config& cfg) noexcept {
           region.path().c_str(), static_cast<unsigned long long>(pct), d,
           static_cast<unsigned long long>(cfg.sm_limit[d]));
     }
-    limiter::LimiterOptions opt;
-    opt.percent = static_cast<uint32_t>(pct);
-    auto* timer = new (std::nothrow) CudaEventTimer();
-    auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
-    if (lim == nullptr) {
-      log::error("out of memory setting up the SM limit of device %d; it is not enforced", d);
-      delete timer;
-      continue;
-    }
-    timers_[static_cast<size_t>(d)] = timer;
-    limiters_[static_cast<size_t>(d)] = lim;
+    percent_[static_cast<size_t>(d)] = static_cast<uint32_t>(pct);
     any_limit_ = true;
-    log::info("device %d: SM share %llu%%, policy %s", d, static_cast<unsigned long long>(pct),
-              limiter::to_string(policy_));
   }
+}
+
+limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
+  const auto d = static_cast<size_t>(dev);
+  std::lock_guard lock(create_mu_);
+  if (limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire)) return lim;
+  limiter::LimiterOptions opt;
+  opt.percent = percent_[d];
+  auto* timer = new (std::nothrow) CudaEventTimer();
+  auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
+  if (lim == nullptr) {
+    log::error("out of memory setting up the SM limit of device %d; it is not enforced", dev);
+    delete timer;
+    percent_[d] = 0;
+    return nullptr;
+  }
+  timers_[d].store(timer, std::memory_order_release);
+  limiters_[d].store(lim, std::memory_order_release);
+  log::info("device %d: SM share %u%%, policy %s", dev, opt.percent, limiter::to_string(policy_));
+  return lim;
 }
 
 limiter::LaunchLimiter* SmControl::limiter_for_current(Runtime& rt) noexcept {
@@ -67,25 +75,26 @@ limiter::LaunchLimiter* SmControl::limiter_for_current(Runtime& rt) noexcept {
   if (c.ctx != ctx || c.generation != gen) {
     c = ContextCache{ctx, gen, rt.current_device(nullptr)};
   }
-  if (c.device < 0) return nullptr;
-  limiter::LaunchLimiter* lim = limiters_[static_cast<size_t>(c.device)];
-  if (lim == nullptr) return nullptr;
+  if (c.device < 0 || percent_[static_cast<size_t>(c.device)] == 0) return nullptr;
   if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
-  return lim;
+  limiter::LaunchLimiter* lim =
+      limiters_[static_cast<size_t>(c.device)].load(std::memory_order_acquire);
+  return lim != nullptr ? lim : create_limiter(c.device);
 }
 
 void SmControl::context_gone(cuda::CUcontext ctx) noexcept {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   for (size_t d = 0; d < limiters_.size(); ++d) {
-    if (limiters_[d] == nullptr) continue;
-    limiters_[d]->drop_samples();
-    timers_[d]->forget_context(ctx);
+    limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire);
+    if (lim == nullptr) continue;
+    lim->drop_samples();
+    timers_[d].load(std::memory_order_acquire)->forget_context(ctx);
   }
 }
 
 void SmControl::forget(uint64_t key) noexcept {
-  for (limiter::LaunchLimiter* lim : limiters_) {
-    if (lim != nullptr) lim->forget(key);
+  for (auto& slot : limiters_) {
+    if (limiter::LaunchLimiter* lim = slot.load(std::memory_order_acquire)) lim->forget(key);
   }
 }
 
@@ -106,7 +115,7 @@ void SmControl::wait_while_blocked(region::Region& region) noexcept {
 void SmControl::log_summary(region::Region& region) const noexcept {
   if (!log::enabled(log::Level::kInfo)) return;
   for (size_t d = 0; d < limiters_.size(); ++d) {
-    const limiter::LaunchLimiter* lim = limiters_[d];
+    const limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire);
     if (lim == nullptr) continue;
     const limiter::LimiterStats s = lim->stats();
     log::info(

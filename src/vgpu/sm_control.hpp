@@ -14,6 +14,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "region/region.hpp"
 #include "vgpu/config.hpp"
@@ -57,10 +58,16 @@ class SmControl {
  private:
   void wait_while_blocked(region::Region& region) noexcept;
 
+  // Built on a device's first limited launch: the limit applies to every
+  // index of the state file, most of which no process ever uses.
+  limiter::LaunchLimiter* create_limiter(int dev) noexcept;
+
   bool any_limit_ = false;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
-  std::array<limiter::LaunchLimiter*, kMaxDevices> limiters_{};
-  std::array<CudaEventTimer*, kMaxDevices> timers_{};
+  std::array<uint32_t, kMaxDevices> percent_{};  // 0: no share on that device
+  std::mutex create_mu_;
+  std::array<std::atomic<limiter::LaunchLimiter*>, kMaxDevices> limiters_{};
+  std::array<std::atomic<CudaEventTimer*>, kMaxDevices> timers_{};
   std::atomic<uint32_t> generation_{1};
 };
 

@@ -16,7 +16,8 @@ void RobustEstimate::add(int64_t sample_ns) noexcept {
       sorted[j] = sorted[j - 1];
     sorted[j] = recent_[i];
   }
-  const int64_t median = sorted[n / 2];
+  // The lower middle of an even count: an early stretched sample must not win.
+  const int64_t median = sorted[pick_ == Pick::kLow ? (n - 1) / 4 : (n - 1) / 2];
   // Until the window is full the median alone is the best guess; after that,
   // a quarter step towards each new median.
   value_ = count_ <= kWindow ? median : value_ + (median - value_) / 4;

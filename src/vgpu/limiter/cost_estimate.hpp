@@ -17,17 +17,24 @@ namespace hami::vgpu::limiter {
 
 class RobustEstimate {
  public:
+  enum class Pick : uint8_t {
+    kMedian,  // the middle of the last five
+    kLow,     // the second lowest: for samples whose noise only ever adds time
+  };
+  explicit RobustEstimate(Pick pick = Pick::kMedian) : pick_(pick) {}
+
   void add(int64_t sample_ns) noexcept;
   // 0 until the first sample.
   int64_t value() const noexcept { return value_; }
   int count() const noexcept { return count_; }
-  void reset() noexcept { *this = RobustEstimate(); }
+  void reset() noexcept { *this = RobustEstimate(pick_); }
 
  private:
   static constexpr int kWindow = 5;
   std::array<int64_t, kWindow> recent_{};
   int count_ = 0;
   int64_t value_ = 0;
+  Pick pick_;
 };
 
 }  // namespace hami::vgpu::limiter

@@ -36,13 +36,12 @@ CostEntry* CostTable::insert(uint64_t key) noexcept {
   size_t i = slot_of(key, mask_);
   for (size_t probe = 0; probe < kMaxProbes; ++probe, i = (i + 1) & mask_) {
     CostEntry& e = entries_[i];
-    const uint64_t k = e.key.load(std::memory_order_relaxed);
-    if (k == key) return &e;
-    if (k == 0) {
+    uint64_t k = e.key.load(std::memory_order_acquire);
+    if (k == 0 && e.key.compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
       size_.fetch_add(1, std::memory_order_relaxed);
-      e.key.store(key, std::memory_order_release);
       return &e;
     }
+    if (k == key) return &e;
   }
   return nullptr;
 }

@@ -1,8 +1,8 @@
 #pragma once
 // CostTable: what one launch of each kernel shape (function, grid, block,
 // shared memory) or CUDA graph costs on the GPU, looked up on every throttled
-// launch without a lock. Entries are added under the limiter's lock and never
-// move; a full table leaves new shapes at the limiter's default cost.
+// launch without a lock. Entries are claimed lock-free and never move; a full table leaves new
+// shapes at the limiter's default cost.
 //
 //   CostTable t(8192);
 //   if (CostEntry* e = t.find(key)) cost = e->cost_ns.load(std::memory_order_relaxed);
@@ -22,8 +22,16 @@ struct CostEntry {
   // Samples of one launch alone (kernel time) and of back-to-back runs of the
   // same launch (period per launch). Written under the limiter's lock.
   RobustEstimate single;
-  RobustEstimate stream;
+  // A run right after a wait starts cold (caches, CPU clocks), never warm:
+  // its noise only adds time, so the low end is the steady period.
+  RobustEstimate stream{RobustEstimate::Pick::kLow};
   std::atomic<int> single_count{0};  // mirrors single.count() for lock-free readers
+  // Launches admitted before the shape had a cost of its own, and what they
+  // were charged; settled when the first cost is known.
+  std::atomic<int64_t> provisional{0};
+  std::atomic<int64_t> provisional_ns{0};
+  // Bumped by forget(): samples opened before measure another launch.
+  std::atomic<uint32_t> epoch{0};
 };
 
 class CostTable {
@@ -33,7 +41,7 @@ class CostTable {
 
   CostEntry* find(uint64_t key) const noexcept;
   // The entry for `key`, added if missing; nullptr when the table is full.
-  // Callers serialise insert (the limiter's lock); find may run concurrently.
+  // Lock-free: a free entry is claimed with one compare-and-swap of its key.
   CostEntry* insert(uint64_t key) noexcept;
   size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
 

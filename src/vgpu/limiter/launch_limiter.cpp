@@ -20,10 +20,17 @@ LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
     : options_(options), timer_(timer), table_(options.table_capacity) {}
 
 int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns) noexcept {
-  const CostEntry* e = table_.find(key);
+  CostEntry* e = table_.insert(key);
   int64_t cost = e != nullptr ? e->cost_ns.load(std::memory_order_relaxed) : 0;
-  // A shape not measured yet is charged what launches here cost on average.
-  if (cost == 0) cost = default_cost_.load(std::memory_order_relaxed);
+  if (cost == 0) {
+    // A shape not measured yet is charged what launches here cost on average
+    // for now, and the difference once its own cost is known.
+    cost = default_cost_.load(std::memory_order_relaxed);
+    if (e != nullptr) {
+      e->provisional.fetch_add(1, std::memory_order_relaxed);
+      e->provisional_ns.fetch_add(cost, std::memory_order_relaxed);
+    }
+  }
   launches_[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
   charged_ns_.fetch_add(static_cast<uint64_t>(cost), std::memory_order_relaxed);
   return pacer_.admit(cost, options_.percent, now_ns, options_.burst_ns);
@@ -37,7 +44,7 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
                                   int64_t now_ns) noexcept {
   if (w.owner != nullptr) {
     if (w.owner == this && w.stream == stream && w.key == key) return;  // the run goes on
-    end_window(w);
+    end_window(w, now_ns);
   }
   const CostEntry* e = table_.find(key);
   const bool learning =
@@ -49,6 +56,7 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   if (in_flight_.load(std::memory_order_relaxed) >= kMaxInFlight) return;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // another thread is sampling: skip, never wait
+  if (in_flight_.load(std::memory_order_relaxed) >= kMaxInFlight) return;  // checked again, held
   CostEntry* entry = table_.insert(key);
   if (entry == nullptr) return;
   int target = 1;
@@ -61,22 +69,25 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   if (start == 0) return;
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   last_open_ns_.store(now_ns, std::memory_order_relaxed);
-  w = SampleWindow{this, stream, key, start, 0, target};
+  w = SampleWindow{
+      this, stream, key, start, 0, target, now_ns, 0, entry->epoch.load(std::memory_order_relaxed)};
 }
 
-void LaunchLimiter::after_launch(SampleWindow& w, bool launched) noexcept {
+void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns,
+                                 int64_t overhead_ns) noexcept {
   if (w.owner != this) return;
   if (!launched) {
     // Nothing reached the GPU: the sample would measure nothing.
     w.launches = 0;
-    close_window(w);
+    close_window(w, now_ns);
     return;
   }
-  if (++w.launches >= w.target) close_window(w);
+  w.overhead_ns += overhead_ns;
+  if (++w.launches >= w.target) close_window(w, now_ns);
 }
 
-void LaunchLimiter::end_window(SampleWindow& w) noexcept {
-  if (w.owner != nullptr) w.owner->close_window(w);
+void LaunchLimiter::end_window(SampleWindow& w, int64_t now_ns) noexcept {
+  if (w.owner != nullptr) w.owner->close_window(w, now_ns);
 }
 
 void LaunchLimiter::abandon_window(SampleWindow& w) noexcept {
@@ -89,20 +100,22 @@ void LaunchLimiter::abandon_window(SampleWindow& w) noexcept {
   owner->in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void LaunchLimiter::close_window(SampleWindow& w) noexcept {
+void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   const int needed = w.target == 1 ? 1 : options_.min_stream_launches;
   const SampleWindow taken = w;
   w = SampleWindow{};
   std::lock_guard lock(mu_);
   GpuTimer::Event end = 0;
-  if (taken.launches >= needed) end = timer_.record(taken.stream);
+  if (taken.launches >= needed && npending_ < kMaxInFlight) end = timer_.record(taken.stream);
   if (end == 0) {
     timer_.release(taken.start);
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   // in_flight_ counts this window already, so there is room.
-  pending_[npending_++] = Pending{taken.start, end, taken.key, taken.launches};
+  const int64_t host = now_ns > 0 && taken.opened_ns > 0 ? now_ns - taken.opened_ns : 0;
+  pending_[npending_++] =
+      Pending{taken.start, end, taken.key, taken.launches, host, taken.overhead_ns, taken.epoch};
   pending_hint_.store(npending_, std::memory_order_relaxed);
 }
 
@@ -122,7 +135,7 @@ void LaunchLimiter::harvest(int64_t now_ns) noexcept {
       pending_[kept++] = p;
       continue;
     }
-    if (r == GpuTimer::Poll::kReady) learn(p, ns);
+    if (r == GpuTimer::Poll::kReady) learn(p, ns, now_ns);
     timer_.release(p.start);
     timer_.release(p.end);
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
@@ -131,20 +144,27 @@ void LaunchLimiter::harvest(int64_t now_ns) noexcept {
   pending_hint_.store(kept, std::memory_order_relaxed);
 }
 
-void LaunchLimiter::learn(const Pending& p, int64_t ns) noexcept {
+void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept {
   CostEntry* e = table_.insert(p.key);
   if (e == nullptr || ns <= 0) return;
+  if (p.epoch != e->epoch.load(std::memory_order_relaxed)) return;  // forgotten since
   if (p.launches == 1) {
     e->single.add(ns);
     e->single_count.store(e->single.count(), std::memory_order_relaxed);
   } else {
-    e->stream.add(ns / p.launches);
+    // When the GPU kept pace with the host (it timestamped the end no later
+    // than the host got there), the period is the host's, our own hook code
+    // included; a program without us would launch that much faster.
+    int64_t busy = ns;
+    if (p.host_ns > 0 && ns * 10 <= p.host_ns * 11 && p.overhead_ns < ns) busy -= p.overhead_ns;
+    e->stream.add(busy / p.launches);
   }
-  update_cost(*e);
+  update_cost(*e, now_ns);
   samples_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void LaunchLimiter::update_cost(CostEntry& e) noexcept {
+void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
+  const bool first = e.cost_ns.load(std::memory_order_relaxed) == 0;
   const int64_t single = e.single.value();
   const int64_t stream = e.stream.value();
   int64_t cost = single;
@@ -154,12 +174,24 @@ void LaunchLimiter::update_cost(CostEntry& e) noexcept {
   e.cost_ns.store(cost, std::memory_order_relaxed);
   const int64_t d = default_cost_.load(std::memory_order_relaxed);
   default_cost_.store(d == 0 ? cost : d + (cost - d) / 8, std::memory_order_relaxed);
+  if (first && cost > 0) {
+    // What the launches let through before this shape was measured still owe.
+    const int64_t n = e.provisional.exchange(0, std::memory_order_relaxed);
+    const int64_t debt = n * cost - e.provisional_ns.exchange(0, std::memory_order_relaxed);
+    if (debt > 0) {
+      pacer_.admit(debt, options_.percent, now_ns, options_.burst_ns);
+      charged_ns_.fetch_add(static_cast<uint64_t>(debt), std::memory_order_relaxed);
+    }
+  }
 }
 
 void LaunchLimiter::forget(uint64_t key) noexcept {
   std::lock_guard lock(mu_);
   CostEntry* e = table_.find(key);
   if (e == nullptr) return;
+  e->epoch.fetch_add(1, std::memory_order_relaxed);
+  e->provisional.store(0, std::memory_order_relaxed);
+  e->provisional_ns.store(0, std::memory_order_relaxed);
   e->single.reset();
   e->stream.reset();
   e->single_count.store(0, std::memory_order_relaxed);

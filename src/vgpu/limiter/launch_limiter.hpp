@@ -73,6 +73,9 @@ struct SampleWindow {
   GpuTimer::Event start = 0;
   int launches = 0;
   int target = 0;
+  int64_t opened_ns = 0;    // host time the start mark was made
+  int64_t overhead_ns = 0;  // host time our own hook code took inside the sample
+  uint32_t epoch = 0;       // the shape's when the window opened
 };
 
 class LaunchLimiter {
@@ -90,9 +93,12 @@ class LaunchLimiter {
 
   // Around the real launch: starts, extends or ends this thread's sample.
   void before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns) noexcept;
-  void after_launch(SampleWindow& w, bool launched) noexcept;
+  // `now_ns` is the time after the launch and `overhead_ns` what the hook
+  // itself spent around it; both 0 when unknown.
+  void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0,
+                    int64_t overhead_ns = 0) noexcept;
   // Ends the thread's sample before it waits or switches device.
-  static void end_window(SampleWindow& w) noexcept;
+  static void end_window(SampleWindow& w, int64_t now_ns = 0) noexcept;
   // Gives the thread's sample up without touching the GPU (the thread is exiting).
   static void abandon_window(SampleWindow& w) noexcept;
 
@@ -115,12 +121,15 @@ class LaunchLimiter {
     GpuTimer::Event end = 0;
     uint64_t key = 0;
     int launches = 0;
+    int64_t host_ns = 0;      // host time between the two marks (0: unknown)
+    int64_t overhead_ns = 0;  // of which our own
+    uint32_t epoch = 0;
   };
   static constexpr int kMaxInFlight = 32;
 
-  void close_window(SampleWindow& w) noexcept;        // w.owner == this
-  void learn(const Pending& p, int64_t ns) noexcept;  // under mu_
-  void update_cost(CostEntry& e) noexcept;            // under mu_
+  void close_window(SampleWindow& w, int64_t now_ns) noexcept;        // w.owner == this
+  void learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept;  // under mu_
+  void update_cost(CostEntry& e, int64_t now_ns) noexcept;            // under mu_
 
   const LimiterOptions options_;
   GpuTimer& timer_;

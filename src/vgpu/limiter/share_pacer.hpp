@@ -21,7 +21,8 @@ class SharePacer {
   // Charges one launch and returns the earliest time it may start (at or
   // before `now`: at once). `percent` is in [1, 99].
   int64_t admit(int64_t cost_ns, uint32_t percent, int64_t now_ns, int64_t burst_ns) noexcept {
-    const int64_t occupied = cost_ns * 100 / static_cast<int64_t>(percent);
+    // Rounded up: truncation would favour the tenant by a nanosecond a launch.
+    const int64_t occupied = (cost_ns * 100 + percent - 1) / static_cast<int64_t>(percent);
     int64_t old = tat_.load(std::memory_order_relaxed);
     int64_t start = 0;
     do {

@@ -1,0 +1,444 @@
+// The SM limiter end to end on the simulated GPU: each scenario runs a
+// workload limited and, alone and unlimited, over the same simulated time, and
+// compares the kernels finished. Deterministic: no threads, no wall clock.
+#include "vgpu/limiter/launch_limiter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpu_model/gpu_model.hpp"
+#include "gpu_model/tenants.hpp"
+
+namespace hami::test {
+namespace {
+
+using vgpu::limiter::LaunchLimiter;
+using vgpu::limiter::LaunchPath;
+using vgpu::limiter::LimiterOptions;
+using vgpu::limiter::LimiterStats;
+using vgpu::limiter::SampleWindow;
+
+constexpr int64_t us = kMicrosecond;
+constexpr int64_t ms = kMillisecond;
+
+TenantSpec one_kernel(int64_t gpu_ns, int64_t host_ns, uint64_t key = 0x5eed) {
+  return TenantSpec{.cycle = {{.key = key, .gpu_ns = gpu_ns, .host_ns = host_ns}}};
+}
+
+LimiterOptions at(uint32_t percent) {
+  LimiterOptions o;
+  o.percent = percent;
+  return o;
+}
+
+struct Outcome {
+  uint64_t done = 0;                 // kernels finished in the span
+  std::vector<uint64_t> per_second;  // ... in each whole second
+  LimiterStats stats;
+  int64_t cost = 0;  // what the limiter charged the first shape at the end
+};
+
+// `spec` alone on the GPU for `span`, limited to `percent` (0: unlimited).
+Outcome run_alone(const TenantSpec& spec, uint32_t percent, int64_t span) {
+  Tenants sim;
+  const int a = sim.add(spec);
+  LaunchLimiter* lim = percent != 0 ? &sim.limit(a, at(percent)) : nullptr;
+  sim.run_until(span);
+  Outcome r;
+  r.done = sim.completed_between(a, 0, span);
+  for (int64_t t = 0; t + kSecond <= span; t += kSecond)
+    r.per_second.push_back(sim.completed_between(a, t, t + kSecond));
+  if (lim != nullptr) {
+    r.stats = lim->stats();
+    r.cost = lim->cost_of(spec.cycle[0].key);
+  }
+  return r;
+}
+
+double percent_of(uint64_t part, uint64_t whole) {
+  return 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// Prints a measurement, what the limited run achieved in percent of the
+// unlimited one against what it should, and records it in the test's XML.
+void report(const std::string& what, uint32_t limit, double achieved, double target) {
+  std::printf("[ limiter  ] %-46s limit %2u%%: %6.2f%% of unlimited, target %3.0f%% (%+.2f)\n",
+              what.c_str(), limit, achieved, target, achieved - target);
+  char value[32];
+  std::snprintf(value, sizeof value, "%.2f", achieved);
+  ::testing::Test::RecordProperty(what + " @" + std::to_string(limit), value);
+}
+void report(const std::string& what, uint32_t limit, double achieved) {
+  report(what, limit, achieved, limit);
+}
+
+// (a) A compute-bound program: 216 us kernels, 10 us of host work per launch.
+TEST(LimiterOnModel, ComputeBoundTracksEveryLimitOverTheRunAndEachSecond) {
+  const TenantSpec spec = one_kernel(216 * us, 10 * us);
+  constexpr int64_t kSpan = 10 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  ASSERT_GT(solo.done, 40'000u);
+  for (uint32_t limit : {10u, 30u, 50u, 70u, 90u}) {
+    const Outcome r = run_alone(spec, limit, kSpan);
+    const double achieved = percent_of(r.done, solo.done);
+    report("compute-bound 216us/10us, 10 s", limit, achieved);
+    EXPECT_NEAR(achieved, limit, 1.5) << "limit " << limit;
+    double worst = limit;
+    for (size_t s = 1; s < r.per_second.size(); ++s) {
+      const double second = percent_of(r.per_second[s], solo.per_second[s]);
+      EXPECT_NEAR(second, limit, 3.0) << "limit " << limit << ", second " << s;
+      if (std::abs(second - limit) > std::abs(worst - limit)) worst = second;
+    }
+    report("  its worst whole second after the first", limit, worst);
+    EXPECT_EQ(r.cost, 216 * us);  // the kernel time: the GPU is never back to back here
+  }
+}
+
+// (b) A launch-bound program: 3 us kernels, 3.3 us of host time per launch.
+// Charging the 3 us kernel alone would allow a launch every 10 us at 30 %
+// (33 % of the unlimited rate) and every 3.33 us at 90 % (99 %): the
+// back-to-back period, 3.3 us, must be charged.
+TEST(LimiterOnModel, LaunchBoundIsChargedItsBackToBackPeriod) {
+  const TenantSpec spec = one_kernel(3 * us, 3300);
+  constexpr int64_t kSpan = 1 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  ASSERT_GT(solo.done, 300'000u);
+  for (uint32_t limit : {30u, 90u}) {
+    const Outcome r = run_alone(spec, limit, kSpan);
+    const double achieved = percent_of(r.done, solo.done);
+    report("launch-bound 3us/3.3us, 1 s", limit, achieved);
+    EXPECT_NEAR(achieved, limit, 3.0) << "limit " << limit;
+    EXPECT_NEAR(static_cast<double>(r.cost), 3300.0, 150.0) << "limit " << limit;
+  }
+}
+
+// (c) Two compute-bound tenants on one GPU at 30 % and 60 %: each gets its
+// share of what it does alone. Samples stretched by the other's time slice
+// are thrown out by the medians; here they are few (a sample is stretched
+// only when its kernel is cut by a slice end, i.e. after 2 ms of its own
+// work), mostly in the first milliseconds while nothing is known yet.
+// MediansRejectSamplesStretchedByAnotherContextsSlice makes them common.
+TEST(LimiterOnModel, TwoTenantsAt30And60EachGetTheirShare) {
+  const TenantSpec spec = one_kernel(216 * us, 10 * us);
+  constexpr int64_t kSpan = 10 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  Tenants sim;
+  const int a = sim.add(spec);
+  const int b = sim.add(spec);
+  LaunchLimiter& la = sim.limit(a, at(30));
+  LaunchLimiter& lb = sim.limit(b, at(60));
+  sim.run_until(kSpan);
+  const double achieved_a = percent_of(sim.completed_between(a, 0, kSpan), solo.done);
+  const double achieved_b = percent_of(sim.completed_between(b, 0, kSpan), solo.done);
+  report("two tenants, tenant at 30", 30, achieved_a);
+  report("two tenants, tenant at 60", 60, achieved_b);
+  EXPECT_NEAR(achieved_a, 30, 3.0);
+  EXPECT_NEAR(achieved_b, 60, 3.0);
+  EXPECT_NEAR(static_cast<double>(la.cost_of(0x5eed)), 216e3, 216e2);
+  EXPECT_NEAR(static_cast<double>(lb.cost_of(0x5eed)), 216e3, 216e2);
+}
+
+// (d) A CUDA graph: one key, 5 ms of GPU per launch, 20 us of host time.
+// Launches of a shape not measured yet are let through at the default cost
+// (0 before anything is measured): in the 5 ms until the first sample is back,
+// the host queues 250 of them, 1.25 s of GPU for free. A correct limiter
+// charges them once their cost is known. Fails (42.6 %) until it does: see
+// LaunchesAdmittedBeforeTheirCostIsKnownAreChargedOnceItIs.
+TEST(LimiterOnModel, GraphLaunchesAt30) {
+  TenantSpec spec = one_kernel(5 * ms, 20 * us, 0x6a);
+  spec.cycle[0].path = LaunchPath::kGraph;
+  constexpr int64_t kSpan = 10 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  const Outcome r = run_alone(spec, 30, kSpan);
+  const double achieved = percent_of(r.done, solo.done);
+  report("graph 5ms/20us, 10 s", 30, achieved);
+  EXPECT_NEAR(achieved, 30, 3.0);
+  EXPECT_GE(r.stats.launches[static_cast<size_t>(LaunchPath::kGraph)], r.done);
+  EXPECT_EQ(r.stats.launches[static_cast<size_t>(LaunchPath::kKernel)], 0u);
+  EXPECT_EQ(r.cost, 5 * ms);
+}
+
+// (d') The same graph after a warm-up of 200 small kernels: the graph is a new
+// shape, charged the default (the small kernels' 5 us) until measured. Shares
+// are of GPU time, the two shapes being so unlike. Fails (42.6 %) like (d).
+TEST(LimiterOnModel, GraphLaunchesAfterAWarmUpAt30) {
+  TenantSpec spec = one_kernel(5 * ms, 20 * us, 0x6a);
+  spec.cycle[0].path = LaunchPath::kGraph;
+  for (int i = 0; i < 200; ++i)
+    spec.prologue.push_back({.key = 7, .gpu_ns = 5 * us, .host_ns = 5 * us});
+  constexpr int64_t kSpan = 10 * kSecond;
+  int64_t busy[2] = {0, 0};
+  for (int limited = 0; limited < 2; ++limited) {
+    Tenants sim;
+    const int a = sim.add(spec);
+    if (limited != 0) sim.limit(a, at(30));
+    sim.run_until(kSpan);
+    busy[limited] = sim.gpu().busy_ns(sim.context(a));
+  }
+  const double achieved = 100.0 * static_cast<double>(busy[1]) / static_cast<double>(busy[0]);
+  report("warm-up 200x5us, then graph 5ms/20us, 10 s", 30, achieved);
+  EXPECT_NEAR(achieved, 30, 3.0);
+}
+
+// (e) A heterogeneous program: one 200 us kernel, then ten 5 us ones, 8 us of
+// host time per launch.
+TEST(LimiterOnModel, HeterogeneousProgramAt50) {
+  TenantSpec spec;
+  spec.cycle.push_back({.key = 1, .gpu_ns = 200 * us, .host_ns = 8 * us});
+  for (int i = 0; i < 10; ++i)
+    spec.cycle.push_back({.key = 2, .gpu_ns = 5 * us, .host_ns = 8 * us});
+  constexpr int64_t kSpan = 10 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  const Outcome r = run_alone(spec, 50, kSpan);
+  const double achieved = percent_of(r.done, solo.done);
+  report("heterogeneous 200us + 10x5us, host 8us", 50, achieved);
+  EXPECT_NEAR(achieved, 50, 3.0);
+  EXPECT_EQ(r.stats.shapes, 2u);
+}
+
+// (f) A program that leaves the GPU idle most of the time (a 20 us kernel
+// every 200 us: 10 % of the GPU) is not slowed by a 30 % limit.
+TEST(LimiterOnModel, AMostlyIdleProgramUnderItsLimitIsNotSlowed) {
+  const TenantSpec spec = one_kernel(20 * us, 200 * us);
+  constexpr int64_t kSpan = 10 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  const Outcome r = run_alone(spec, 30, kSpan);
+  const double achieved = percent_of(r.done, solo.done);
+  report("mostly idle 20us every 200us (uses 10%)", 30, achieved, 100);
+  EXPECT_GE(achieved, 99.5);
+  EXPECT_EQ(r.stats.waited_ns, 0u);
+  EXPECT_EQ(r.cost, 20 * us);  // the gaps are the program's own, not charged
+}
+
+// The limiter driven by hand on the model, one launch at a time.
+struct Rig {
+  explicit Rig(const LimiterOptions& o = at(50)) : lim(o, timer) {}
+  // A launch of `key` at `t` by the hooks' protocol, whatever admit says.
+  int64_t launch(uint64_t key, int64_t gpu_ns, int64_t t) {
+    gpu.advance_to(t);
+    const int64_t go = lim.admit(key, LaunchPath::kKernel, t);
+    lim.before_launch(w, key, 1, t);
+    gpu.launch(ctx, gpu_ns);
+    lim.after_launch(w, true);
+    lim.harvest(t);
+    return go;
+  }
+  void harvest(int64_t t) {
+    gpu.advance_to(t);
+    lim.harvest(t);
+  }
+
+  GpuModel gpu;
+  int ctx = gpu.add_context();
+  ModelTimer timer{gpu, ctx};
+  LaunchLimiter lim;
+  SampleWindow w;
+};
+
+TEST(LaunchLimiter, LearnsAKernelFromItsFirstSamples) {
+  Rig r;
+  EXPECT_EQ(r.lim.cost_of(9), 0);
+  for (int i = 0; i < 3; ++i)
+    r.launch(9, 216 * us, i * ms);  // learning: each launch is a sample of its own
+  // Harvested after the launches at 1 and 2 ms; the third is still running.
+  EXPECT_EQ(r.lim.stats().samples, 2u);
+  EXPECT_EQ(r.lim.cost_of(9), 216 * us);
+  EXPECT_EQ(r.timer.live(), 2u);
+  r.harvest(3 * ms);
+  EXPECT_EQ(r.lim.cost_of(9), 216 * us);
+  EXPECT_EQ(r.lim.default_cost(), 216 * us);
+  LimiterStats st = r.lim.stats();
+  EXPECT_EQ(st.samples, 3u);
+  EXPECT_EQ(st.shapes, 1u);
+  EXPECT_EQ(st.launches[0], 3u);
+  // The first two were admitted before anything was known; the third after.
+  EXPECT_GE(st.charged_ns, static_cast<uint64_t>(216 * us));
+  // A shape not seen yet is charged the default.
+  const uint64_t before = st.charged_ns;
+  r.lim.admit(10, LaunchPath::kKernel, 3 * ms);
+  st = r.lim.stats();
+  EXPECT_EQ(st.charged_ns - before, static_cast<uint64_t>(216 * us));
+  EXPECT_EQ(r.timer.live(), 0u);
+  EXPECT_EQ(r.timer.bad_releases(), 0u);
+}
+
+TEST(LaunchLimiter, AFailedLaunchMeasuresNothing) {
+  Rig r;
+  r.gpu.advance_to(0);
+  r.lim.admit(9, LaunchPath::kKernel, 0);
+  r.lim.before_launch(r.w, 9, 1, 0);
+  EXPECT_EQ(r.timer.live(), 1u);  // the window's start
+  r.lim.after_launch(r.w, false);
+  EXPECT_EQ(r.w.owner, nullptr);
+  EXPECT_EQ(r.timer.live(), 0u);
+  r.harvest(1 * ms);
+  EXPECT_EQ(r.lim.stats().samples, 0u);
+  EXPECT_EQ(r.lim.cost_of(9), 0);
+}
+
+// The defect behind (d): launches admitted while their shape's cost is
+// unknown are never charged it. A correct limiter charges them once the cost
+// is known, so that over time every launch is charged what it costs. Fails
+// until it does.
+TEST(LaunchLimiter, LaunchesAdmittedBeforeTheirCostIsKnownAreChargedOnceItIs) {
+  Rig r(at(50));
+  for (int i = 0; i < 100; ++i)
+    r.launch(0x6a, 5 * ms, i * 10 * us);  // all in the first millisecond, all free
+  r.harvest(6 * ms);                      // the first is measured
+  ASSERT_EQ(r.lim.cost_of(0x6a), 5 * ms);
+  const int64_t go = r.lim.admit(0x6a, LaunchPath::kGraph, 6 * ms);
+  // 100 launches of 5 ms at 50 % occupy 1 s of wall time, less the 5 ms burst.
+  EXPECT_GE(r.lim.stats().charged_ns, static_cast<uint64_t>(101 * 5 * ms));
+  EXPECT_GE(go, 995 * ms);
+}
+
+// What (c) relies on, made to happen on purpose: two of every five samples
+// are stretched by another context's time slice (the sampled kernel is cut by
+// the slice end and waits out the other's 2 ms), and the cost stays exact.
+TEST(LaunchLimiter, MediansRejectSamplesStretchedByAnotherContextsSlice) {
+  Rig r;
+  const int other = r.gpu.add_context();
+  int stretched = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t t = i * 10 * ms;
+    const bool stretch = i >= 3 && (i % 5 == 1 || i % 5 == 3);
+    r.gpu.advance_to(t);
+    if (stretch) {
+      r.gpu.launch(other, 5 * ms);
+      r.gpu.launch(r.ctx, 1900 * us);  // work of ours the limiter does not see
+    }
+    r.launch(0x5eed, 216 * us, t);
+    r.harvest(t + 9 * ms);
+    ASSERT_EQ(r.timer.live(), 0u) << i;  // the sample is in
+    // Stretched: cut at 2 ms, the other's slice, then the rest (2.266 ms in all).
+    const int64_t end = r.gpu.completions(r.ctx).back() - t;
+    if (stretch) {
+      EXPECT_GT(end, 4 * ms) << i;
+      ++stretched;
+    } else {
+      EXPECT_LE(end, 216 * us + 25 * us) << i;
+    }
+    EXPECT_EQ(r.lim.cost_of(0x5eed), 216 * us) << "round " << i;
+  }
+  EXPECT_EQ(stretched, 15);
+  EXPECT_EQ(r.lim.stats().samples, 40u);
+  EXPECT_EQ(r.gpu.completed(other), 15u);
+}
+
+// (g) forget(): a destroyed graph's handle may come back for another graph,
+// which must be measured afresh.
+TEST(LaunchLimiter, ForgetResetsAShapesCost) {
+  Rig r;
+  for (int i = 0; i < 3; ++i)
+    r.launch(0x6a, 1 * ms, i * 2 * ms);
+  r.harvest(6 * ms);
+  ASSERT_EQ(r.lim.cost_of(0x6a), 1 * ms);
+  r.lim.forget(0x6a);
+  EXPECT_EQ(r.lim.cost_of(0x6a), 0);
+  EXPECT_EQ(r.lim.stats().shapes, 1u);  // the entry stays, empty
+  for (int i = 0; i < 3; ++i)
+    r.launch(0x6a, 3 * ms, 10 * ms + i * 4 * ms);  // learning again: every launch sampled
+  r.harvest(30 * ms);
+  EXPECT_EQ(r.lim.cost_of(0x6a), 3 * ms);
+  r.lim.forget(0x99);  // unknown: nothing happens
+  EXPECT_EQ(r.timer.live(), 0u);
+}
+
+// forget() while a sample of the old graph is in flight: that sample measures
+// the old graph and must not become the new one's cost. Fails until forget()
+// makes samples opened before it count for nothing (today the stale sample
+// lands in the reset entry).
+TEST(LaunchLimiter, ForgetIgnoresSamplesOfTheOldShapeInFlight) {
+  Rig r;
+  for (int i = 0; i < 3; ++i)
+    r.launch(0x6a, 1 * ms, i * 2 * ms);
+  r.harvest(6 * ms);
+  ASSERT_EQ(r.lim.cost_of(0x6a), 1 * ms);
+  r.launch(0x6a, 1 * ms, 20 * ms);  // a known shape, sampled now and then: now
+  ASSERT_EQ(r.timer.live(), 2u);    // one sample in flight
+  r.lim.forget(0x6a);               // the graph is destroyed (it still runs)
+  r.harvest(22 * ms);               // its sample is back
+  EXPECT_EQ(r.timer.live(), 0u);
+  EXPECT_EQ(r.lim.cost_of(0x6a), 0) << "a sample of the forgotten graph was learned";
+  for (int i = 0; i < 3; ++i)
+    r.launch(0x6a, 3 * ms, 30 * ms + i * 4 * ms);  // the new graph behind the handle
+  r.harvest(50 * ms);
+  EXPECT_EQ(r.lim.cost_of(0x6a), 3 * ms);
+}
+
+// Runs a compute-bound tenant at 50 % for 2 s, calling `poke` every `every`;
+// checks that the limiter still holds the share, still samples at the end,
+// and leaves no GPU events behind.
+template <class Poke>
+void survives(int64_t every, Poke poke, const char* what) {
+  const TenantSpec spec = one_kernel(216 * us, 10 * us);
+  constexpr int64_t kSpan = 2 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  Tenants sim;
+  const int a = sim.add(spec);
+  LaunchLimiter& lim = sim.limit(a, at(50));
+  uint64_t samples_before_last = 0;
+  for (int64_t t = every; t <= kSpan; t += every) {
+    sim.run_until(t);
+    if (t == kSpan - 200 * ms) samples_before_last = lim.stats().samples;
+    poke(sim, a, lim);
+  }
+  const double achieved = percent_of(sim.completed_between(a, 0, kSpan), solo.done);
+  report(what, 50, achieved);
+  EXPECT_NEAR(achieved, 50, 3.0);
+  EXPECT_EQ(lim.cost_of(0x5eed), 216 * us);
+  // Samples keep coming in the last 200 ms: nothing stays counted in flight.
+  EXPECT_GE(lim.stats().samples - samples_before_last, 20u);
+  // In flight at most: 32 samples of two events.
+  EXPECT_LE(sim.timer(a).live(), 64u);
+  EXPECT_EQ(sim.timer(a).bad_releases(), 0u);
+  LaunchLimiter::end_window(sim.window(a));
+  sim.run_until(kSpan + 10 * ms);
+  sim.gpu().advance_to(kSpan + 20 * ms);
+  lim.harvest(kSpan + 20 * ms);
+  EXPECT_EQ(sim.timer(a).live(), 0u);
+}
+
+// (g) drop_samples() with windows open and samples pending, every 3 ms.
+TEST(LimiterOnModel, DropSamplesInFlightLeavesTheLimiterWorking) {
+  survives(
+      3 * ms, [](Tenants&, int, LaunchLimiter& lim) { lim.drop_samples(); },
+      "drop_samples every 3 ms");
+}
+
+// (g) The context's events vanish (its context was destroyed), then
+// drop_samples(): open windows close on dead events later.
+TEST(LimiterOnModel, DeadEventsAndDroppedSamplesLeaveTheLimiterWorking) {
+  survives(
+      7 * ms,
+      [](Tenants& sim, int a, LaunchLimiter& lim) {
+        sim.timer(a).invalidate_events();
+        lim.drop_samples();
+      },
+      "events invalidated + drop_samples every 7 ms");
+}
+
+// (g) The launching thread exits mid-sample (abandon_window) every 1 ms.
+TEST(LimiterOnModel, AbandonedWindowsLeaveTheLimiterWorking) {
+  survives(
+      1 * ms,
+      [](Tenants& sim, int a, LaunchLimiter&) { LaunchLimiter::abandon_window(sim.window(a)); },
+      "abandon_window every 1 ms");
+}
+
+// (g) GPU timestamps that cannot be made (record fails) for half of each 20 ms.
+TEST(LimiterOnModel, FailingTimestampsLeaveTheLimiterWorking) {
+  survives(
+      10 * ms,
+      [n = 0](Tenants& sim, int a, LaunchLimiter&) mutable {
+        sim.timer(a).fail_records(++n % 2 == 1);
+      },
+      "record fails half the time");
+}
+
+}  // namespace
+}  // namespace hami::test

@@ -1,0 +1,104 @@
+#include "vgpu/limiter/share_pacer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+namespace hami::vgpu::limiter {
+namespace {
+
+constexpr int64_t us = 1'000;
+constexpr int64_t ms = 1'000'000;
+constexpr int64_t s = 1'000'000'000;
+
+// A caller that launches whenever the pacer lets it, sleeping until the time
+// it is given: how many launches it makes in `span`.
+int64_t greedy_launches(uint32_t percent, int64_t cost, int64_t span, int64_t burst) {
+  SharePacer pacer;
+  int64_t now = 0, n = 0;
+  for (;;) {
+    const int64_t go = pacer.admit(cost, percent, now, burst);
+    now = std::max(now, go);
+    if (now >= span) return n;
+    ++n;
+  }
+}
+
+TEST(SharePacer, LongRunRateIsThePercentOfWallTime) {
+  constexpr int64_t kSpan = 2 * s, kBurst = 5 * ms;
+  for (uint32_t p : {1u, 10u, 30u, 50u, 70u, 90u, 99u}) {
+    for (int64_t cost : {3 * us, 216 * us, 5 * ms}) {
+      const int64_t n = greedy_launches(p, cost, kSpan, kBurst);
+      // The wall time the launches occupy is the span, plus the burst and at
+      // most one launch.
+      const int64_t occupied = cost * 100 / p;
+      EXPECT_GE(n * occupied, kSpan) << p << "% of " << cost;
+      EXPECT_LE(n * occupied, kSpan + kBurst + occupied) << p << "% of " << cost;
+      // So the GPU time charged is p % of wall time (+ the burst: 0.25 % of 2 s).
+      const double share = 100.0 * static_cast<double>(n * cost) / static_cast<double>(kSpan);
+      EXPECT_NEAR(share, p, 0.05 + p * 0.0025 + 100.0 * static_cast<double>(cost) / kSpan)
+          << p << "% of " << cost;
+    }
+  }
+}
+
+TEST(SharePacer, LetsABurstThroughAtOnce) {
+  SharePacer pacer;
+  // 100 us at 50 % occupies 200 us; work reaching up to 5 ms ahead starts at once.
+  int at_once = 0;
+  while (pacer.admit(100 * us, 50, 0, 5 * ms) <= 0)
+    ++at_once;
+  EXPECT_EQ(at_once, 26);  // starts 0, 200 us, ..., 5 ms
+  EXPECT_EQ(pacer.backlog_ns(0), 27 * 200 * us);
+  EXPECT_EQ(pacer.admit(100 * us, 50, 0, 5 * ms), 5400 * us - 5 * ms);  // the 28th: 400 us wait
+  EXPECT_EQ(pacer.backlog_ns(1 * s), 0);
+}
+
+TEST(SharePacer, IdleEarnsNoCreditBeyondTheBurst) {
+  SharePacer pacer;
+  for (int i = 0; i < 10; ++i)
+    pacer.admit(100 * us, 50, 0, 5 * ms);
+  // A second of idling later, the same burst as a fresh pacer, no more.
+  int at_once = 0;
+  while (pacer.admit(100 * us, 50, 1 * s, 5 * ms) <= 1 * s)
+    ++at_once;
+  EXPECT_EQ(at_once, 26);
+}
+
+TEST(SharePacer, WithoutBurstEachLaunchWaitsItsOccupancy) {
+  SharePacer pacer;
+  EXPECT_EQ(pacer.admit(30 * us, 30, 0, 0), 0);
+  EXPECT_EQ(pacer.admit(30 * us, 30, 0, 0), 100 * us);
+  EXPECT_EQ(pacer.admit(30 * us, 30, 50 * us, 0), 200 * us);
+  EXPECT_EQ(pacer.admit(0, 30, 250 * us, 0), 300 * us);  // free, but still behind the rest
+}
+
+TEST(SharePacer, ConcurrentAdmitsKeepTheTotalExact) {
+  SharePacer pacer;
+  constexpr int kThreads = 8, kEach = 20'000;
+  // 7 ns at 35 % occupies 20 ns: every thread admits at time 0.
+  std::vector<std::vector<int64_t>> starts(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&pacer, &mine = starts[static_cast<size_t>(t)]] {
+      mine.reserve(kEach);
+      for (int i = 0; i < kEach; ++i)
+        mine.push_back(pacer.admit(7, 35, 0, 0));
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(pacer.backlog_ns(0), int64_t{kThreads} * kEach * 20);
+  // Every slot was handed out exactly once.
+  std::vector<int64_t> all;
+  for (const auto& v : starts)
+    all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i < all.size(); ++i)
+    ASSERT_EQ(all[i], static_cast<int64_t>(i) * 20) << i;
+}
+
+}  // namespace
+}  // namespace hami::vgpu::limiter
