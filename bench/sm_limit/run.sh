@@ -33,6 +33,11 @@ python3 bench/sm_limit/gpu_sampler.py "$out/sm-limit-clocks.tsv" &
 sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 
+# One core for every run, so the scheduler moving the launching thread adds
+# no noise of its own.
+pin=()
+command -v taskset >/dev/null && pin=(taskset -c 2)
+
 command_for() {  # workload
   case $1 in
     gemm | graph) echo "python3 bench/sm_limit/workload.py $1 $secs" ;;
@@ -50,7 +55,7 @@ run() {  # workload limit(0 = bare) tag
   local line t0 t1
   t0=$(date +%s.%N)
   # shellcheck disable=SC2046  # the command is words without spaces
-  line=$(env "${env[@]}" $(command_for "$1") 2>>"$logs" | tail -1)
+  line=$(env "${env[@]}" "${pin[@]}" $(command_for "$1") 2>>"$logs" | tail -1)
   t1=$(date +%s.%N)
   echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"t0\": $t0, \"t1\": $t1, \"result\": $line}" >> "$raw"
 }
@@ -58,11 +63,17 @@ run() {  # workload limit(0 = bare) tag
 # SM_LIMIT_PARTS picks parts of the run (all by default).
 parts=" ${SM_LIMIT_PARTS:-gemm launch launch_ptds graph pair overhead} "
 want() { [[ $parts == *" $1 "* ]]; }
-for w in gemm launch; do
-  want "$w" || continue
-  run "$w" 0 before
-  for l in 10 30 50 70 90; do run "$w" "$l" single; done
-  run "$w" 0 after
+want gemm && {
+  run gemm 0 before
+  for l in 10 30 50 70 90; do run gemm "$l" single; done
+  run gemm 0 after
+}
+# The host's launch rate drifts by tens of percent within a minute on this
+# machine, so each launch-bound run gets its own unlimited runs either side.
+want launch && for l in 10 30 50 70 90; do
+  run launch 0 "before-$l"
+  run launch "$l" single
+  run launch 0 "after-$l"
 done
 if want launch_ptds; then
   run launch_ptds 0 before

@@ -42,6 +42,9 @@ for r in rows:
     if r["limit"] == 0:
         continue
     tags = ("pair-before", "pair-after") if r["tag"] == "pair" else ("before", "after")
+    own = (f"before-{r['limit']}", f"after-{r['limit']}")
+    if any(x["tag"] in own for x in rows if x["workload"] == r["workload"]):
+        tags = own  # this run's own unlimited runs either side
     base, _ = baseline(r["workload"], tags)
     achieved = 100.0 * r["result"]["rate"] / base
     secs = [100.0 * v / base for v in r["result"]["per_second"][1:]]
@@ -55,14 +58,17 @@ for r in rows:
           f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict:12} {gpu_during(r)}")
 print()
 for w in ("gemm", "launch", "launch_ptds", "graph"):
-    base, rates = baseline(w, ("before", "after"))
-    during = [gpu_during(r) for r in rows if r["workload"] == w and r["limit"] == 0]
+    tags = ("before", "after") + tuple(f"{p}-{l}" for p in ("before", "after") for l in range(101))
+    base, rates = baseline(w, tags)
+    if not rates:
+        continue
+    during = [gpu_during(r) for r in rows if r["workload"] == w and r["limit"] == 0][:2]
     print(f"unlimited {w}: {', '.join(f'{x:.1f}' for x in rates)} /s   {' | '.join(during)}")
 base, rates = baseline("gemm", ("pair-before", "pair-after"))
 print(f"unlimited gemm around the pair: {', '.join(f'{x:.1f}' for x in rates)} /s")
 
-if len(sys.argv) > 2:
-    ab = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])][1:]
+ab = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])][1:] if len(sys.argv) > 2 else []
+if ab:
     base = {int(r): float(v) for r, c, v in ab if c == "bare" and v}
     print()
     print("# Launch rate, libvgpu.so loaded with no binding SM limit, vs bare:")
