@@ -29,7 +29,9 @@ constexpr int64_t kWaitSliceNs = 2'000'000;
 // A wait lasts this much longer than needed, so the launches after it go
 // back to back: fewer sleeps, and runs long enough to sample a stream of
 // small kernels. The pacer's books are unchanged.
-constexpr int64_t kBatchNs = 1'000'000;
+constexpr int64_t kBatchNs = 2'000'000;
+// Launches after a wait before the thread counts as back at its steady pace.
+constexpr uint32_t kWarmLaunches = 32;
 // cuStreamEndCapture's answer for a stream that was not capturing.
 constexpr CUresult kNotCapturing = 401;  // CUDA_ERROR_ILLEGAL_STATE
 
@@ -42,6 +44,7 @@ std::atomic<int> g_captures{0};
 struct ThreadWindow {
   SampleWindow w;
   int64_t tail_ns = 0;  // our own time after the previous launch returned
+  uint32_t since_wait = 0;  // launches since this thread last waited
   ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
 };
 thread_local ThreadWindow t_window;
@@ -125,6 +128,7 @@ CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&&
       LaunchLimiter::end_window(tw.w, now);
     }
     wait_until(*lim, go + kBatchNs, !captures);
+    tw.since_wait = 0;
     const int64_t after = mono_ns();
     lim->note_wait(after - now);
     now = after;
@@ -133,7 +137,9 @@ CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&&
     LaunchLimiter::abandon_window(tw.w);
     return call();
   }
-  lim->before_launch(tw.w, key, event_stream(stream, ptsz), now);
+  if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
+  lim->before_launch(tw.w, key, event_stream(stream, ptsz), now,
+                     tw.since_wait >= kWarmLaunches);
   const int64_t call_start = mono_ns();
   const CUresult rc = call();
   const int64_t call_end = mono_ns();

@@ -24,10 +24,26 @@
 //   device memory as NVML reports it) | charged:<dev> (what the state file
 //   charges this process on state-file device <dev>) | poolnew:<ord> (create a
 //   pool; later "poolnew" allocations use it) | poolalloc:<size> | pooldestroy |
-//   infoloop:<n> (cuMemGetInfo n times)
+//   infoloop:<n> (cuMemGetInfo n times) |
+//   launchpath:<path>:<n> (n launches through one launch function, path one of
+//   kernel, kernel_ptsz, ex, ex_ptsz, coop, coop_ptsz, graph, graph_ptsz; a
+//   _ptsz path is the _ptsz export for link and dlsym, and the base name with
+//   the per-thread flag for procaddr; each path has its own kernel function,
+//   a graph path a fresh CUDA graph) | stream[:nb] (create a stream, blocking
+//   or not, for later launchpath ops) | stream:0 (back to the default stream) |
+//   sync (cuCtxSynchronize) | capture:<n>[:<begin>[:<m>]] (on a new stream:
+//   begin a capture with begin = v1, v2 (default) or tograph, n kernel
+//   launches into it, m into another new stream, end the capture)
+// Every line carries ms=<wall time of the op>. Launch and capture lines also
+// say what the simulated driver saw during the op: plain= / ptsz= (calls of
+// the path's two driver functions), ran= (launches run on the GPU),
+// captured= (launches recorded into a capture), records= (cuEventRecord
+// calls: libvgpu sampling), queries= (cuEventQuery calls); launchpath lines
+// name the function the lookup returned: lib=<library> fn=<symbol>.
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -86,6 +102,13 @@ struct Api {
   CUresult (*cuDeviceTotalMem)(size_t*, CUdevice);
   CUresult (*cuLaunchKernel)(CUfunc_st*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuStreamCreate)(CUstream*, unsigned int);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuGraphCreate)(CUgraph*, unsigned int);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
   nvmlReturn_t (*nvmlInit)();
   nvmlReturn_t (*nvmlDeviceGetHandleByIndex)(unsigned, nvmlDevice_t*);
   nvmlReturn_t (*nvmlDeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*);
@@ -129,6 +152,14 @@ void resolve(Api& a, Lookup&& cu, void* nvml) {
   set(a.cuMipmappedArrayDestroy, cu("cuMipmappedArrayDestroy", "cuMipmappedArrayDestroy"));
   set(a.cuMemGetInfo, cu("cuMemGetInfo", "cuMemGetInfo_v2"));
   set(a.cuDeviceTotalMem, cu("cuDeviceTotalMem", "cuDeviceTotalMem_v2"));
+  set(a.cuCtxSynchronize, cu("cuCtxSynchronize", "cuCtxSynchronize"));
+  set(a.cuStreamCreate, cu("cuStreamCreate", "cuStreamCreate"));
+  set(a.cuStreamDestroy, cu("cuStreamDestroy", "cuStreamDestroy_v2"));
+  set(a.cuGraphCreate, cu("cuGraphCreate", "cuGraphCreate"));
+  set(a.cuGraphInstantiateWithFlags,
+      cu("cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags"));
+  set(a.cuGraphDestroy, cu("cuGraphDestroy", "cuGraphDestroy"));
+  set(a.cuGraphExecDestroy, cu("cuGraphExecDestroy", "cuGraphExecDestroy"));
   a.launch_kernel_raw = cu("cuLaunchKernel", "cuLaunchKernel");
   set(a.cuLaunchKernel, a.launch_kernel_raw);
   set(a.nvmlInit, dlsym(nvml, "nvmlInit_v2"));
@@ -169,6 +200,99 @@ struct Held {
   char kind;  // p pointer, a async pointer, h vmm handle, r array, m mipmap
   uint64_t value;
 };
+
+double now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// The launch paths of "launchpath": which driver function, and how it is named.
+enum class Kind { kKernel, kEx, kCoop, kGraph };
+struct LaunchPathSpec {
+  const char* name;   // as on the command line
+  const char* base;   // cuGetProcAddress name
+  const char* plain;  // exported names of the two variants
+  const char* ptsz;
+  bool per_thread;  // the _ptsz variant
+  Kind kind;
+};
+const LaunchPathSpec kLaunchPaths[] = {
+    {"kernel", "cuLaunchKernel", "cuLaunchKernel", "cuLaunchKernel_ptsz", false, Kind::kKernel},
+    {"kernel_ptsz", "cuLaunchKernel", "cuLaunchKernel", "cuLaunchKernel_ptsz", true, Kind::kKernel},
+    {"ex", "cuLaunchKernelEx", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", false, Kind::kEx},
+    {"ex_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", true, Kind::kEx},
+    {"coop", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
+     "cuLaunchCooperativeKernel_ptsz", false, Kind::kCoop},
+    {"coop_ptsz", "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel",
+     "cuLaunchCooperativeKernel_ptsz", true, Kind::kCoop},
+    {"graph", "cuGraphLaunch", "cuGraphLaunch", "cuGraphLaunch_ptsz", false, Kind::kGraph},
+    {"graph_ptsz", "cuGraphLaunch", "cuGraphLaunch", "cuGraphLaunch_ptsz", true, Kind::kGraph},
+};
+
+// A kernel "function" of its own per launch path, so each path is a shape of
+// its own to libvgpu (the simulated driver runs any handle).
+CUfunc_st* kernel_of(size_t path_index) {
+  return reinterpret_cast<CUfunc_st*>(uintptr_t{0x5100} + 0x100 * path_index);
+}
+
+using LaunchKernelFn = CUresult (*)(CUfunc_st*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, CUstream, void**, void**);
+using LaunchExFn = CUresult (*)(const CUlaunchConfig*, CUfunc_st*, void**, void**);
+using LaunchCoopFn = CUresult (*)(CUfunc_st*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  unsigned, unsigned, CUstream, void**);
+using GraphLaunchFn = CUresult (*)(CUgraphExec, CUstream);
+
+CUresult launch_once(Kind kind, void* fn, CUfunc_st* f, CUstream s, CUgraphExec exec) {
+  switch (kind) {
+    case Kind::kKernel:
+      return reinterpret_cast<LaunchKernelFn>(fn)(f, 4, 1, 1, 128, 1, 1, 0, s, nullptr, nullptr);
+    case Kind::kEx: {
+      const CUlaunchConfig c{4, 1, 1, 128, 1, 1, 0, s, nullptr, 0};
+      return reinterpret_cast<LaunchExFn>(fn)(&c, f, nullptr, nullptr);
+    }
+    case Kind::kCoop:
+      return reinterpret_cast<LaunchCoopFn>(fn)(f, 4, 1, 1, 128, 1, 1, 0, s, nullptr);
+    case Kind::kGraph:
+      return reinterpret_cast<GraphLaunchFn>(fn)(exec, s);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+// What the simulated driver counted (simgpu_calls of libsimgpu_core).
+uint64_t sim_calls(const char* name) {
+  using CallsFn = uint64_t (*)(const char*);
+  static auto fn = reinterpret_cast<CallsFn>(dlsym(RTLD_DEFAULT, "simgpu_calls"));
+  return fn != nullptr ? fn(name) : 0;
+}
+
+struct SimCounts {
+  uint64_t plain, ptsz, ran, captured, records, queries;
+};
+SimCounts sim_counts(const char* plain, const char* ptsz) {
+  return {plain ? sim_calls(plain) : 0,
+          ptsz ? sim_calls(ptsz) : 0,
+          sim_calls("gpu:ran"),
+          sim_calls("gpu:captured"),
+          sim_calls("cuEventRecord") + sim_calls("cuEventRecord_ptsz"),
+          sim_calls("cuEventQuery")};
+}
+std::string sim_delta(const SimCounts& a, const SimCounts& b) {
+  return " plain=" + std::to_string(b.plain - a.plain) +
+         " ptsz=" + std::to_string(b.ptsz - a.ptsz) + " ran=" + std::to_string(b.ran - a.ran) +
+         " captured=" + std::to_string(b.captured - a.captured) +
+         " records=" + std::to_string(b.records - a.records) +
+         " queries=" + std::to_string(b.queries - a.queries);
+}
+
+std::string symbol_of(void* p) {
+  Dl_info info{};
+  if (p == nullptr || dladdr(p, &info) == 0 || info.dli_fname == nullptr)
+    return " lib=none fn=none";
+  const char* lib = std::strrchr(info.dli_fname, '/');
+  return std::string(" lib=") + (lib ? lib + 1 : info.dli_fname) +
+         " fn=" + (info.dli_sname ? info.dli_sname : "?");
+}
 
 }  // namespace
 
@@ -227,8 +351,30 @@ int main(int argc, char** argv) {
     return p;
   };
 
+  // A driver function through the chosen lookup path. `base` may carry the
+  // CUDA version to ask for ("name@10000"); `ptsz`: the per-thread variant
+  // (the _ptsz export, or the per-thread flag of cuGetProcAddress).
+  auto route = [&](const std::string& base, const std::string& exported, bool ptsz) -> void* {
+    const std::string name = ptsz ? exported + "_ptsz" : exported;
+    if (via == "link") return dlsym(RTLD_DEFAULT, name.c_str());
+    if (via == "dlsym") return dlsym(cuda, name.c_str());
+    auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(cuda, "cuGetProcAddress_v2"));
+    std::string b = base;
+    int version = 13000;
+    if (auto at = b.find('@'); at != std::string::npos) {
+      version = std::atoi(b.c_str() + at + 1);
+      b.resize(at);
+    }
+    const cuuint64_t flags = via == "procaddr-ptds" || ptsz
+                                 ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                                 : CU_GET_PROC_ADDRESS_DEFAULT;
+    void* p = nullptr;
+    return gpa(b.c_str(), &p, version, flags, nullptr) == CUDA_SUCCESS ? p : nullptr;
+  };
+
   std::vector<Held> held;
   std::vector<CUcontext> created;
+  CUstream cur_stream = nullptr;
   pid_t forked = -1;
   CUmemoryPool own_pool = nullptr;
   for (int i = first; i < argc; ++i) {
@@ -237,6 +383,7 @@ int main(int argc, char** argv) {
     const std::string& name = parts[0];
     CUresult rc = CUDA_SUCCESS;
     std::string extra;
+    const double started = now_ms();
     if (name == "init") {
       rc = api.cuInit(0);
       if (rc == CUDA_SUCCESS && api.nvmlInit) api.nvmlInit();
@@ -409,6 +556,89 @@ int main(int argc, char** argv) {
       rc = api.cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
       const bool ok = dladdr(api.launch_kernel_raw, &info) != 0 && info.dli_fname != nullptr;
       extra = std::string(" from=") + (ok ? info.dli_fname : "?");
+    } else if (name == "launchpath") {
+      size_t index = 0;
+      while (index < std::size(kLaunchPaths) && parts[1] != kLaunchPaths[index].name)
+        ++index;
+      if (index == std::size(kLaunchPaths)) {
+        std::fprintf(stderr, "cuda-client: unknown launch path %s\n", parts[1].c_str());
+        return 2;
+      }
+      const LaunchPathSpec& path = kLaunchPaths[index];
+      const int n = std::atoi(parts[2].c_str());
+      void* fn = route(path.base, path.plain, path.per_thread);
+      CUgraph graph = nullptr;
+      CUgraphExec exec = nullptr;
+      if (fn == nullptr) rc = CUDA_ERROR_NOT_FOUND;
+      if (rc == CUDA_SUCCESS && path.kind == Kind::kGraph) {
+        rc = api.cuGraphCreate(&graph, 0);
+        if (rc == CUDA_SUCCESS) rc = api.cuGraphInstantiateWithFlags(&exec, graph, 0);
+      }
+      const SimCounts before = sim_counts(path.plain, path.ptsz);
+      for (int k = 0; k < n && rc == CUDA_SUCCESS; ++k)
+        rc = launch_once(path.kind, fn, kernel_of(index), cur_stream, exec);
+      const SimCounts after = sim_counts(path.plain, path.ptsz);
+      if (exec != nullptr) api.cuGraphExecDestroy(exec);
+      if (graph != nullptr) api.cuGraphDestroy(graph);
+      extra = symbol_of(fn) + sim_delta(before, after);
+    } else if (name == "stream") {
+      if (parts.size() > 1 && parts[1] == "0") {
+        cur_stream = nullptr;
+      } else {
+        rc = api.cuStreamCreate(&cur_stream, parts.size() > 1 && parts[1] == "nb" ? 1 : 0);
+      }
+    } else if (name == "sync") {
+      rc = api.cuCtxSynchronize();
+    } else if (name == "capture") {
+      const int n = std::atoi(parts[1].c_str());
+      const std::string begin = parts.size() > 2 ? parts[2] : "v2";
+      const int m = parts.size() > 3 ? std::atoi(parts[3].c_str()) : 0;
+      void* begin_fn =
+          begin == "v1" ? route("cuStreamBeginCapture@10000", "cuStreamBeginCapture", false)
+          : begin == "tograph"
+              ? route("cuStreamBeginCaptureToGraph", "cuStreamBeginCaptureToGraph", false)
+              : route("cuStreamBeginCapture", "cuStreamBeginCapture_v2", false);
+      auto end_fn = reinterpret_cast<CUresult (*)(CUstream, CUgraph*)>(
+          route("cuStreamEndCapture", "cuStreamEndCapture", false));
+      auto is_fn = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureStatus*)>(
+          route("cuStreamIsCapturing", "cuStreamIsCapturing", false));
+      void* launch_fn = route("cuLaunchKernel", "cuLaunchKernel", false);
+      CUstream cap = nullptr, other = nullptr;
+      CUgraph target = nullptr, graph = nullptr;
+      CUresult rb = api.cuStreamCreate(&cap, 0), rl = CUDA_SUCCESS, ro = CUDA_SUCCESS,
+               re = CUDA_SUCCESS;
+      if (rb == CUDA_SUCCESS && m > 0) rb = api.cuStreamCreate(&other, 0);
+      if (rb == CUDA_SUCCESS && begin == "tograph") rb = api.cuGraphCreate(&target, 0);
+      const SimCounts before = sim_counts(nullptr, nullptr);
+      if (rb == CUDA_SUCCESS) {
+        if (begin == "v1") {
+          rb = reinterpret_cast<CUresult (*)(CUstream)>(begin_fn)(cap);
+        } else if (begin == "tograph") {
+          rb = reinterpret_cast<CUresult (*)(CUstream, CUgraph, const CUgraphNode*,
+                                             const CUgraphEdgeData*, size_t, CUstreamCaptureMode)>(
+              begin_fn)(cap, target, nullptr, nullptr, 0, 0);
+        } else {
+          rb = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureMode)>(begin_fn)(cap, 0);
+        }
+      }
+      CUstreamCaptureStatus status = -1;
+      if (rb == CUDA_SUCCESS) {
+        for (int k = 0; k < n && rl == CUDA_SUCCESS; ++k)
+          rl = launch_once(Kind::kKernel, launch_fn, kernel_of(0), cap, nullptr);
+        for (int k = 0; k < m && ro == CUDA_SUCCESS; ++k)
+          ro = launch_once(Kind::kKernel, launch_fn, kernel_of(0), other, nullptr);
+        is_fn(cap, &status);
+        re = end_fn(cap, &graph);
+      }
+      const SimCounts after = sim_counts(nullptr, nullptr);
+      rc = rb != CUDA_SUCCESS ? rb : rl != CUDA_SUCCESS ? rl : ro != CUDA_SUCCESS ? ro : re;
+      extra = " begin=" + std::to_string(rb) + " launch=" + std::to_string(rl) +
+              " other=" + std::to_string(ro) + " status=" + std::to_string(status) +
+              " end=" + std::to_string(re) + sim_delta(before, after);
+      if (graph != nullptr) api.cuGraphDestroy(graph);
+      if (target != nullptr) api.cuGraphDestroy(target);
+      if (other != nullptr) api.cuStreamDestroy(other);
+      if (cap != nullptr) api.cuStreamDestroy(cap);
     } else if (name == "mark") {
     } else if (name == "fork") {
       std::fflush(stdout);
@@ -481,7 +711,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cuda-client: unknown operation %s\n", op.c_str());
       return 2;
     }
-    std::printf("op=%s rc=%d%s\n", op.c_str(), rc, extra.c_str());
+    std::printf("op=%s rc=%d ms=%.3f%s\n", op.c_str(), rc, now_ms() - started, extra.c_str());
   }
   return 0;
 }

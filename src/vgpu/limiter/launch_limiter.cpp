@@ -41,7 +41,7 @@ void LaunchLimiter::note_wait(int64_t ns) noexcept {
 }
 
 void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream,
-                                  int64_t now_ns) noexcept {
+                                  int64_t now_ns, bool warm) noexcept {
   if (w.owner != nullptr) {
     if (w.owner == this && w.stream == stream && w.key == key) return;  // the run goes on
     end_window(w, now_ns);
@@ -62,11 +62,13 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   int target = 1;
   if (entry->single.count() >= options_.learn_samples &&
       entry->single.value() < options_.stream_worth_ns &&
-      (entry->stream.count() < options_.learn_samples || (++sample_seq_ & 1u) != 0)) {
+      (entry->stream.count() < options_.learn_samples || (sample_seq_ & 1u) != 0)) {
+    if (!warm) return;  // wait for the steady pace; this sample is still due
     target = options_.stream_window;
   }
   const GpuTimer::Event start = timer_.record(stream);
   if (start == 0) return;
+  ++sample_seq_;
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   last_open_ns_.store(now_ns, std::memory_order_relaxed);
   w = SampleWindow{

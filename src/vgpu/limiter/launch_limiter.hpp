@@ -92,7 +92,11 @@ class LaunchLimiter {
   void note_wait(int64_t ns) noexcept;
 
   // Around the real launch: starts, extends or ends this thread's sample.
-  void before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns) noexcept;
+  // `warm`: the thread has been launching for a while since it last waited;
+  // runs of back-to-back launches are only sampled then (the first launches
+  // after a sleep are slower than the program's steady pace).
+  void before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+                     bool warm = true) noexcept;
   // `now_ns` is the time after the launch and `overhead_ns` what the hook
   // itself spent around it; both 0 when unknown.
   void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0,

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <string_view>
 
 namespace simgpu {
 namespace {
@@ -132,6 +133,17 @@ Proc& self(State& st) {
 std::mutex g_fail_mu;
 std::map<std::string, int> g_calls;
 
+// Calls per function name, for tests (simgpu_calls). Never destroyed: exit-time
+// code in other libraries may still call into the driver.
+struct Counters {
+  std::mutex mu;
+  std::map<std::string, uint64_t, std::less<>> n;
+};
+Counters& counters() {
+  static Counters* c = new Counters();
+  return *c;
+}
+
 }  // namespace
 
 State& state() {
@@ -222,9 +234,28 @@ bool should_fail(const char* fn) {
   return false;
 }
 
+void count(const char* name) {
+  Counters& c = counters();
+  std::lock_guard lock(c.mu);
+  auto it = c.n.find(std::string_view(name));
+  if (it == c.n.end()) it = c.n.emplace(name, 0).first;
+  ++it->second;
+}
+
+uint64_t calls(const char* name) {
+  Counters& c = counters();
+  std::lock_guard lock(c.mu);
+  auto it = c.n.find(std::string_view(name));
+  return it == c.n.end() ? 0 : it->second;
+}
+
 int nvml_pid_offset() {
   const char* s = std::getenv("SIMGPU_NVML_PID_OFFSET");
   return s != nullptr ? std::atoi(s) : 0;
 }
 
 }  // namespace simgpu
+
+extern "C" __attribute__((visibility("default"))) uint64_t simgpu_calls(const char* name) {
+  return name != nullptr ? simgpu::calls(name) : 0;
+}

@@ -10,11 +10,25 @@
 //   SIMGPU_CONTEXT_SIZE=300m      device memory a context takes
 //   SIMGPU_FAIL=cuMemAlloc_v2:3[,name:always]   the 3rd call (or every call) fails
 //                                 with CUDA_ERROR_OUT_OF_MEMORY / NVML_ERROR_UNKNOWN
+//                                 (launches: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; name
+//                                 the variant called, e.g. cuLaunchKernel_ptsz)
 //   SIMGPU_NVML_PID_OFFSET=100000 NVML reports PIDs shifted, as a driver that does
 //                                 not translate PID namespaces would
+//   SIMGPU_KERNEL_NS=20000        GPU time of one kernel launch (any launch function)
+//   SIMGPU_GRAPH_NS=1000000       GPU time of one CUDA graph launch
 //
 // Memory is granted at the real driver's granularity (2 MiB pages for
 // allocations of 1 MiB and more) and returned when a process exits.
+//
+// Each process has one GPU engine on a real-time (CLOCK_MONOTONIC) timeline:
+// launches queue on it, events complete when the engine reaches them
+// (sim_cuda.cpp). What a process called is counted, for tests to read through
+// the exported C function
+//
+//   uint64_t simgpu_calls(const char* name);   // e.g. "cuEventRecord"
+//
+// which also answers the pseudo-names "gpu:ran" (launches that ran on the
+// engine) and "gpu:captured" (launches recorded into a stream capture).
 
 #include <atomic>
 #include <cstdint>
@@ -65,4 +79,10 @@ uint64_t next_address(uint64_t bytes);
 bool should_fail(const char* fn);
 int nvml_pid_offset();
 
+// Counts one call of `name` in this process (simgpu_calls reads it back).
+void count(const char* name);
+uint64_t calls(const char* name);
+
 }  // namespace simgpu
+
+extern "C" uint64_t simgpu_calls(const char* name);

@@ -1,15 +1,24 @@
 // libcuda.so.1 double: the driver-API functions libvgpu.so and its tests use,
 // with real semantics where they matter to the library (current context per
 // thread, primary-context retain counts, CUDA_VISIBLE_DEVICES, version- and
-// flag-aware cuGetProcAddress, allocation granularity, failures).
+// flag-aware cuGetProcAddress, allocation granularity, failures). Kernel
+// launches (plain, Ex, cooperative, graphs; each with its per-thread-stream
+// _ptsz variant) run on a simulated GPU in real time: one engine per process,
+// SIMGPU_KERNEL_NS / SIMGPU_GRAPH_NS per launch, with streams, events
+// (cuEventQuery is CUDA_ERROR_NOT_READY until the engine reaches the event,
+// cuEventElapsedTime measures the engine's time), synchronisation, and stream
+// capture with the driver's invalidation rules (see "the GPU" below).
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sim_core.hpp"
@@ -598,13 +607,492 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void**, void**) {
+}  // extern "C"
+
+// ---------------------------------------------------------------- the GPU
+// One engine per process on a real-time timeline. A launch at time t starts at
+// max(t, engine free) and holds the engine SIMGPU_KERNEL_NS (SIMGPU_GRAPH_NS
+// for a graph); an event is reached when its stream's earlier work is done.
+// Stream capture follows the driver's rules where libvgpu could break them:
+// launches into a capturing stream run nothing; a capture is invalidated by a
+// capture-unsafe call (event query, synchronisation) in global mode from any
+// thread, or in thread-local mode from its own thread, and by any use of the
+// legacy stream while a blocking stream captures.
+
+struct CUstream_st {
+  unsigned flags;
+  CUcontext ctx;
+};
+struct CUevent_st {
+  CUcontext ctx;
+  int64_t ts;     // when the GPU reaches it
+  bool recorded;  // outside a capture
+  bool captured;  // last recorded into a capturing stream
+};
+struct CUgraph_st {
+  uint64_t nodes;
+};
+struct CUgraphExec_st {
+  uint64_t nodes;
+};
+
+namespace {
+
+constexpr CUresult kInvalidHandle = 400;         // CUDA_ERROR_INVALID_HANDLE
+constexpr CUresult kIllegalState = 401;          // CUDA_ERROR_ILLEGAL_STATE
+constexpr CUresult kLaunchOutOfResources = 701;  // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+constexpr CUresult kCaptureUnsupported = 900;    // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+constexpr CUresult kCaptureInvalidated = 901;    // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+constexpr CUresult kCaptureImplicit = 906;       // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+constexpr CUresult kCapturedEvent = 907;         // CUDA_ERROR_CAPTURED_EVENT
+constexpr CUresult kCaptureWrongThread = 908;    // CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+constexpr unsigned kStreamNonBlocking = 0x1;     // CU_STREAM_NON_BLOCKING
+constexpr int kCaptureGlobal = 0;                // CU_STREAM_CAPTURE_MODE_GLOBAL
+constexpr int kCaptureThreadLocal = 1;           // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+constexpr int kCaptureRelaxed = 2;               // CU_STREAM_CAPTURE_MODE_RELAXED
+constexpr int kCaptureStatusActive = 1;          // CU_STREAM_CAPTURE_STATUS_ACTIVE
+constexpr int kCaptureStatusInvalidated = 2;     // CU_STREAM_CAPTURE_STATUS_INVALIDATED
+
+int64_t now_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void sleep_until(int64_t t) {
+  const timespec ts{static_cast<time_t>(t / 1'000'000'000), static_cast<long>(t % 1'000'000'000)};
+  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+int64_t env_ns(const char* name, int64_t fallback) {
+  const char* s = std::getenv(name);
+  return s != nullptr && *s != '\0' ? std::strtoll(s, nullptr, 10) : fallback;
+}
+int64_t kernel_ns() {
+  static const int64_t ns = env_ns("SIMGPU_KERNEL_NS", 20'000);
+  return ns;
+}
+int64_t graph_ns() {
+  static const int64_t ns = env_ns("SIMGPU_GRAPH_NS", 1'000'000);
+  return ns;
+}
+
+struct StreamState {
+  int64_t done = 0;  // when its last work item ends
+  bool blocking = true;
+  bool capturing = false;
+  bool invalidated = false;
+  int mode = kCaptureGlobal;
+  std::thread::id owner;
+  uint64_t captured = 0;
+};
+
+struct Gpu {
+  std::mutex mu;
+  int64_t engine_free = 0;
+  std::map<uintptr_t, StreamState> streams;  // created and per-thread streams
+};
+
+Gpu& gpu() {
+  static Gpu* g = new Gpu();
+  return *g;
+}
+
+// The thread's per-thread default stream: a key no stream handle can have.
+thread_local char t_per_thread_tag;
+uintptr_t per_thread_key() {
+  return reinterpret_cast<uintptr_t>(&t_per_thread_tag);
+}
+constexpr uintptr_t kLegacy = CU_STREAM_LEGACY_VALUE;
+
+// The stream a call with handle `s` works on (under gpu().mu); 0 for an unknown handle.
+uintptr_t stream_key(CUstream s, bool ptsz) {
+  const auto v = reinterpret_cast<uintptr_t>(s);
+  if (v == CU_STREAM_PER_THREAD_VALUE || (v == 0 && ptsz)) {
+    const uintptr_t key = per_thread_key();
+    gpu().streams.try_emplace(key);  // blocking, like the real per-thread stream
+    return key;
+  }
+  if (v == 0 || v == kLegacy) return kLegacy;
+  return gpu().streams.count(v) != 0 ? v : 0;
+}
+
+// Invalidates the captures `pred` selects; whether there was one.
+template <class Pred>
+bool invalidate_captures(Pred&& pred) {
+  bool any = false;
+  for (auto& [key, st] : gpu().streams) {
+    if (st.capturing && pred(st)) {
+      st.invalidated = true;
+      any = true;
+    }
+  }
+  return any;
+}
+
+// A capture-unsafe call (under gpu().mu): refused, and the captures it concerns
+// are invalidated, as the driver does.
+bool unsafe_during_capture() {
+  const auto me = std::this_thread::get_id();
+  return invalidate_captures([&](const StreamState& st) {
+    return st.mode == kCaptureGlobal || (st.mode == kCaptureThreadLocal && st.owner == me);
+  });
+}
+
+// Work on the legacy stream while a blocking stream captures would join the
+// capture implicitly: refused, the capture invalidated.
+bool legacy_use_during_capture(uintptr_t key) {
+  return key == kLegacy && invalidate_captures([](const StreamState& st) { return st.blocking; });
+}
+
+CUresult launch(const char* fn, CUstream s, bool ptsz, int64_t duration) {
+  simgpu::count(fn);
+  if (simgpu::should_fail(fn)) return kLaunchOutOfResources;
+  if (!proc().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  Gpu& g = gpu();
+  std::lock_guard lock(g.mu);
+  const uintptr_t key = stream_key(s, ptsz);
+  if (key == 0) return kInvalidHandle;
+  if (legacy_use_during_capture(key)) return kCaptureImplicit;
+  StreamState* st = key == kLegacy ? nullptr : &g.streams[key];
+  if (st != nullptr && st->capturing) {  // recorded into the graph, not run
+    if (st->invalidated) return kCaptureInvalidated;
+    ++st->captured;
+    simgpu::count("gpu:captured");
+    return CUDA_SUCCESS;
+  }
+  g.engine_free = std::max(now_ns(), g.engine_free) + duration;
+  if (st != nullptr) st->done = g.engine_free;
+  simgpu::count("gpu:ran");
   return CUDA_SUCCESS;
 }
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned a, unsigned b, unsigned c, unsigned d,
-                             unsigned e, unsigned g, unsigned h, CUstream s, void** p, void** x) {
-  return cuLaunchKernel(f, a, b, c, d, e, g, h, s, p, x);
+
+// When the GPU reaches the current end of stream `key` (under gpu().mu).
+int64_t stream_end(uintptr_t key) {
+  Gpu& g = gpu();
+  return key == kLegacy ? g.engine_free : g.streams[key].done;
+}
+
+CUresult event_record(const char* fn, CUevent e, CUstream s, bool ptsz) {
+  simgpu::count(fn);
+  if (e == nullptr) return kInvalidHandle;
+  Gpu& g = gpu();
+  std::lock_guard lock(g.mu);
+  const uintptr_t key = stream_key(s, ptsz);
+  if (key == 0) return kInvalidHandle;
+  // An event and the stream it is recorded on belong to one context.
+  const CUcontext stream_ctx =
+      key == kLegacy || key == per_thread_key() ? t_current : reinterpret_cast<CUstream>(key)->ctx;
+  if (stream_ctx != e->ctx) return kInvalidHandle;
+  if (legacy_use_during_capture(key)) return kCaptureImplicit;
+  if (key != kLegacy && g.streams[key].capturing) {
+    if (g.streams[key].invalidated) return kCaptureInvalidated;
+    e->captured = true;
+    return CUDA_SUCCESS;
+  }
+  e->ts = std::max(now_ns(), stream_end(key));
+  e->recorded = true;
+  e->captured = false;
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_sync(const char* fn, CUstream s, bool ptsz) {
+  simgpu::count(fn);
+  int64_t until = 0;
+  {
+    Gpu& g = gpu();
+    std::lock_guard lock(g.mu);
+    const uintptr_t key = stream_key(s, ptsz);
+    if (key == 0) return kInvalidHandle;
+    if (unsafe_during_capture() || legacy_use_during_capture(key)) return kCaptureUnsupported;
+    if (key != kLegacy && g.streams[key].capturing) {
+      g.streams[key].invalidated = true;
+      return kCaptureUnsupported;
+    }
+    until = stream_end(key);
+  }
+  sleep_until(until);
+  return CUDA_SUCCESS;
+}
+
+CUresult begin_capture(const char* fn, CUstream s, bool ptsz, int mode) {
+  simgpu::count(fn);
+  if (mode < kCaptureGlobal || mode > kCaptureRelaxed) return CUDA_ERROR_INVALID_VALUE;
+  Gpu& g = gpu();
+  std::lock_guard lock(g.mu);
+  const uintptr_t key = stream_key(s, ptsz);
+  if (key == 0) return kInvalidHandle;
+  if (key == kLegacy) return kCaptureUnsupported;  // the legacy stream cannot capture
+  StreamState& st = g.streams[key];
+  if (st.capturing) return kIllegalState;
+  st.capturing = true;
+  st.invalidated = false;
+  st.mode = mode;
+  st.owner = std::this_thread::get_id();
+  st.captured = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult end_capture(const char* fn, CUstream s, bool ptsz, CUgraph* graph) {
+  simgpu::count(fn);
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Gpu& g = gpu();
+  std::lock_guard lock(g.mu);
+  const uintptr_t key = stream_key(s, ptsz);
+  if (key == 0) return kInvalidHandle;
+  if (key == kLegacy || !g.streams[key].capturing) return kIllegalState;
+  StreamState& st = g.streams[key];
+  if (st.mode != kCaptureRelaxed && st.owner != std::this_thread::get_id())
+    return kCaptureWrongThread;
+  st.capturing = false;
+  if (st.invalidated) {
+    *graph = nullptr;
+    return kCaptureInvalidated;
+  }
+  *graph = new CUgraph_st{st.captured};
+  return CUDA_SUCCESS;
+}
+
+CUresult is_capturing(const char* fn, CUstream s, bool ptsz, CUstreamCaptureStatus* status) {
+  simgpu::count(fn);
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Gpu& g = gpu();
+  std::lock_guard lock(g.mu);
+  const uintptr_t key = stream_key(s, ptsz);
+  if (key == 0) return kInvalidHandle;
+  if (key == kLegacy) {
+    // Documented: the legacy stream while a blocking stream captures.
+    for (const auto& [k, st] : g.streams) {
+      if (st.capturing && st.blocking) return kCaptureImplicit;
+    }
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+  const StreamState& st = g.streams[key];
+  *status = !st.capturing    ? CU_STREAM_CAPTURE_STATUS_NONE
+            : st.invalidated ? kCaptureStatusInvalidated
+                             : kCaptureStatusActive;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- launches
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream s, void**, void**) {
+  return launch("cuLaunchKernel", s, false, kernel_ns());
+}
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream s, void**, void**) {
+  return launch("cuLaunchKernel_ptsz", s, true, kernel_ns());
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction, void**, void**) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return launch("cuLaunchKernelEx", config->hStream, false, kernel_ns());
+}
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction, void**, void**) {
+  if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return launch("cuLaunchKernelEx_ptsz", config->hStream, true, kernel_ns());
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, unsigned, CUstream s, void**) {
+  return launch("cuLaunchCooperativeKernel", s, false, kernel_ns());
+}
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, unsigned, CUstream s, void**) {
+  return launch("cuLaunchCooperativeKernel_ptsz", s, true, kernel_ns());
+}
+
+// ---- graphs
+CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) {
+  if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  *graph = new CUgraph_st{0};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph graph) {
+  if (graph == nullptr) return kInvalidHandle;
+  delete graph;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (graph == nullptr) return kInvalidHandle;
+  *exec = new CUgraphExec_st{graph->nodes};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  simgpu::count("cuGraphExecDestroy");
+  if (exec == nullptr) return kInvalidHandle;
+  delete exec;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
+  if (exec == nullptr) return kInvalidHandle;
+  return launch("cuGraphLaunch", s, false, graph_ns());
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
+  if (exec == nullptr) return kInvalidHandle;
+  return launch("cuGraphLaunch_ptsz", s, true, graph_ns());
+}
+
+// ---- events
+CUresult cuEventCreate(CUevent* e, unsigned int) {
+  simgpu::count("cuEventCreate");
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!proc().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *e = new CUevent_st{t_current, 0, false, false};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent e) {
+  simgpu::count("cuEventDestroy_v2");
+  if (e == nullptr) return kInvalidHandle;
+  delete e;
+  return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy(CUevent e) {
+  return cuEventDestroy_v2(e);
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s) {
+  return event_record("cuEventRecord", e, s, false);
+}
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+  return event_record("cuEventRecord_ptsz", e, s, true);
+}
+
+CUresult cuEventQuery(CUevent e) {
+  simgpu::count("cuEventQuery");
+  if (e == nullptr) return kInvalidHandle;
+  std::lock_guard lock(gpu().mu);
+  if (unsafe_during_capture()) return kCaptureUnsupported;
+  if (e->captured) return kCapturedEvent;
+  return !e->recorded || now_ns() >= e->ts ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent e) {
+  simgpu::count("cuEventSynchronize");
+  if (e == nullptr) return kInvalidHandle;
+  int64_t until = 0;
+  {
+    std::lock_guard lock(gpu().mu);
+    if (unsafe_during_capture()) return kCaptureUnsupported;
+    if (e->captured) return kCapturedEvent;
+    if (e->recorded) until = e->ts;
+  }
+  sleep_until(until);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  simgpu::count("cuEventElapsedTime_v2");
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (start == nullptr || end == nullptr) return kInvalidHandle;
+  std::lock_guard lock(gpu().mu);
+  if (start->captured || end->captured) return kCapturedEvent;
+  if (!start->recorded || !end->recorded) return kInvalidHandle;
+  const int64_t now = now_ns();
+  if (now < start->ts || now < end->ts) return CUDA_ERROR_NOT_READY;
+  *ms = static_cast<float>(static_cast<double>(end->ts - start->ts) / 1e6);
+  return CUDA_SUCCESS;
+}
+CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  return cuEventElapsedTime_v2(ms, start, end);
+}
+
+// ---- streams and synchronisation
+CUresult cuStreamCreate(CUstream* s, unsigned int flags) {
+  if (s == nullptr || (flags & ~kStreamNonBlocking) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!proc().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto* st = new CUstream_st{flags, t_current};
+  std::lock_guard lock(gpu().mu);
+  gpu().streams[reinterpret_cast<uintptr_t>(st)].blocking = (flags & kStreamNonBlocking) == 0;
+  *s = st;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream s) {
+  {
+    std::lock_guard lock(gpu().mu);
+    const auto v = reinterpret_cast<uintptr_t>(s);
+    if (v <= CU_STREAM_PER_THREAD_VALUE || gpu().streams.erase(v) == 0) return kInvalidHandle;
+  }
+  delete s;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy(CUstream s) {
+  return cuStreamDestroy_v2(s);
+}
+
+CUresult cuStreamSynchronize(CUstream s) {
+  return stream_sync("cuStreamSynchronize", s, false);
+}
+CUresult cuStreamSynchronize_ptsz(CUstream s) {
+  return stream_sync("cuStreamSynchronize_ptsz", s, true);
+}
+
+CUresult cuCtxSynchronize() {
+  simgpu::count("cuCtxSynchronize");
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  int64_t until = 0;
+  {
+    std::lock_guard lock(gpu().mu);
+    if (unsafe_during_capture()) return kCaptureUnsupported;
+    until = gpu().engine_free;
+  }
+  sleep_until(until);
+  return CUDA_SUCCESS;
+}
+
+// ---- stream capture
+CUresult cuStreamBeginCapture(CUstream s) {
+  return begin_capture("cuStreamBeginCapture", s, false, kCaptureGlobal);
+}
+CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+  return begin_capture("cuStreamBeginCapture_ptsz", s, true, kCaptureGlobal);
+}
+CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  return begin_capture("cuStreamBeginCapture_v2", s, false, mode);
+}
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+  return begin_capture("cuStreamBeginCapture_v2_ptsz", s, true, mode);
+}
+CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode*,
+                                     const CUgraphEdgeData*, size_t, CUstreamCaptureMode mode) {
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture("cuStreamBeginCaptureToGraph", s, false, mode);
+}
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph graph, const CUgraphNode*,
+                                          const CUgraphEdgeData*, size_t,
+                                          CUstreamCaptureMode mode) {
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture("cuStreamBeginCaptureToGraph_ptsz", s, true, mode);
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  return end_capture("cuStreamEndCapture", s, false, graph);
+}
+CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
+  return end_capture("cuStreamEndCapture_ptsz", s, true, graph);
+}
+
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  return is_capturing("cuStreamIsCapturing", s, false, status);
+}
+CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
+  return is_capturing("cuStreamIsCapturing_ptsz", s, true, status);
 }
 
 CUresult cuGetErrorString(CUresult rc, const char** s) {
@@ -681,8 +1169,43 @@ const ProcEntry kProcs[] = {
     {"cuMipmappedArrayGetMemoryRequirements", 11060, false,
      F(cuMipmappedArrayGetMemoryRequirements)},
     {"cuMemGetInfo", 3020, false, F(cuMemGetInfo_v2)},
+    {"cuCtxSynchronize", 2000, false, F(cuCtxSynchronize)},
     {"cuLaunchKernel", 4000, false, F(cuLaunchKernel)},
     {"cuLaunchKernel", 7000, true, F(cuLaunchKernel_ptsz)},
+    {"cuLaunchKernelEx", 11060, false, F(cuLaunchKernelEx)},
+    {"cuLaunchKernelEx", 11060, true, F(cuLaunchKernelEx_ptsz)},
+    {"cuLaunchCooperativeKernel", 9000, false, F(cuLaunchCooperativeKernel)},
+    {"cuLaunchCooperativeKernel", 9000, true, F(cuLaunchCooperativeKernel_ptsz)},
+    {"cuGraphCreate", 10000, false, F(cuGraphCreate)},
+    {"cuGraphDestroy", 10000, false, F(cuGraphDestroy)},
+    {"cuGraphInstantiateWithFlags", 11040, false, F(cuGraphInstantiateWithFlags)},
+    {"cuGraphExecDestroy", 10000, false, F(cuGraphExecDestroy)},
+    {"cuGraphLaunch", 10000, false, F(cuGraphLaunch)},
+    {"cuGraphLaunch", 10000, true, F(cuGraphLaunch_ptsz)},
+    {"cuEventCreate", 2000, false, F(cuEventCreate)},
+    {"cuEventDestroy", 2000, false, F(cuEventDestroy)},
+    {"cuEventDestroy", 4000, false, F(cuEventDestroy_v2)},
+    {"cuEventRecord", 2000, false, F(cuEventRecord)},
+    {"cuEventRecord", 7000, true, F(cuEventRecord_ptsz)},
+    {"cuEventQuery", 2000, false, F(cuEventQuery)},
+    {"cuEventSynchronize", 2000, false, F(cuEventSynchronize)},
+    {"cuEventElapsedTime", 2000, false, F(cuEventElapsedTime)},
+    {"cuEventElapsedTime", 12080, false, F(cuEventElapsedTime_v2)},
+    {"cuStreamCreate", 2000, false, F(cuStreamCreate)},
+    {"cuStreamDestroy", 2000, false, F(cuStreamDestroy)},
+    {"cuStreamDestroy", 4000, false, F(cuStreamDestroy_v2)},
+    {"cuStreamSynchronize", 2000, false, F(cuStreamSynchronize)},
+    {"cuStreamSynchronize", 7000, true, F(cuStreamSynchronize_ptsz)},
+    {"cuStreamBeginCapture", 10000, false, F(cuStreamBeginCapture)},
+    {"cuStreamBeginCapture", 10000, true, F(cuStreamBeginCapture_ptsz)},
+    {"cuStreamBeginCapture", 10010, false, F(cuStreamBeginCapture_v2)},
+    {"cuStreamBeginCapture", 10010, true, F(cuStreamBeginCapture_v2_ptsz)},
+    {"cuStreamBeginCaptureToGraph", 12030, false, F(cuStreamBeginCaptureToGraph)},
+    {"cuStreamBeginCaptureToGraph", 12030, true, F(cuStreamBeginCaptureToGraph_ptsz)},
+    {"cuStreamEndCapture", 10000, false, F(cuStreamEndCapture)},
+    {"cuStreamEndCapture", 10000, true, F(cuStreamEndCapture_ptsz)},
+    {"cuStreamIsCapturing", 10000, false, F(cuStreamIsCapturing)},
+    {"cuStreamIsCapturing", 10000, true, F(cuStreamIsCapturing_ptsz)},
     {"cuGetErrorString", 6000, false, F(cuGetErrorString)},
     {"cuGetProcAddress", 11030, false, F(cuGetProcAddress)},
     {"cuGetProcAddress", 12000, false, F(cuGetProcAddress_v2)},
@@ -702,8 +1225,11 @@ extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int vers
     known = true;
     if (e.version > version) continue;
     if (e.ptds && !ptds) continue;
-    // Prefer the newest variant, and the per-thread one when asked for.
-    if (best == nullptr || e.version > best->version || (e.ptds && !best->ptds)) best = &e;
+    // The newest variant; of one version, the per-thread one when asked for.
+    if (best == nullptr || e.version > best->version ||
+        (e.version == best->version && e.ptds && !best->ptds)) {
+      best = &e;
+    }
   }
   *pfn = best != nullptr ? best->fn : nullptr;
   if (status != nullptr) {
