@@ -21,6 +21,9 @@ ir() {  # condition ops...
     nolimit) env+=(LD_PRELOAD=$lib) ;;
     limit) env+=(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=64g
                  CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
+    # An SM share that paces: every launch is charged, some are sampled.
+    sm30) env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 SIMGPU_KERNEL_NS=1000
+                CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
   esac
   env "${env[@]}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$client" "$@" \
     >/dev/null 2>"$work/vg.err"
@@ -28,16 +31,19 @@ ir() {  # condition ops...
 }
 
 printf '%-22s %-8s %14s %14s\n' call condition "Ir per call" "hook Ir/call"
-for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N"; do
+for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N" \
+            "cuLaunchKernel:launchpath:kernel:$N"; do
   name=${call%%:*}
   ops=${call#*:}
+  conds="bare nolimit limit"
+  [ "$name" = cuLaunchKernel ] && conds="$conds sm30"
   declare -A per
-  for cond in bare nolimit limit; do
+  for cond in $conds; do
     base=$(ir $cond init ctx:0)
     full=$(ir $cond init ctx:0 "$ops")
     per[$cond]=$(( (full - base) / N ))
   done
-  for cond in bare nolimit limit; do
+  for cond in $conds; do
     printf '%-22s %-8s %14d %14d\n' "$name" "$cond" "${per[$cond]}" $(( per[$cond] - per[bare] ))
   done
   unset per
