@@ -43,7 +43,7 @@ std::atomic<int> g_captures{0};
 // A thread's sample in flight; given back if the thread exits mid-sample.
 struct ThreadWindow {
   SampleWindow w;
-  int64_t tail_ns = 0;  // our own time after the previous launch returned
+  int64_t tail_ns = 0;      // our own time after the previous launch returned
   uint32_t since_wait = 0;  // launches since this thread last waited
   ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
 };
@@ -138,8 +138,7 @@ CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&&
     return call();
   }
   if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
-  lim->before_launch(tw.w, key, event_stream(stream, ptsz), now,
-                     tw.since_wait >= kWarmLaunches);
+  lim->before_launch(tw.w, key, event_stream(stream, ptsz), now, tw.since_wait >= kWarmLaunches);
   const int64_t call_start = mono_ns();
   const CUresult rc = call();
   const int64_t call_end = mono_ns();

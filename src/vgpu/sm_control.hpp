@@ -3,13 +3,16 @@
 // per state-file device whose SM share is below 100 %, decides per launch
 // whether the share is enforced now (GPU_CORE_UTILIZATION_POLICY and the node
 // agent's utilization_switch), and speaks upstream's activity protocol on the
-// state file: every launch marks the container active (recent_kernel = 2), and
+// state file: every launch marks the container active (recent_kernel = 2, and
+// last_kernel_time to the second), and
 // while the node agent has set recent_kernel to -1 (a high-priority container
 // is busy on the same GPU) launches wait.
 //
 //   SmControl& sm = runtime->sm();
 //   sm.on_launch(runtime->region());
 //   if (auto* lim = sm.limiter_for_current(*runtime)) { ...pace the launch... }
+
+#include <time.h>
 
 #include <array>
 #include <atomic>
@@ -34,6 +37,12 @@ class SmControl {
 
   // Activity and priority, on every launch of an accounted process.
   void on_launch(region::Region& region) noexcept {
+    // last_kernel_time (Unix seconds) changes at most once a second.
+    const int64_t second = ::time(nullptr);
+    if (second != last_second_.load(std::memory_order_relaxed)) {
+      last_second_.store(second, std::memory_order_relaxed);
+      region.set_last_kernel_time(static_cast<uint64_t>(second));
+    }
     const int32_t rk = region.recent_kernel();
     if (rk == 2) return;
     if (rk < 0) {
@@ -69,6 +78,7 @@ class SmControl {
   std::array<std::atomic<limiter::LaunchLimiter*>, kMaxDevices> limiters_{};
   std::array<std::atomic<CudaEventTimer*>, kMaxDevices> timers_{};
   std::atomic<uint32_t> generation_{1};
+  std::atomic<int64_t> last_second_{0};
 };
 
 }  // namespace hami::vgpu

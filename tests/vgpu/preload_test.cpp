@@ -803,9 +803,12 @@ TEST_F(Preload, NoSmLimitLaunchesPassThroughAndMarkTheContainerActive) {
   auto region = region::Region::open(state_file(), region::OpenOptions{.create = false});
   ASSERT_TRUE(region);
   region->set_recent_kernel(0);  // the node agent: idle for a while
+  region->set_last_kernel_time(0);
   touch("go");
   ASSERT_TRUE(client.wait_for_line("op=mark")) << client.out();
   EXPECT_EQ(region->recent_kernel(), 2) << "a launch marks the container active";
+  EXPECT_GE(region->last_kernel_time(), static_cast<uint64_t>(::time(nullptr)) - 60)
+      << "a launch records when the container last ran a kernel";
   const auto done = client.finish();
   ASSERT_EQ(done.exit_code, 0) << done.err;
   for (const auto& [op, n] : std::vector<std::pair<std::string, uint64_t>>{

@@ -40,8 +40,8 @@ void LaunchLimiter::note_wait(int64_t ns) noexcept {
   if (ns > 0) waited_ns_.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
 }
 
-void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream,
-                                  int64_t now_ns, bool warm) noexcept {
+void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+                                  bool warm) noexcept {
   if (w.owner != nullptr) {
     if (w.owner == this && w.stream == stream && w.key == key) return;  // the run goes on
     end_window(w, now_ns);

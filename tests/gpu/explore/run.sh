@@ -1,3 +1,5 @@
+# Exploration run before the SM limiter: what CUDA events show of launches
+# alone and beside another process (results in results-h200.txt).
 set -x
 cd "$(dirname "$0")"
 nvcc -O2 -arch=sm_90 -o /tmp/timing timing.cu && /tmp/timing
