@@ -23,7 +23,8 @@ done
 
 step "build tsan"
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests
+cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests \
+  vgpu_limiter_thread_tests
 step "test tsan (concurrency)"
 ctest --preset tsan -L concurrency
 

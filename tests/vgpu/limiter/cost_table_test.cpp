@@ -57,43 +57,5 @@ TEST(CostTable, ProbesAreBounded) {
   EXPECT_EQ(t.find(5 + 32 * 1024), nullptr);
 }
 
-TEST(CostTable, FindsWhileAnotherThreadInserts) {
-  constexpr uint64_t kKeys = 4096;
-  CostTable t(2 * kKeys);
-  std::atomic<uint64_t> inserted{0};  // keys 1..inserted are in, with their cost
-  std::atomic<bool> bad{false};
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 3; ++r) {
-    readers.emplace_back([&, r] {
-      uint64_t k = static_cast<uint64_t>(r) + 1;
-      while (inserted.load(std::memory_order_acquire) < kKeys) {
-        const uint64_t known = inserted.load(std::memory_order_acquire);
-        k = k * 2862933555777941757ull + 3037000493ull;
-        const uint64_t key = 1 + k % kKeys;
-        const CostEntry* e = t.find(key);
-        if (e != nullptr && e->key.load(std::memory_order_relaxed) != key) bad = true;
-        if (key <= known && (e == nullptr || e->cost_ns.load() != static_cast<int64_t>(key)))
-          bad = true;
-      }
-    });
-  }
-  bool full = false;
-  for (uint64_t k = 1; k <= kKeys; ++k) {
-    CostEntry* e = t.insert(k);
-    if (e == nullptr) {
-      full = true;
-      inserted.store(kKeys);
-      break;
-    }
-    e->cost_ns.store(static_cast<int64_t>(k));
-    inserted.store(k, std::memory_order_release);
-  }
-  for (auto& th : readers)
-    th.join();
-  EXPECT_FALSE(full);
-  EXPECT_FALSE(bad.load());
-  EXPECT_EQ(t.size(), kKeys);
-}
-
 }  // namespace
 }  // namespace hami::vgpu::limiter

@@ -75,30 +75,5 @@ TEST(SharePacer, WithoutBurstEachLaunchWaitsItsOccupancy) {
   EXPECT_EQ(pacer.admit(0, 30, 250 * us, 0), 300 * us);  // free, but still behind the rest
 }
 
-TEST(SharePacer, ConcurrentAdmitsKeepTheTotalExact) {
-  SharePacer pacer;
-  constexpr int kThreads = 8, kEach = 20'000;
-  // 7 ns at 35 % occupies 20 ns: every thread admits at time 0.
-  std::vector<std::vector<int64_t>> starts(kThreads);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&pacer, &mine = starts[static_cast<size_t>(t)]] {
-      mine.reserve(kEach);
-      for (int i = 0; i < kEach; ++i)
-        mine.push_back(pacer.admit(7, 35, 0, 0));
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  EXPECT_EQ(pacer.backlog_ns(0), int64_t{kThreads} * kEach * 20);
-  // Every slot was handed out exactly once.
-  std::vector<int64_t> all;
-  for (const auto& v : starts)
-    all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
-  for (size_t i = 0; i < all.size(); ++i)
-    ASSERT_EQ(all[i], static_cast<int64_t>(i) * 20) << i;
-}
-
 }  // namespace
 }  // namespace hami::vgpu::limiter
