@@ -89,6 +89,30 @@ SAME(cuDeviceGetUuid_v2, cuDeviceGetUuid_v2)
 SAME(cuPointerGetAttribute, cuPointerGetAttribute)
 SAME(cuArrayGetMemoryRequirements, cuArrayGetMemoryRequirements)
 SAME(cuMipmappedArrayGetMemoryRequirements, cuMipmappedArrayGetMemoryRequirements)
+SAME(cuLaunchKernel, cuLaunchKernel)
+SAME(cuLaunchKernel_ptsz, cuLaunchKernel)
+SAME(cuLaunchKernelEx, cuLaunchKernelEx)
+SAME(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)
+SAME(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel)
+SAME(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)
+SAME(cuGraphLaunch, cuGraphLaunch)
+SAME(cuGraphLaunch_ptsz, cuGraphLaunch)
+SAME(cuGraphExecDestroy, cuGraphExecDestroy)
+SAME(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2)
+SAME(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2)
+SAME(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph)
+SAME(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph)
+SAME(cuStreamEndCapture, cuStreamEndCapture)
+SAME(cuStreamEndCapture_ptsz, cuStreamEndCapture)
+SAME(cuCtxGetCurrent, cuCtxGetCurrent)
+SAME(cuStreamIsCapturing, cuStreamIsCapturing)
+SAME(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)
+SAME(cuEventCreate, cuEventCreate)
+SAME(cuEventDestroy_v2, cuEventDestroy_v2)
+SAME(cuEventRecord, cuEventRecord)
+SAME(cuEventQuery, cuEventQuery)
+SAME(cuEventElapsedTime_v2, cuEventElapsedTime_v2)
+SAME(cuEventElapsedTime, cuEventElapsedTime_v2)  // v1: same parameters
 
 // Prototypes that CUDA 13's cuda.h no longer declares (the driver still exports
 // them for older binaries): the CUDA 12 signatures, spelled out.
@@ -134,6 +158,18 @@ static_assert(h::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT == ::CU_MEMPOOL_ATTR_RESER
 static_assert(ours::kDeferredMapping == CUDA_ARRAY3D_DEFERRED_MAPPING);
 static_assert(h::CU_MEM_LOCATION_TYPE_INVALID == ::CU_MEM_LOCATION_TYPE_INVALID);
 
+static_assert(h::CUDA_ERROR_NOT_READY == ::CUDA_ERROR_NOT_READY);
+static_assert(h::CU_EVENT_DEFAULT == ::CU_EVENT_DEFAULT);
+static_assert(h::CU_STREAM_CAPTURE_STATUS_NONE == ::CU_STREAM_CAPTURE_STATUS_NONE);
+static_assert(std::is_same_v<h::CUfunction, ::CUfunction>);
+static_assert(std::is_same_v<h::CUevent, ::CUevent>);
+static_assert(std::is_same_v<h::CUgraphExec, ::CUgraphExec>);
+static_assert(sizeof(h::CUlaunchConfig) == sizeof(::CUlaunchConfig));
+static_assert(offsetof(h::CUlaunchConfig, sharedMemBytes) ==
+              offsetof(::CUlaunchConfig, sharedMemBytes));
+static_assert(offsetof(h::CUlaunchConfig, hStream) == offsetof(::CUlaunchConfig, hStream));
+static_assert(offsetof(h::CUlaunchConfig, numAttrs) == offsetof(::CUlaunchConfig, numAttrs));
+
 static_assert(sizeof(h::CUuuid) == sizeof(::CUuuid));
 static_assert(sizeof(h::CUmemLocation) == sizeof(::CUmemLocation));
 static_assert(sizeof(h::CUmemAllocationProp) == sizeof(::CUmemAllocationProp));
@@ -159,6 +195,12 @@ static_assert(::CU_AD_FORMAT_FLOAT == 0x20 && ::CU_AD_FORMAT_HALF == 0x10 &&
 }  // namespace
 
 int main() {
+  // cuda.h's special stream handles are casts, so they are compared at run time.
+  if (reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY) != h::CU_STREAM_LEGACY_VALUE ||
+      reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD) != h::CU_STREAM_PER_THREAD_VALUE) {
+    std::printf("special stream handles differ from cuda.h\n");
+    return 1;
+  }
   std::printf("libvgpu ABI declarations match cuda.h %d\n", CUDA_VERSION);
   return 0;
 }
