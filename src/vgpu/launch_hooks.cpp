@@ -149,6 +149,41 @@ CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&&
   return rc;
 }
 
+// One body per kind of launch, shared by the plain and the per-thread
+// (_ptsz) entry point, which differ only in the driver function and in which
+// stream 0 means.
+CUresult launch_kernel(decltype(vgpu::RealCuda::cuLaunchKernel) real, bool ptsz, CUfunction f,
+                       unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shmem, CUstream stream, void** params, void** extra) {
+  return paced(
+      kernel_key(f, gx, gy, gz, bx, by, bz, shmem), LaunchPath::kKernel, stream, ptsz,
+      [&] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
+}
+
+CUresult launch_kernel_ex(decltype(vgpu::RealCuda::cuLaunchKernelEx) real, bool ptsz,
+                          const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  if (config == nullptr) return call_real(real, config, f, params, extra);
+  const CUlaunchConfig& c = *config;
+  return paced(kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
+                          c.blockDimZ, c.sharedMemBytes),
+               LaunchPath::kKernelEx, c.hStream, ptsz,
+               [&] { return call_real(real, config, f, params, extra); });
+}
+
+CUresult launch_cooperative(decltype(vgpu::RealCuda::cuLaunchCooperativeKernel) real, bool ptsz,
+                            CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned shmem, CUstream stream,
+                            void** params) {
+  return paced(kernel_key(f, gx, gy, gz, bx, by, bz, shmem), LaunchPath::kCooperative, stream, ptsz,
+               [&] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params); });
+}
+
+CUresult launch_graph(decltype(vgpu::RealCuda::cuGraphLaunch) real, bool ptsz, CUgraphExec exec,
+                      CUstream stream) {
+  return paced(graph_key(exec), LaunchPath::kGraph, stream, ptsz,
+               [&] { return call_real(real, exec, stream); });
+}
+
 CUresult begin_capture(CUresult rc) {
   if (rc == CUDA_SUCCESS) g_captures.fetch_add(1, std::memory_order_relaxed);
   return rc;
@@ -170,48 +205,28 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                         void** kernelParams, void** extra) noexcept {
-  const auto& cu = real_cuda();
-  return paced(
-      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
-      LaunchPath::kKernel, hStream, false, [&] {
-        return call_real(cu.cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                         blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
-      });
+  return launch_kernel(real_cuda().cuLaunchKernel, false, f, gridDimX, gridDimY, gridDimZ,
+                       blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams,
+                       extra);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                              unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                              unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                              void** kernelParams, void** extra) noexcept {
-  const auto& cu = real_cuda();
-  return paced(
-      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
-      LaunchPath::kKernel, hStream, true, [&] {
-        return call_real(cu.cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                         blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
-      });
+  return launch_kernel(real_cuda().cuLaunchKernel_ptsz, true, f, gridDimX, gridDimY, gridDimZ,
+                       blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams,
+                       extra);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
                           void** extra) noexcept {
-  const auto& cu = real_cuda();
-  if (config == nullptr) return call_real(cu.cuLaunchKernelEx, config, f, kernelParams, extra);
-  const CUlaunchConfig& c = *config;
-  return paced(kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
-                          c.blockDimZ, c.sharedMemBytes),
-               LaunchPath::kKernelEx, c.hStream, false,
-               [&] { return call_real(cu.cuLaunchKernelEx, config, f, kernelParams, extra); });
+  return launch_kernel_ex(real_cuda().cuLaunchKernelEx, false, config, f, kernelParams, extra);
 }
 
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
                                void** extra) noexcept {
-  const auto& cu = real_cuda();
-  if (config == nullptr) return call_real(cu.cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
-  const CUlaunchConfig& c = *config;
-  return paced(kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
-                          c.blockDimZ, c.sharedMemBytes),
-               LaunchPath::kKernelEx, c.hStream, true,
-               [&] { return call_real(cu.cuLaunchKernelEx_ptsz, config, f, kernelParams, extra); });
+  return launch_kernel_ex(real_cuda().cuLaunchKernelEx_ptsz, true, config, f, kernelParams, extra);
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -219,13 +234,9 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
                                    unsigned int blockDimY, unsigned int blockDimZ,
                                    unsigned int sharedMemBytes, CUstream hStream,
                                    void** kernelParams) noexcept {
-  const auto& cu = real_cuda();
-  return paced(
-      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
-      LaunchPath::kCooperative, hStream, false, [&] {
-        return call_real(cu.cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                         blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
-      });
+  return launch_cooperative(real_cuda().cuLaunchCooperativeKernel, false, f, gridDimX, gridDimY,
+                            gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                            kernelParams);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -233,25 +244,17 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, uns
                                         unsigned int blockDimY, unsigned int blockDimZ,
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void** kernelParams) noexcept {
-  const auto& cu = real_cuda();
-  return paced(
-      kernel_key(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
-      LaunchPath::kCooperative, hStream, true, [&] {
-        return call_real(cu.cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ,
-                         blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
-      });
+  return launch_cooperative(real_cuda().cuLaunchCooperativeKernel_ptsz, true, f, gridDimX, gridDimY,
+                            gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+                            kernelParams);
 }
 
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) noexcept {
-  const auto& cu = real_cuda();
-  return paced(graph_key(hGraphExec), LaunchPath::kGraph, hStream, false,
-               [&] { return call_real(cu.cuGraphLaunch, hGraphExec, hStream); });
+  return launch_graph(real_cuda().cuGraphLaunch, false, hGraphExec, hStream);
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) noexcept {
-  const auto& cu = real_cuda();
-  return paced(graph_key(hGraphExec), LaunchPath::kGraph, hStream, true,
-               [&] { return call_real(cu.cuGraphLaunch_ptsz, hGraphExec, hStream); });
+  return launch_graph(real_cuda().cuGraphLaunch_ptsz, true, hGraphExec, hStream);
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) noexcept {

@@ -37,7 +37,7 @@ void SmControl::init(region::Region& region, const Config& cfg) noexcept {
           region.path().c_str(), static_cast<unsigned long long>(pct), d,
           static_cast<unsigned long long>(cfg.sm_limit[d]));
     }
-    percent_[static_cast<size_t>(d)] = static_cast<uint32_t>(pct);
+    percent_[static_cast<size_t>(d)].store(static_cast<uint32_t>(pct), std::memory_order_relaxed);
     any_limit_ = true;
   }
 }
@@ -47,13 +47,13 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
   std::lock_guard lock(create_mu_);
   if (limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire)) return lim;
   limiter::LimiterOptions opt;
-  opt.percent = percent_[d];
+  opt.percent = percent_[d].load(std::memory_order_relaxed);
   auto* timer = new (std::nothrow) CudaEventTimer();
   auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
   if (lim == nullptr) {
     log::error("out of memory setting up the SM limit of device %d; it is not enforced", dev);
     delete timer;
-    percent_[d] = 0;
+    percent_[d].store(0, std::memory_order_relaxed);
     return nullptr;
   }
   timers_[d].store(timer, std::memory_order_release);
@@ -75,7 +75,8 @@ limiter::LaunchLimiter* SmControl::limiter_for_current(Runtime& rt) noexcept {
   if (c.ctx != ctx || c.generation != gen) {
     c = ContextCache{ctx, gen, rt.current_device(nullptr)};
   }
-  if (c.device < 0 || percent_[static_cast<size_t>(c.device)] == 0) return nullptr;
+  if (c.device < 0 || percent_[static_cast<size_t>(c.device)].load(std::memory_order_relaxed) == 0)
+    return nullptr;
   if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
   limiter::LaunchLimiter* lim =
       limiters_[static_cast<size_t>(c.device)].load(std::memory_order_acquire);

@@ -73,7 +73,9 @@ class SmControl {
 
   bool any_limit_ = false;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
-  std::array<uint32_t, kMaxDevices> percent_{};  // 0: no share on that device
+  // 0: no share on that device (or its limiter could not be built). Atomic: a
+  // failed build clears it while other threads' launches read it.
+  std::array<std::atomic<uint32_t>, kMaxDevices> percent_{};
   std::mutex create_mu_;
   std::array<std::atomic<limiter::LaunchLimiter*>, kMaxDevices> limiters_{};
   std::array<std::atomic<CudaEventTimer*>, kMaxDevices> timers_{};
