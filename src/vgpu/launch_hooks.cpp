@@ -104,8 +104,11 @@ bool capturing(CUstream s, bool ptsz) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-template <class Call>
-CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&& call) {
+// `shape` computes the launch's key; it is only called when a share applies,
+// so a pass-through launch does not pay for the hashing.
+template <class Shape, class Call>
+[[gnu::always_inline]] inline CUresult paced(Shape&& shape, LaunchPath path, CUstream stream,
+                                             bool ptsz, Call&& call) {
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr) return call();
   vgpu::SmControl& sm = rt->sm();
@@ -115,6 +118,7 @@ CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&&
   const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
   if (captures && capturing(stream, ptsz)) return call();
 
+  const uint64_t key = shape();
   int64_t now = mono_ns();
   const int64_t go = lim->admit(key, path, now);
   ThreadWindow& tw = t_window;
@@ -152,36 +156,44 @@ CUresult paced(uint64_t key, LaunchPath path, CUstream stream, bool ptsz, Call&&
 // One body per kind of launch, shared by the plain and the per-thread
 // (_ptsz) entry point, which differ only in the driver function and in which
 // stream 0 means.
-CUresult launch_kernel(decltype(vgpu::RealCuda::cuLaunchKernel) real, bool ptsz, CUfunction f,
-                       unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                       unsigned shmem, CUstream stream, void** params, void** extra) {
+[[gnu::always_inline]] inline CUresult launch_kernel(decltype(vgpu::RealCuda::cuLaunchKernel) real,
+                                                     bool ptsz, CUfunction f, unsigned gx,
+                                                     unsigned gy, unsigned gz, unsigned bx,
+                                                     unsigned by, unsigned bz, unsigned shmem,
+                                                     CUstream stream, void** params, void** extra) {
   return paced(
-      kernel_key(f, gx, gy, gz, bx, by, bz, shmem), LaunchPath::kKernel, stream, ptsz,
-      [&] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
+      [=] { return kernel_key(f, gx, gy, gz, bx, by, bz, shmem); }, LaunchPath::kKernel, stream,
+      ptsz,
+      [=] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
 }
 
-CUresult launch_kernel_ex(decltype(vgpu::RealCuda::cuLaunchKernelEx) real, bool ptsz,
-                          const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+[[gnu::always_inline]] inline CUresult launch_kernel_ex(
+    decltype(vgpu::RealCuda::cuLaunchKernelEx) real, bool ptsz, const CUlaunchConfig* config,
+    CUfunction f, void** params, void** extra) {
   if (config == nullptr) return call_real(real, config, f, params, extra);
   const CUlaunchConfig& c = *config;
-  return paced(kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
-                          c.blockDimZ, c.sharedMemBytes),
-               LaunchPath::kKernelEx, c.hStream, ptsz,
-               [&] { return call_real(real, config, f, params, extra); });
+  return paced(
+      [&] {
+        return kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
+                          c.blockDimZ, c.sharedMemBytes);
+      },
+      LaunchPath::kKernelEx, c.hStream, ptsz,
+      [=] { return call_real(real, config, f, params, extra); });
 }
 
-CUresult launch_cooperative(decltype(vgpu::RealCuda::cuLaunchCooperativeKernel) real, bool ptsz,
-                            CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                            unsigned by, unsigned bz, unsigned shmem, CUstream stream,
-                            void** params) {
-  return paced(kernel_key(f, gx, gy, gz, bx, by, bz, shmem), LaunchPath::kCooperative, stream, ptsz,
-               [&] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params); });
+[[gnu::always_inline]] inline CUresult launch_cooperative(
+    decltype(vgpu::RealCuda::cuLaunchCooperativeKernel) real, bool ptsz, CUfunction f, unsigned gx,
+    unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+    CUstream stream, void** params) {
+  return paced([=] { return kernel_key(f, gx, gy, gz, bx, by, bz, shmem); },
+               LaunchPath::kCooperative, stream, ptsz,
+               [=] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params); });
 }
 
-CUresult launch_graph(decltype(vgpu::RealCuda::cuGraphLaunch) real, bool ptsz, CUgraphExec exec,
-                      CUstream stream) {
-  return paced(graph_key(exec), LaunchPath::kGraph, stream, ptsz,
-               [&] { return call_real(real, exec, stream); });
+[[gnu::always_inline]] inline CUresult launch_graph(decltype(vgpu::RealCuda::cuGraphLaunch) real,
+                                                    bool ptsz, CUgraphExec exec, CUstream stream) {
+  return paced([=] { return graph_key(exec); }, LaunchPath::kGraph, stream, ptsz,
+               [=] { return call_real(real, exec, stream); });
 }
 
 CUresult begin_capture(CUresult rc) {
