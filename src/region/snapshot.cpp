@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "common/unique_fd.hpp"
 #include "region/ofd_lock.hpp"
@@ -14,22 +16,38 @@
 namespace hami::region {
 namespace {
 
+// A file's bytes as read: one piece from offset 0 (parse_region), or the few
+// pieces read_snapshot needs. Reads outside every piece give zeros.
 class Reader {
  public:
-  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  struct Piece {
+    size_t offset = 0;
+    std::span<const std::byte> bytes;
+  };
+  explicit Reader(std::span<const std::byte> bytes) : pieces_{{Piece{0, bytes}}}, count_(1) {}
+  Reader(std::span<const Piece> pieces) : count_(std::min(pieces.size(), pieces_.size())) {
+    std::copy_n(pieces.begin(), count_, pieces_.begin());
+  }
   template <class T>
   T at(size_t off) const {
     T v{};
-    if (off + sizeof v <= bytes_.size()) std::memcpy(&v, bytes_.data() + off, sizeof v);
+    auto b = bytes(off, sizeof v);
+    if (!b.empty()) std::memcpy(&v, b.data(), sizeof v);
     return v;
   }
   std::span<const std::byte> bytes(size_t off, size_t n) const {
-    if (off + n > bytes_.size()) return {};
-    return bytes_.subspan(off, n);
+    for (size_t i = 0; i < count_; ++i) {
+      const Piece& p = pieces_[i];
+      if (off >= p.offset && off - p.offset + n <= p.bytes.size()) {
+        return p.bytes.subspan(off - p.offset, n);
+      }
+    }
+    return {};
   }
 
  private:
-  std::span<const std::byte> bytes_;
+  std::array<Piece, 3> pieces_{};
+  size_t count_;
 };
 
 // UUIDs are NUL-terminated ASCII upstream; anything else is shown, not trusted.
@@ -73,6 +91,20 @@ SlotSnapshot read_slot(const Reader& r, const Layout& l, int index) {
   return s;
 }
 
+// Bytes read, fewer only at end of file; nullopt on an I/O error (errno set).
+std::optional<size_t> pread_full(int fd, void* buf, size_t len, size_t offset) {
+  auto* out = static_cast<std::byte*>(buf);
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = ::pread(fd, out + got, len - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got;
+}
+
 bool slot_occupied(const SlotSnapshot& s) {
   if (s.pid != 0 || s.status != 0 || s.owner_tagged) return true;
   for (const auto& u : s.used) {
@@ -104,21 +136,19 @@ uint64_t RegionSnapshot::device_used(int dev) const {
   return sum;
 }
 
-Result<RegionSnapshot> parse_region(std::span<const std::byte> bytes, std::string_view name) {
-  auto detected =
-      detect_layout(bytes.first(std::min(bytes.size(), kHeaderProbeSize)), bytes.size(), name);
-  if (!detected) return detected.error();
-  const Layout& l = *detected->layout;
-  const Reader r(bytes);
+namespace {
 
+RegionSnapshot parse_detected(const Reader& r, DetectedLayout detected, uint64_t file_size,
+                              std::string_view name) {
+  const Layout& l = *detected.layout;
   RegionSnapshot snap;
   snap.source = std::string(name);
-  snap.file_size = bytes.size();
+  snap.file_size = file_size;
   snap.layout = &l;
-  snap.major = detected->major;
-  snap.minor = detected->minor;
-  snap.writable = detected->writable;
-  snap.warnings = std::move(detected->warnings);
+  snap.major = detected.major;
+  snap.minor = detected.minor;
+  snap.writable = detected.writable;
+  snap.warnings = std::move(detected.warnings);
 
   snap.device_num = r.at<uint64_t>(l.device_num);
   if (snap.device_num > kMaxDevices) {
@@ -152,6 +182,15 @@ Result<RegionSnapshot> parse_region(std::span<const std::byte> bytes, std::strin
   return snap;
 }
 
+}  // namespace
+
+Result<RegionSnapshot> parse_region(std::span<const std::byte> bytes, std::string_view name) {
+  auto detected =
+      detect_layout(bytes.first(std::min(bytes.size(), kHeaderProbeSize)), bytes.size(), name);
+  if (!detected) return detected.error();
+  return parse_detected(Reader(bytes), std::move(*detected), bytes.size(), name);
+}
+
 void probe_liveness(int fd, RegionSnapshot& snapshot) {
   for (SlotSnapshot& s : snapshot.slots) {
     if (!s.owner_tagged) continue;
@@ -175,20 +214,39 @@ Result<RegionSnapshot> read_snapshot(const std::string& path) {
                  " bytes, larger than any known state-file layout"};
   }
 
-  std::vector<std::byte> bytes(size);
-  size_t got = 0;
-  while (got < size) {
-    ssize_t n = ::pread(fd, bytes.data() + got, size - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::from_errno(path + ": read failed");
-    if (n == 0) break;  // truncated while we read: parse what is there
-    got += static_cast<size_t>(n);
-  }
-  bytes.resize(got);
+  // Read the header, the tail and only the slots in use: a file is ~2 MB, nearly
+  // all of it empty slots, and the node agent reads a thousand of them a pass.
+  std::array<std::byte, kHeaderProbeSize> head{};
+  const size_t head_len = std::min<uint64_t>(size, head.size());
+  if (!pread_full(fd, head.data(), head_len, 0)) return Error::from_errno(path + ": read failed");
+  auto detected = detect_layout(std::span<const std::byte>(head.data(), head_len), size, path);
+  if (!detected) return detected.error();
+  const Layout& l = *detected->layout;
 
-  auto snap = parse_region(bytes, path);
-  if (!snap) return snap.error();
-  probe_liveness(fd, *snap);
+  std::vector<std::byte> header(l.procs);
+  std::vector<std::byte> tail(size - l.proc_num);
+  bool short_read = false;
+  auto read_piece = [&](std::vector<std::byte>& buf, size_t offset) -> bool {
+    auto n = pread_full(fd, buf.data(), buf.size(), offset);
+    if (!n) return false;
+    short_read |= *n < buf.size();
+    buf.resize(*n);
+    return true;
+  };
+  if (!read_piece(header, 0) || !read_piece(tail, l.proc_num)) {
+    return Error::from_errno(path + ": read failed");
+  }
+  int32_t proc_num = 0;
+  if (tail.size() >= sizeof proc_num) std::memcpy(&proc_num, tail.data(), sizeof proc_num);
+  const auto used_slots = static_cast<size_t>(std::clamp<int32_t>(proc_num, 0, kMaxProcesses));
+  std::vector<std::byte> slots(used_slots * l.slot.size);
+  if (!read_piece(slots, l.procs)) return Error::from_errno(path + ": read failed");
+  if (short_read) return Error{path + ": file was truncated while being read"};
+
+  const std::array<Reader::Piece, 3> pieces{Reader::Piece{0, header}, Reader::Piece{l.procs, slots},
+                                            Reader::Piece{l.proc_num, tail}};
+  RegionSnapshot snap = parse_detected(Reader(pieces), std::move(*detected), size, path);
+  probe_liveness(fd, snap);
   return snap;
 }
 

@@ -1,6 +1,7 @@
 // The state file written by upstream HAMi-core v1.2 on an H200 (one PyTorch
 // process, 4 GiB and 30 % limits) reads back with exactly the values it holds.
 #include <gtest/gtest.h>
+#include <cstring>
 
 #include "region/region.hpp"
 #include "region/snapshot.hpp"
@@ -70,6 +71,42 @@ TEST(UpstreamFixture, ReadsFromFile) {
   ASSERT_TRUE(snap) << snap.error().message;
   EXPECT_EQ(snap->source, path);
   expect_fixture_values(*snap);
+}
+
+// read_snapshot reads only the header, the tail and the slots below proc_num;
+// what it returns must equal a parse of the whole file.
+TEST(UpstreamFixture, PartialFileReadEqualsWholeParse) {
+  auto bytes = test::read_gzip_fixture(kFixture);
+  const Layout& l = layout(LayoutId::kV1);
+  auto put32 = [&](size_t off, int32_t v) { std::memcpy(bytes.data() + off, &v, sizeof v); };
+  auto put64 = [&](size_t off, uint64_t v) { std::memcpy(bytes.data() + off, &v, sizeof v); };
+  for (int i = 1; i < 4; ++i) {
+    const size_t base = l.procs + l.slot.size * static_cast<size_t>(i);
+    put32(base + l.slot.pid, 100 + i);
+    put32(base + l.slot.status, 1);
+    put64(base + l.slot.used + l.slot.used_stride * 2 + 32, 1000u * static_cast<uint64_t>(i));
+  }
+  put32(l.proc_num, 3);  // slot 3 lies beyond proc_num: neither reader may see it
+  put32(l.recent_kernel, 2);
+
+  test::TempDir dir;
+  const std::string path = dir.file("partial.cache");
+  test::write_file(path, bytes);
+  auto whole = parse_region(bytes, path);
+  auto read = read_snapshot(path);
+  ASSERT_TRUE(whole) << whole.error().message;
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(read->file_size, whole->file_size);
+  EXPECT_EQ(read->recent_kernel, 2);
+  EXPECT_EQ(read->uuids, whole->uuids);
+  EXPECT_EQ(read->memory_limit, whole->memory_limit);
+  ASSERT_EQ(read->slots.size(), 3u);
+  ASSERT_EQ(whole->slots.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(read->slots[i].pid, whole->slots[i].pid);
+    EXPECT_EQ(read->slots[i].used[2].total, whole->slots[i].used[2].total);
+  }
+  EXPECT_EQ(read->device_used(2), 3000u);
 }
 
 // Our library attaches an upstream-written 1.2 file, keeps its slot and limits,
