@@ -94,4 +94,35 @@ Result<uint64_t> parse_percent(std::string_view text) {
   return v;
 }
 
+Result<std::chrono::microseconds> parse_duration(std::string_view text) {
+  const std::string_view s = trim(text);
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9')
+    ++digits;
+  const std::string_view unit = s.substr(digits);
+  auto bad = [&](std::string_view why) {
+    return Error{quoted(text) + " is not a duration (" + std::string(why) +
+                 "; e.g. 5s, 500ms, 2m)"};
+  };
+  if (digits == 0) return bad("no number");
+  auto v = parse_digits(s.substr(0, digits), text);
+  if (!v) return bad("number too large");
+  uint64_t scale = 0;  // microseconds per unit
+  if (unit.empty() || unit == "s") {
+    scale = 1'000'000;
+  } else if (unit == "ms") {
+    scale = 1'000;
+  } else if (unit == "us") {
+    scale = 1;
+  } else if (unit == "m") {
+    scale = 60'000'000;
+  } else if (unit == "h") {
+    scale = 3'600'000'000;
+  } else {
+    return bad("unknown unit '" + std::string(unit) + "'");
+  }
+  if (*v > static_cast<uint64_t>(INT64_MAX) / scale) return bad("too large");
+  return std::chrono::microseconds(static_cast<int64_t>(*v * scale));
+}
+
 }  // namespace hami

@@ -7,6 +7,7 @@
 //   auto bytes = hami::parse_size("3000m");    // 3145728000
 //   if (!bytes) log(bytes.error().message);     // "'3k5' is not a size: ..."
 
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 
@@ -18,5 +19,9 @@ Result<uint64_t> parse_size(std::string_view text);
 
 // Integer percent in [0, 100] ("30", " 30 "); anything else is an error.
 Result<uint64_t> parse_percent(std::string_view text);
+
+// Durations as flags take them: "5s", "500ms", "2m", "1h", "250us"; a bare
+// number is seconds. Whole units only ("1.5s" is an error: write "1500ms").
+Result<std::chrono::microseconds> parse_duration(std::string_view text);
 
 }  // namespace hami

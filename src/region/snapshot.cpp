@@ -246,6 +246,8 @@ Result<RegionSnapshot> read_snapshot(const std::string& path) {
   const std::array<Reader::Piece, 3> pieces{Reader::Piece{0, header}, Reader::Piece{l.procs, slots},
                                             Reader::Piece{l.proc_num, tail}};
   RegionSnapshot snap = parse_detected(Reader(pieces), std::move(*detected), size, path);
+  snap.file_device = static_cast<uint64_t>(st.st_dev);
+  snap.file_inode = static_cast<uint64_t>(st.st_ino);
   probe_liveness(fd, snap);
   return snap;
 }

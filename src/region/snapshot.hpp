@@ -55,6 +55,10 @@ struct SlotSnapshot {
 struct RegionSnapshot {
   std::string source;
   uint64_t file_size = 0;
+  // The file read (read_snapshot only; 0 from parse_region), so a writer can
+  // tell that the path still names the same file.
+  uint64_t file_device = 0;
+  uint64_t file_inode = 0;
   const Layout* layout = nullptr;
   uint32_t major = 0;  // 0.0 for unversioned eras
   uint32_t minor = 0;

@@ -43,3 +43,29 @@ TEST(ParsePercent, Range) {
 
 }  // namespace
 }  // namespace hami
+
+namespace hami {
+namespace {
+
+TEST(ParseDuration, AcceptsUnits) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(*parse_duration("5s"), microseconds(5'000'000));
+  EXPECT_EQ(*parse_duration("5"), microseconds(5'000'000));
+  EXPECT_EQ(*parse_duration(" 500ms "), microseconds(500'000));
+  EXPECT_EQ(*parse_duration("2m"), microseconds(120'000'000));
+  EXPECT_EQ(*parse_duration("1h"), microseconds(3'600'000'000));
+  EXPECT_EQ(*parse_duration("250us"), microseconds(250));
+  EXPECT_EQ(*parse_duration("0s"), microseconds(0));
+}
+
+TEST(ParseDuration, RejectsWithReason) {
+  for (const char* bad :
+       {"", "s", "1.5s", "5 s", "5sec", "-1s", "99999999999999999999s", "9999999999999h"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("is not a duration"), std::string::npos) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hami

@@ -1,0 +1,42 @@
+#pragma once
+// What the node agent learns from the GPUs each period, and the interface of
+// whoever asks them: NVML in production (nvml_sampler.hpp), a synthetic node in
+// benchmarks. One sampler per node, so NVML is asked once per period however
+// many containers there are (upstream asked from every process).
+//
+//   std::unique_ptr<GpuSampler> s = ...;
+//   for (const GpuSample& g : s->sample())
+//     for (const GpuProcess& p : g.processes) use(g.uuid, p.pid, p.used_bytes, p.sm);
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hami::monitor {
+
+struct GpuProcess {
+  uint32_t pid = 0;  // host PID, as NVML reports it
+  uint64_t used_bytes = 0;
+  unsigned sm = 0;  // SM utilisation over the last period, percent
+};
+
+struct GpuSample {
+  int index = 0;
+  std::string uuid;
+  std::string name;  // e.g. "NVIDIA H200"
+  uint64_t memory_total = 0;
+  uint64_t memory_used = 0;
+  unsigned utilization = 0;         // percent
+  unsigned memory_utilization = 0;  // memory controller, percent
+  std::vector<GpuProcess> processes;
+  std::string error;  // non-empty: this GPU could not be sampled this period
+};
+
+class GpuSampler {
+ public:
+  virtual ~GpuSampler() = default;
+  virtual std::vector<GpuSample> sample() = 0;
+};
+
+}  // namespace hami::monitor

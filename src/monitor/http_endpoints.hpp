@@ -1,0 +1,61 @@
+#pragma once
+// The node agent's HTTP endpoints (cpp-httplib, plain HTTP as upstream's
+// monitor on :9394):
+//   GET /metrics     Prometheus text of the latest pass (render_metrics)
+//   GET /healthz     200 "ok" while passes complete on time; 503 with the reason
+//                    once the last pass is older than three periods
+//   GET /containers  the latest view as JSON (for `vgpu top` and for people)
+// Requests render from the latest NodeView only: a scrape never reads a state
+// file or asks NVML, so it costs the same whatever the GPUs are doing.
+//
+//   HttpEndpoints http(agent, {.bind = ":9394", .interval = 5s, .metrics = {...}});
+//   if (auto ok = http.start(); !ok) die(ok.error().message);
+//   ... http.stop();
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/result.hpp"
+#include "monitor/agent.hpp"
+#include "monitor/metrics.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace hami::monitor {
+
+struct HttpOptions {
+  std::string bind = ":9394";  // [host]:port; port 0 picks a free one
+  std::chrono::milliseconds interval{5000};
+  MetricsOptions metrics;
+};
+
+// "host:port" / ":port" / "[v6]:port" → host ("0.0.0.0" when empty) and port.
+Result<std::pair<std::string, int>> parse_bind_address(const std::string& bind);
+
+std::string view_json(const NodeView& view);
+
+class HttpEndpoints {
+ public:
+  HttpEndpoints(const Agent& agent, HttpOptions options);
+  ~HttpEndpoints();
+  HttpEndpoints(const HttpEndpoints&) = delete;
+  HttpEndpoints& operator=(const HttpEndpoints&) = delete;
+
+  // Binds and serves on a thread of its own.
+  Result<void> start();
+  void stop();
+  int port() const { return port_; }
+
+ private:
+  const Agent& agent_;
+  HttpOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace hami::monitor

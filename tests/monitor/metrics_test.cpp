@@ -1,0 +1,136 @@
+// The text exposition format as Prometheus parses it: escaping, grouping, and
+// the metric families the node agent promises.
+#include "monitor/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/prometheus_text.hpp"
+
+namespace hami::monitor {
+namespace {
+
+// Checks what a Prometheus scraper requires of text format 0.0.4: each family
+// has one TYPE line before its samples, samples of a family are contiguous,
+// names and label syntax are valid. Returns "" or the first problem.
+std::string validate_exposition(const std::string& text) {
+  static const std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*",?)*\})? )"
+      R"((-?[0-9.e+]+|NaN|[+-]Inf)$)");
+  static const std::regex type(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter|untyped)$)");
+  std::set<std::string> done;
+  std::string current;
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::smatch m;
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    if (std::regex_match(line, m, type)) {
+      if (!done.insert(m[1]).second) return "line " + std::to_string(n) + ": family repeated";
+      current = m[1];
+      continue;
+    }
+    if (!std::regex_match(line, m, sample)) return "line " + std::to_string(n) + ": " + line;
+    if (m[1] != current) return "line " + std::to_string(n) + ": sample outside its family";
+  }
+  return "";
+}
+
+TEST(PrometheusText, EscapesLabelValuesAndHelp) {
+  PrometheusText out;
+  out.set_const_labels({{"zone", "vGPU"}});
+  out.family("m", "help with \\ and\nnewline");
+  out.sample("m", {{"a", "x\"y\\z\nw"}}, uint64_t{18446744073709551615u});
+  out.sample("m", {}, -3.5);
+  EXPECT_EQ(out.text(),
+            "# HELP m help with \\\\ and\\nnewline\n# TYPE m gauge\n"
+            "m{a=\"x\\\"y\\\\z\\nw\",zone=\"vGPU\"} 18446744073709551615\n"
+            "m{zone=\"vGPU\"} -3.5\n");
+  EXPECT_EQ(validate_exposition(out.text()), "");
+}
+
+TEST(PrometheusText, ValidatorCatchesBrokenText) {
+  EXPECT_NE(validate_exposition("# TYPE m gauge\nm{a=\"x} 1\n"), "");
+  EXPECT_NE(validate_exposition("# TYPE m gauge\nm 1\n# TYPE n gauge\nn 1\nm 2\n"), "");
+}
+
+NodeView sample_view() {
+  NodeView v;
+  v.node = "node-1";
+  v.taken = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'100));
+  v.gpus.push_back(GpuSample{.index = 0,
+                             .uuid = "GPU-a",
+                             .name = "NVIDIA H200",
+                             .memory_total = 100,
+                             .memory_used = 40,
+                             .utilization = 55,
+                             .memory_utilization = 7});
+  v.gpus.push_back(GpuSample{.index = 1, .uuid = "GPU-b", .error = "GPU is lost"});
+  ContainerView c;
+  c.ref = {"uid-1", "main"};
+  c.pod_namespace = "ns";
+  c.pod_name = "p\"1";  // must be escaped
+  c.last_kernel_time = 1'700'000'090;
+  c.devices.push_back(ContainerDevice{.vdevice_index = 0,
+                                      .uuid = "GPU-a",
+                                      .memory_limit = 64,
+                                      .sm_limit = 30,
+                                      .used = 12,
+                                      .sm_util = 29});
+  c.devices.push_back(ContainerDevice{.vdevice_index = 1, .uuid = ""});  // skipped
+  c.processes.push_back(ContainerProcess{.slot = 0, .pid = 1, .live = true});
+  v.containers.push_back(c);
+  ContainerView anon;
+  anon.ref = {"uid-2", "side"};
+  anon.devices.push_back(ContainerDevice{.vdevice_index = 0, .uuid = "GPU-a"});
+  v.containers.push_back(anon);
+  return v;
+}
+
+TEST(Metrics, RendersValidTextWithUpstreamNames) {
+  const std::string text = render_metrics(sample_view(), {.version = "1.0", .legacy = true});
+  EXPECT_EQ(validate_exposition(text), "") << text;
+  for (const char* family :
+       {"hami_host_gpu_memory_used_bytes", "hami_host_gpu_utilization_ratio",
+        "hami_host_gpu_memory_controller_utilization_ratio", "hami_vgpu_memory_used_bytes",
+        "hami_vgpu_memory_limit_bytes", "hami_container_device_memory_bytes",
+        "hami_container_device_utilization_ratio", "hami_vgpu_memory_context_bytes",
+        "hami_vgpu_memory_module_bytes", "hami_vgpu_memory_buffer_bytes",
+        "hami_container_last_kernel_elapsed_seconds", "hami_build_info", "HostGPUMemoryUsage",
+        "HostCoreUtilization", "vGPU_device_memory_usage_in_bytes",
+        "vGPU_device_memory_limit_in_bytes", "Device_utilization_desc_of_container"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
+  }
+  // Memory-controller utilisation carries no node label, as upstream.
+  EXPECT_NE(text.find("hami_host_gpu_memory_controller_utilization_ratio{device_index=\"0\","
+                      "device_uuid=\"GPU-a\",device_type=\"NVIDIA-NVIDIA H200\",zone=\"vGPU\"} 7"),
+            std::string::npos);
+  // A GPU that failed to sample exports nothing rather than zeros.
+  EXPECT_EQ(text.find("GPU-b"), std::string::npos);
+  EXPECT_NE(text.find("hami_container_last_kernel_elapsed_seconds{namespace=\"ns\",pod=\"p\\\"1\","
+                      "container=\"main\",vdevice_index=\"0\",device_uuid=\"GPU-a\",zone=\"vGPU\"} "
+                      "10\n"),
+            std::string::npos)
+      << text;
+  // Unknown pod name: the UID stands in; no device without a UUID is exported.
+  EXPECT_NE(
+      text.find("hami_vgpu_memory_used_bytes{namespace=\"\",pod=\"uid-2\",container=\"side\""),
+      std::string::npos);
+  EXPECT_EQ(text.find("vdevice_index=\"1\""), std::string::npos);
+  EXPECT_NE(text.find("hami_container_device_sm_limit_ratio{namespace=\"\",pod=\"uid-2\","
+                      "container=\"side\",vdevice_index=\"0\",device_uuid=\"GPU-a\",zone=\"vGPU\"} "
+                      "100\n"),
+            std::string::npos);
+  // Legacy names are only there when asked for.
+  const std::string modern = render_metrics(sample_view(), {.version = "1.0"});
+  EXPECT_EQ(modern.find("HostGPUMemoryUsage"), std::string::npos);
+  EXPECT_EQ(validate_exposition(modern), "");
+}
+
+}  // namespace
+}  // namespace hami::monitor
