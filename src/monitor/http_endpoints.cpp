@@ -135,6 +135,13 @@ Result<void> HttpEndpoints::start() {
     res.set_content(view_json(*agent_.latest()), "application/json");
   });
 
+  // httplib's default adds SO_REUSEPORT, which lets a second agent bind the
+  // same port and silently take half the scrapes; SO_REUSEADDR alone only
+  // allows a quick restart.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   if (addr->second == 0) {
     port_ = s.bind_to_any_port(addr->first);
     if (port_ < 0) return Error{"cannot listen on " + addr->first + ": no free port"};
@@ -146,6 +153,11 @@ Result<void> HttpEndpoints::start() {
     port_ = addr->second;
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // httplib's stop() does nothing until the loop has started: wait for it, so
+  // that a stop() right after start() cannot leave the thread serving forever.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   log::info("serving /metrics, /healthz and /containers on %s:%d", addr->first.c_str(), port_);
   return {};
 }

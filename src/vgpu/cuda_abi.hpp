@@ -160,11 +160,24 @@ inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
 inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
 inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
-inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
+inline constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
+inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
+inline constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
+inline constexpr nvmlReturn_t NVML_ERROR_LIBRARY_NOT_FOUND = 12;
 inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
+inline constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
+inline constexpr nvmlReturn_t NVML_ERROR_RESET_REQUIRED = 16;
+inline constexpr nvmlReturn_t NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18;
+inline constexpr nvmlReturn_t NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25;
 inline constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
 inline constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
+inline constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
+inline constexpr unsigned NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
+inline constexpr unsigned NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32;
+inline constexpr unsigned NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16;
+// usedGpuMemory when the driver cannot say (nvml.h: NVML_VALUE_NOT_AVAILABLE, -1).
+inline constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE_ULL = ~0ull;
 
 struct nvmlMemory_t {
   unsigned long long total;
@@ -188,6 +201,40 @@ struct nvmlProcessInfo_t {  // v2 and v3 share this layout
   unsigned long long usedGpuMemory;
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
+};
+
+// What the unversioned nvmlDevice{Compute,Graphics}RunningProcesses fill.
+struct nvmlProcessInfo_v1_t {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+
+// nvmlDeviceGetPciInfo_v3.
+struct nvmlPciInfo_t {
+  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];  // "%04X:%02X:%02X.0"
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "%08X:%02X:%02X.0"
+};
+
+// nvmlDeviceGetUtilizationRates: percent of the last sample period.
+struct nvmlUtilization_t {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+// nvmlDeviceGetProcessUtilization: one sample per process; timeStamp in
+// microseconds of CLOCK_REALTIME.
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
 };
 
 }  // namespace hami::cuda

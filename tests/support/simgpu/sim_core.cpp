@@ -6,6 +6,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +21,10 @@
 namespace simgpu {
 namespace {
 
-constexpr uint32_t kMagic = 0x5349474d;  // "MGIS"
+// Changes whenever State's layout does, so a state file an older build wrote
+// is configured afresh instead of misread. Layout 2: Device's NUMA node and
+// compute capability, Proc's busy time.
+constexpr uint32_t kMagic = 0x5349474d + 1;  // "MGIS" + layout 2
 
 uint64_t parse_size(const char* s) {
   char* end = nullptr;
@@ -57,7 +63,18 @@ void configure(State& st) {
     std::snprintf(dev.uuid, sizeof dev.uuid, "%s", item.substr(0, colon).c_str());
     std::snprintf(dev.name, sizeof dev.name, "Simulated GPU %u", st.device_count);
     dev.total = colon == std::string::npos ? (80ull << 30) : parse_size(item.c_str() + colon + 1);
+    dev.numa_node = 0;
+    dev.cc_major = 9;  // an H100
+    dev.cc_minor = 0;
     ++st.device_count;
+  }
+  if (const char* numa = std::getenv("SIMGPU_NUMA")) {
+    const char* p = numa;
+    for (uint32_t i = 0; i < st.device_count && *p != '\0'; ++i) {
+      char* end = nullptr;
+      st.devices[i].numa_node = static_cast<int32_t>(std::strtol(p, &end, 10));
+      p = *end == ',' ? end + 1 : end;
+    }
   }
   st.next_address.store(0x7f0000000000ull);
 }
@@ -90,6 +107,19 @@ State* map_state() {
   return st;
 }
 
+// Forgets what a slot's previous owner used and ran.
+void clear(Proc& p) {
+  for (auto& u : p.used)
+    u.store(0);
+  for (Busy& b : p.busy) {
+    b.run_start.store(0);
+    b.run_end.store(0);
+    for (auto& bucket : b.buckets)
+      bucket.store(0);
+    b.seq.store(0);
+  }
+}
+
 // A real GPU frees a process's memory when it dies; so does the simulator.
 void reap_dead(State& st) {
   for (Proc& p : st.procs) {
@@ -97,8 +127,7 @@ void reap_dead(State& st) {
     if (pid == 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
     int32_t expected = pid;
     if (!p.pid.compare_exchange_strong(expected, -1)) continue;
-    for (auto& u : p.used)
-      u.store(0);
+    clear(p);
     p.pid.store(0);
   }
 }
@@ -119,8 +148,7 @@ Proc& self(State& st) {
   for (Proc& p : st.procs) {
     int32_t expected = 0;
     if (p.pid.compare_exchange_strong(expected, me)) {
-      for (auto& u : p.used)
-        u.store(0);
+      clear(p);
       cached = &p;
       cached_pid = me;
       return p;
@@ -128,6 +156,52 @@ Proc& self(State& st) {
   }
   std::fprintf(stderr, "simgpu: more than %d processes\n", kMaxProcs);
   std::abort();
+}
+
+int64_t monotonic_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC, fixed per process so that work the engine
+// queued back to back stays back to back once converted.
+int64_t clock_offset() {
+  static const int64_t offset = realtime_ns() - monotonic_ns();
+  return offset;
+}
+
+constexpr int64_t kBucketNs = int64_t{1} << kBusyBucketShift;
+constexpr int64_t kHistoryNs = kBucketNs * kBusyBuckets;
+constexpr int kTagShift = kBusyBucketShift + 1;  // a bucket holds at most kBucketNs
+constexpr uint64_t kBusyMask = (uint64_t{1} << kTagShift) - 1;
+
+uint64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  const int64_t lo = std::max(a0, b0);
+  const int64_t hi = std::min(a1, b1);
+  return hi > lo ? static_cast<uint64_t>(hi - lo) : 0;
+}
+
+// Adds a finished run [start, end) to the buckets (under b.seq). What lies
+// outside the ring's reach around now is dropped: older buckets are gone
+// anyway, and far-future ones would overwrite the recent past.
+void spread(Busy& b, int64_t start, int64_t end) {
+  const int64_t now = realtime_ns();
+  const int64_t lo = std::max(start, now - kHistoryNs);
+  const int64_t hi = std::min(end, now + kHistoryNs / 2);
+  if (hi <= lo) return;
+  for (int64_t k = lo >> kBusyBucketShift; k <= (hi - 1) >> kBusyBucketShift; ++k) {
+    const uint64_t part = overlap(lo, hi, k << kBusyBucketShift, (k + 1) << kBusyBucketShift);
+    std::atomic<uint64_t>& slot = b.buckets[k % kBusyBuckets];
+    const uint64_t cur = slot.load();
+    const uint64_t tag = cur >> kTagShift;
+    const auto key = static_cast<uint64_t>(k);
+    if (tag == key) {
+      slot.store((key << kTagShift) | std::min(kBusyMask, (cur & kBusyMask) + part));
+    } else if (tag < key) {
+      slot.store((key << kTagShift) | part);
+    }
+  }
 }
 
 std::mutex g_fail_mu;
@@ -211,6 +285,51 @@ uint64_t process_usage(int pid, int dev) {
 uint64_t next_address(uint64_t bytes) {
   const uint64_t span = (bytes + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
   return state().next_address.fetch_add(span + (2ull << 20));
+}
+
+int64_t realtime_ns() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void record_busy(int dev, int64_t start_mono_ns, int64_t end_mono_ns) {
+  if (dev < 0 || dev >= kMaxDevices || end_mono_ns <= start_mono_ns) return;
+  const int64_t start = start_mono_ns + clock_offset();
+  const int64_t end = end_mono_ns + clock_offset();
+  Busy& b = self(state()).busy[dev];
+  const int64_t run_start = b.run_start.load();
+  const int64_t run_end = b.run_end.load();
+  b.seq.fetch_add(1);
+  if (run_end > run_start && start >= run_start && start <= run_end) {
+    b.run_end.store(std::max(run_end, end));
+  } else {
+    if (run_end > run_start) spread(b, run_start, run_end);
+    b.run_start.store(start);
+    b.run_end.store(end);
+  }
+  b.seq.fetch_add(1);
+}
+
+uint64_t busy_ns(const Proc& p, int dev, int64_t from, int64_t to) {
+  if (dev < 0 || dev >= kMaxDevices || to <= from) return 0;
+  const Busy& b = p.busy[dev];
+  // A writer killed mid-update leaves seq odd: after enough tries, take what is there.
+  for (int attempt = 0;; ++attempt) {
+    const uint32_t seq = b.seq.load();
+    const bool settled = attempt >= 1000;
+    if ((seq & 1) != 0 && !settled) continue;
+    uint64_t total = overlap(b.run_start.load(), b.run_end.load(), from, to);
+    const int64_t first = std::max(from, to - kHistoryNs) >> kBusyBucketShift;
+    for (int64_t k = first; k <= (to - 1) >> kBusyBucketShift; ++k) {
+      const uint64_t v = b.buckets[k % kBusyBuckets].load();
+      if (v >> kTagShift != static_cast<uint64_t>(k)) continue;
+      // Within a bucket, busy time counts as evenly spread.
+      const uint64_t part = overlap(k << kBusyBucketShift, (k + 1) << kBusyBucketShift, from, to);
+      total += ((v & kBusyMask) * part) >> kBusyBucketShift;
+    }
+    if (settled || b.seq.load() == seq) return total;
+  }
 }
 
 bool should_fail(const char* fn) {

@@ -16,14 +16,44 @@
 //                                 not translate PID namespaces would
 //   SIMGPU_KERNEL_NS=20000        GPU time of one kernel launch (any launch function)
 //   SIMGPU_GRAPH_NS=1000000       GPU time of one CUDA graph launch
+//   SIMGPU_NUMA=0,1,-1            NUMA node per device (nvmlDeviceGetNumaNodeId; -1:
+//                                 NVML_ERROR_NOT_SUPPORTED; default 0). Like
+//                                 SIMGPU_DEVICES, read when the state file is created.
+//   SIMGPU_DRIVER_VERSION=550.127.05   what nvmlSystemGetDriverVersion reports
+//   SIMGPU_NVML_SCRIPT=/tmp/x.nvml     scripted NVML, for daemons' tests (below)
 //
 // Memory is granted at the real driver's granularity (2 MiB pages for
 // allocations of 1 MiB and more) and returned when a process exits.
 //
 // Each process has one GPU engine on a real-time (CLOCK_MONOTONIC) timeline:
 // launches queue on it, events complete when the engine reaches them
-// (sim_cuda.cpp). What a process called is counted, for tests to read through
-// the exported C function
+// (sim_cuda.cpp). The engine's busy time is recorded per process and device
+// in the shared state (Busy below), so NVML reports what really ran:
+// nvmlDeviceGetProcessUtilization gives each process busy in the window after
+// lastSeenTimeStamp (the last second when it is 0) smUtil = its busy percent
+// of that window (at least 1 when it ran at all; memUtil, encUtil, decUtil 0),
+// timeStamp = now in microseconds of CLOCK_REALTIME, or NVML_ERROR_NOT_FOUND
+// when no process ran; nvmlDeviceGetUtilizationRates gives gpu = the sum over
+// processes for the last second, capped at 100 (memory 0). Resolution is one
+// 16.8 ms bucket at each end of the window; history reaches ~2 s back.
+//
+// Scripted NVML (SIMGPU_NVML_SCRIPT): a text file a test may rewrite at any
+// time; it is re-read by every NVML call that finds its inode, size or mtime
+// changed (so rewrite it by rename, or make sure one of those changes). Lines:
+//   process <device-index> <pid> <used-bytes> <sm-percent>
+//       a process NVML reports in addition to the live simulated ones: in the
+//       compute process lists (usedGpuMemory), in memory used, and, when
+//       sm-percent > 0, in process utilisation and device utilisation. Its PID
+//       is reported as written (SIMGPU_NVML_PID_OFFSET applies to live ones).
+//   fail <function-name> [<device-index>]
+//       that NVML function returns NVML_ERROR_UNKNOWN (for that device only)
+//   gpu_lost <function-name> [<device-index>]
+//       the same with NVML_ERROR_GPU_IS_LOST
+// Blank lines and lines starting with '#' are ignored; a malformed line is
+// reported on stderr and ignored. A missing file is an empty script.
+//
+// What a process called is counted, for tests to read through the exported C
+// function
 //
 //   uint64_t simgpu_calls(const char* name);   // e.g. "cuEventRecord"
 //
@@ -43,11 +73,30 @@ struct Device {
   char uuid[96];
   char name[64];
   uint64_t total;
+  int32_t numa_node;  // -1: unknown
+  int32_t cc_major;
+  int32_t cc_minor;
+};
+
+// GPU time one process's engine ran on one device, on CLOCK_REALTIME ns. Work
+// queued back to back extends the open run [run_start, run_end), which may
+// reach into the future; when a launch leaves a gap, the run is spread over
+// time buckets of 2^kBusyBucketShift ns, a ring of kBusyBuckets each holding
+// (bucket number << 25) | busy ns. Written only by the owning process, under
+// the seqlock `seq` (odd while an update is in progress).
+inline constexpr int kBusyBuckets = 128;
+inline constexpr int kBusyBucketShift = 24;  // 16.8 ms
+struct Busy {
+  std::atomic<uint32_t> seq;
+  std::atomic<int64_t> run_start;
+  std::atomic<int64_t> run_end;
+  std::atomic<uint64_t> buckets[kBusyBuckets];
 };
 
 struct Proc {
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> used[kMaxDevices];
+  Busy busy[kMaxDevices];
 };
 
 struct State {
@@ -74,6 +123,15 @@ uint64_t process_usage(int pid, int dev);
 uint64_t device_used(int dev);
 // Unique device addresses, 2 MiB aligned.
 uint64_t next_address(uint64_t bytes);
+
+// CLOCK_REALTIME in ns, the clock NVML's timestamps use.
+int64_t realtime_ns();
+// Records that this process's engine ran work on `dev` over [start, end),
+// CLOCK_MONOTONIC ns (the engine's clock). Calls come in time order (the
+// engine runs one thing at a time); the caller serialises them.
+void record_busy(int dev, int64_t start_mono_ns, int64_t end_mono_ns);
+// GPU time process `p` ran on `dev` within [from, to), CLOCK_REALTIME ns.
+uint64_t busy_ns(const Proc& p, int dev, int64_t from, int64_t to);
 
 // Whether this call of `fn` is one SIMGPU_FAIL says must fail.
 bool should_fail(const char* fn);

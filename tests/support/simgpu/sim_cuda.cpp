@@ -612,7 +612,8 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
 // ---------------------------------------------------------------- the GPU
 // One engine per process on a real-time timeline. A launch at time t starts at
 // max(t, engine free) and holds the engine SIMGPU_KERNEL_NS (SIMGPU_GRAPH_NS
-// for a graph); an event is reached when its stream's earlier work is done.
+// for a graph) on its context's device, where NVML's utilisation sees it
+// (simgpu::record_busy); an event is reached when its stream's earlier work is done.
 // Stream capture follows the driver's rules where libvgpu could break them:
 // launches into a capturing stream run nothing; a capture is invalidated by a
 // capture-unsafe call (event query, synchronisation) in global mode from any
@@ -763,8 +764,10 @@ CUresult launch(const char* fn, CUstream s, bool ptsz, int64_t duration) {
     simgpu::count("gpu:captured");
     return CUDA_SUCCESS;
   }
-  g.engine_free = std::max(now_ns(), g.engine_free) + duration;
+  const int64_t start = std::max(now_ns(), g.engine_free);
+  g.engine_free = start + duration;
   if (st != nullptr) st->done = g.engine_free;
+  simgpu::record_busy(t_current->physical, start, g.engine_free);  // for NVML
   simgpu::count("gpu:ran");
   return CUDA_SUCCESS;
 }

@@ -1,11 +1,23 @@
 // libnvidia-ml.so.1 double: devices in physical order (NVML ignores
-// CUDA_VISIBLE_DEVICES), memory as the shared simulator state has it, and
-// per-process usage, optionally with untranslated PIDs.
+// CUDA_VISIBLE_DEVICES), memory as the shared simulator state has it,
+// per-process usage (optionally with untranslated PIDs), utilisation from the
+// engines' recorded busy time, and the scripted processes and failures of
+// SIMGPU_NVML_SCRIPT (sim_core.hpp describes both).
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "sim_core.hpp"
 #include "vgpu/cuda_abi.hpp"
@@ -15,6 +27,91 @@ using namespace hami::cuda;  // NOLINT
 namespace {
 
 std::atomic<int> g_refs{0};
+
+// ---------------------------------------------------------------- the script
+
+struct ScriptProcess {
+  int device;
+  unsigned pid;
+  uint64_t used;
+  unsigned sm;
+};
+struct ScriptFailure {
+  std::string function;
+  int device;  // -1: every device
+  nvmlReturn_t rc;
+};
+struct Script {
+  std::vector<ScriptProcess> processes;
+  std::vector<ScriptFailure> failures;
+};
+
+Script parse_script(const std::string& path) {
+  Script s;
+  std::ifstream in(path);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    std::istringstream words(line);
+    std::string kind;
+    if (!(words >> kind) || kind[0] == '#') continue;
+    bool ok = false;
+    if (kind == "process") {
+      ScriptProcess p{};
+      ok = static_cast<bool>(words >> p.device >> p.pid >> p.used >> p.sm) && p.device >= 0 &&
+           p.device < simgpu::kMaxDevices;
+      if (ok) s.processes.push_back(p);
+    } else if (kind == "fail" || kind == "gpu_lost") {
+      ScriptFailure f{{}, -1, kind == "fail" ? NVML_ERROR_UNKNOWN : NVML_ERROR_GPU_IS_LOST};
+      ok = static_cast<bool>(words >> f.function);
+      if (ok && !(words >> f.device)) f.device = -1;
+      if (ok) s.failures.push_back(f);
+    }
+    if (!ok)
+      std::fprintf(stderr, "simgpu: %s:%d: ignored: %s\n", path.c_str(), number, line.c_str());
+  }
+  return s;
+}
+
+// The script as of now: re-read when the file's identity, size or mtime changed.
+std::shared_ptr<const Script> script() {
+  static std::mutex mu;
+  static std::string cached_path;
+  static struct stat cached_stat {};
+  static bool cached_present = false;
+  static const std::shared_ptr<const Script> empty = std::make_shared<Script>();
+  static std::shared_ptr<const Script> cached = empty;
+  const char* path = std::getenv("SIMGPU_NVML_SCRIPT");
+  if (path == nullptr || *path == '\0') return empty;
+  std::lock_guard lock(mu);
+  struct stat sb {};
+  const bool present = ::stat(path, &sb) == 0;
+  const bool same =
+      cached_path == path && present == cached_present &&
+      (!present ||
+       (sb.st_ino == cached_stat.st_ino && sb.st_dev == cached_stat.st_dev &&
+        sb.st_size == cached_stat.st_size && sb.st_mtim.tv_sec == cached_stat.st_mtim.tv_sec &&
+        sb.st_mtim.tv_nsec == cached_stat.st_mtim.tv_nsec));
+  if (!same) {
+    cached = present ? std::make_shared<Script>(parse_script(path)) : empty;
+    cached_path = path;
+    cached_stat = sb;
+    cached_present = present;
+  }
+  return cached;
+}
+
+// What the script says `fn` returns on `dev` (-1: not a device call).
+nvmlReturn_t scripted_failure(const char* fn, int dev) {
+  const auto s = script();
+  for (const ScriptFailure& f : s->failures) {
+    if (f.function == fn && (f.device < 0 || f.device == dev)) return f.rc;
+  }
+  return NVML_SUCCESS;
+}
+
+// ---------------------------------------------------------------- devices
 
 simgpu::Device* device(nvmlDevice_t h) {
   auto* d = reinterpret_cast<simgpu::Device*>(h);
@@ -32,12 +129,90 @@ nvmlReturn_t ready() {
   return g_refs.load() > 0 ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
 }
 
+// The checks every call makes: initialised, not failing by SIMGPU_FAIL or the script.
+nvmlReturn_t enter(const char* fn) {
+  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
+  return scripted_failure(fn, -1);
+}
+// The same for a call on device `h`, which must be valid.
+nvmlReturn_t enter(const char* fn, nvmlDevice_t h, simgpu::Device** out) {
+  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
+  *out = device(h);
+  if (*out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return scripted_failure(fn, index_of(*out));
+}
+
+// ---------------------------------------------------------------- processes
+
+struct ProcessUse {
+  unsigned pid;
+  uint64_t used;
+};
+
+// Live simulated processes using memory on `dev`, then the script's.
+std::vector<ProcessUse> processes_on(int dev) {
+  std::vector<ProcessUse> out;
+  for (simgpu::Proc& p : simgpu::state().procs) {
+    const int32_t pid = p.pid.load();
+    const uint64_t used = pid > 0 ? p.used[dev].load() : 0;
+    if (used != 0) out.push_back({static_cast<unsigned>(pid + simgpu::nvml_pid_offset()), used});
+  }
+  const auto s = script();
+  for (const ScriptProcess& sp : s->processes) {
+    if (sp.device == dev) out.push_back({sp.pid, sp.used});
+  }
+  return out;
+}
+
+uint64_t scripted_used(int dev) {
+  uint64_t sum = 0;
+  const auto s = script();
+  for (const ScriptProcess& sp : s->processes) {
+    if (sp.device == dev) sum += sp.used;
+  }
+  return sum;
+}
+
+template <class Info>
+nvmlReturn_t running_processes(const char* fn, nvmlDevice_t h, unsigned int* count, Info* infos) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter(fn, h, &d); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const std::vector<ProcessUse> procs = processes_on(index_of(d));
+  const auto n = static_cast<unsigned>(procs.size());
+  for (unsigned i = 0; infos != nullptr && i < n && i < *count; ++i) {
+    if constexpr (std::is_same_v<Info, nvmlProcessInfo_v1_t>) {
+      infos[i] = Info{procs[i].pid, procs[i].used};
+    } else {
+      infos[i] = Info{procs[i].pid, procs[i].used, 0xFFFFFFFF, 0xFFFFFFFF};
+    }
+  }
+  const bool fits = n <= *count;
+  *count = n;
+  return fits ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+// ---------------------------------------------------------------- utilisation
+
+constexpr int64_t kSecondNs = 1'000'000'000;
+// How far back process utilisation looks at most: the busy history's reach.
+constexpr int64_t kMaxWindowNs = 2 * kSecondNs;
+
+// Busy time as a percentage of `window`, at least 1 when anything ran.
+unsigned percent(uint64_t busy, int64_t window) {
+  if (busy == 0 || window <= 0) return 0;
+  const uint64_t w = static_cast<uint64_t>(window);
+  const uint64_t p = (busy * 100 + w / 2) / w;
+  return static_cast<unsigned>(std::clamp<uint64_t>(p, 1, 100));
+}
+
 }  // namespace
 
 extern "C" {
 
 nvmlReturn_t nvmlInit_v2() {
   if (simgpu::should_fail("nvmlInit_v2")) return NVML_ERROR_UNKNOWN;
+  if (nvmlReturn_t rc = scripted_failure("nvmlInit_v2", -1); rc != NVML_SUCCESS) return rc;
   simgpu::state();
   ++g_refs;
   return NVML_SUCCESS;
@@ -56,11 +231,38 @@ nvmlReturn_t nvmlShutdown() {
 }
 
 const char* nvmlErrorString(nvmlReturn_t rc) {
-  return rc == NVML_SUCCESS ? "Success" : "Error";
+  switch (rc) {
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
+  }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  if (nvmlReturn_t rc = enter("nvmlSystemGetDriverVersion"); rc != NVML_SUCCESS) return rc;
+  if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* v = std::getenv("SIMGPU_DRIVER_VERSION");
+  if (v == nullptr || *v == '\0') v = "550.127.05";
+  if (std::strlen(v) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::snprintf(version, length, "%s", v);
+  return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetCount_v2"); rc != NVML_SUCCESS) return rc;
   *count = simgpu::state().device_count;
   return NVML_SUCCESS;
 }
@@ -68,12 +270,15 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* h) {
   if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
   if (index >= simgpu::state().device_count) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t rc = scripted_failure("nvmlDeviceGetHandleByIndex_v2", static_cast<int>(index));
+      rc != NVML_SUCCESS)
+    return rc;
   *h = reinterpret_cast<nvmlDevice_t>(&simgpu::state().devices[index]);
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* h) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetHandleByUUID"); rc != NVML_SUCCESS) return rc;
   simgpu::State& st = simgpu::state();
   for (uint32_t i = 0; i < st.device_count; ++i) {
     if (std::strcmp(st.devices[i].uuid, uuid) == 0) {
@@ -85,72 +290,176 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* h) {
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char* uuid, unsigned int length) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
-  simgpu::Device* d = device(h);
-  if (d == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetUUID", h, &d); rc != NVML_SUCCESS) return rc;
   if (std::strlen(d->uuid) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
   std::snprintf(uuid, length, "%s", d->uuid);
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t h, unsigned int* index) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
-  simgpu::Device* d = device(h);
-  if (d == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetIndex", h, &d); rc != NVML_SUCCESS) return rc;
   *index = static_cast<unsigned>(index_of(d));
   return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int* minor) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetMinorNumber", h, &d); rc != NVML_SUCCESS) return rc;
+  if (minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *minor = static_cast<unsigned>(index_of(d));  // /dev/nvidia<minor>
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char* name, unsigned int length) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
-  simgpu::Device* d = device(h);
-  if (d == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetName", h, &d); rc != NVML_SUCCESS) return rc;
   std::snprintf(name, length, "%s", d->name);
   return NVML_SUCCESS;
 }
 
+// Device i sits on bus 0x10 + i, as an H100 (device id 0x2330, NVIDIA 0x10de).
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t* pci) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetPciInfo_v3", h, &d); rc != NVML_SUCCESS) return rc;
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *pci = nvmlPciInfo_t{};
+  pci->domain = 0;
+  pci->bus = 0x10 + static_cast<unsigned>(index_of(d));
+  pci->device = 0;
+  pci->pciDeviceId = 0x233010de;
+  pci->pciSubSystemId = 0x16c110de;
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", pci->domain,
+                pci->bus, pci->device);
+  std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", pci->domain, pci->bus,
+                pci->device);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t h, unsigned int* node) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetNumaNodeId", h, &d); rc != NVML_SUCCESS) return rc;
+  if (node == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d->numa_node < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *node = static_cast<unsigned>(d->numa_node);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int* major, int* minor) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetCudaComputeCapability", h, &d); rc != NVML_SUCCESS)
+    return rc;
+  if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *major = d->cc_major;
+  *minor = d->cc_minor;
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t* m) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
-  simgpu::Device* d = device(h);
-  if (d == nullptr || m == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetMemoryInfo", h, &d); rc != NVML_SUCCESS) return rc;
+  if (m == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   m->total = d->total;
-  m->used = simgpu::device_used(index_of(d));
+  m->used =
+      std::min<uint64_t>(d->total, simgpu::device_used(index_of(d)) + scripted_used(index_of(d)));
   m->free = m->total - m->used;
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t* m) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
-  simgpu::Device* d = device(h);
-  if (d == nullptr || m == nullptr || m->version != nvmlMemory_v2)
-    return NVML_ERROR_INVALID_ARGUMENT;
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetMemoryInfo_v2", h, &d); rc != NVML_SUCCESS) return rc;
+  if (m == nullptr || m->version != nvmlMemory_v2) return NVML_ERROR_INVALID_ARGUMENT;
   m->total = d->total;
   m->reserved = 0;
-  m->used = simgpu::device_used(index_of(d));
+  m->used =
+      std::min<uint64_t>(d->total, simgpu::device_used(index_of(d)) + scripted_used(index_of(d)));
   m->free = m->total - m->used;
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned int* count,
                                                      nvmlProcessInfo_t* infos) {
-  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
-  simgpu::Device* d = device(h);
-  if (d == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return running_processes("nvmlDeviceGetComputeRunningProcesses_v3", h, count, infos);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t h, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
+  return running_processes("nvmlDeviceGetComputeRunningProcesses_v2", h, count, infos);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t h, unsigned int* count,
+                                                  nvmlProcessInfo_v1_t* infos) {
+  return running_processes("nvmlDeviceGetComputeRunningProcesses", h, count, infos);
+}
+
+// No graphics on a simulated GPU.
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t h, unsigned int* count,
+                                                      nvmlProcessInfo_t*) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetGraphicsRunningProcesses_v3", h, &d);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t h, nvmlUtilization_t* u) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetUtilizationRates", h, &d); rc != NVML_SUCCESS)
+    return rc;
+  if (u == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   const int dev = index_of(d);
-  unsigned n = 0;
-  for (simgpu::Proc& p : simgpu::state().procs) {
-    const int32_t pid = p.pid.load();
-    const uint64_t used = pid > 0 ? p.used[dev].load() : 0;
-    if (used == 0) continue;
-    if (infos != nullptr && n < *count) {
-      infos[n] = nvmlProcessInfo_t{static_cast<unsigned>(pid + simgpu::nvml_pid_offset()), used,
-                                   0xFFFFFFFF, 0xFFFFFFFF};
-    }
-    ++n;
+  const int64_t now = simgpu::realtime_ns();
+  unsigned sum = 0;
+  for (const simgpu::Proc& p : simgpu::state().procs) {
+    if (p.pid.load() > 0) sum += percent(simgpu::busy_ns(p, dev, now - kSecondNs, now), kSecondNs);
   }
-  const bool fits = n <= *count;
+  const auto s = script();
+  for (const ScriptProcess& sp : s->processes) {
+    if (sp.device == dev) sum += sp.sm;
+  }
+  u->gpu = std::min(sum, 100u);
+  u->memory = 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
+                                             nvmlProcessUtilizationSample_t* samples,
+                                             unsigned int* count, unsigned long long last_seen_us) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetProcessUtilization", h, &d); rc != NVML_SUCCESS)
+    return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const int dev = index_of(d);
+  const int64_t now = simgpu::realtime_ns();
+  const auto now_us = static_cast<unsigned long long>(now / 1000);
+  std::vector<nvmlProcessUtilizationSample_t> out;
+  if (last_seen_us < now_us) {
+    const int64_t from =
+        last_seen_us == 0 ? now - kSecondNs
+                          : std::max(now - kMaxWindowNs, static_cast<int64_t>(last_seen_us) * 1000);
+    for (const simgpu::Proc& p : simgpu::state().procs) {
+      const int32_t pid = p.pid.load();
+      const unsigned sm = pid > 0 ? percent(simgpu::busy_ns(p, dev, from, now), now - from) : 0;
+      if (sm == 0) continue;
+      out.push_back({static_cast<unsigned>(pid + simgpu::nvml_pid_offset()), now_us, sm, 0, 0, 0});
+    }
+    const auto s = script();
+    for (const ScriptProcess& sp : s->processes) {
+      if (sp.device == dev && sp.sm > 0)
+        out.push_back({sp.pid, now_us, std::min(sp.sm, 100u), 0, 0, 0});
+    }
+  }
+  if (out.empty()) return NVML_ERROR_NOT_FOUND;
+  const auto n = static_cast<unsigned>(out.size());
+  if (samples == nullptr || *count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(out.begin(), out.end(), samples);
   *count = n;
-  return fits ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+  return NVML_SUCCESS;
 }
 
 }  // extern "C"

@@ -1,0 +1,436 @@
+#include "nvml/nvml.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "vgpu/cuda_abi.hpp"
+
+namespace hami::nvml {
+
+using namespace hami::cuda;  // NOLINT: the NVML names, as nvml.h spells them
+
+namespace {
+
+// Process lists start this large and grow while the driver asks for more.
+constexpr unsigned kInitialProcesses = 64;
+constexpr int kGrowAttempts = 8;
+
+template <class F>
+F lookup(void* dl, const char* name) {
+  return reinterpret_cast<F>(::dlsym(dl, name));
+}
+
+// The first of `names` the library has; nullptr if none. `chosen` gets its name.
+template <class F>
+F lookup_first(void* dl, std::initializer_list<const char*> names, const char** chosen) {
+  for (const char* n : names) {
+    if (F f = lookup<F>(dl, n)) {
+      *chosen = n;
+      return f;
+    }
+  }
+  return nullptr;
+}
+
+// Failures of an optional query that mean the device itself is gone: those
+// are errors; anything else only makes the answer unknown.
+bool device_gone(int rc) {
+  return rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_RESET_REQUIRED;
+}
+
+// What to check when nvmlInit fails, by its code.
+const char* init_hint(int rc) {
+  switch (rc) {
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "the NVIDIA kernel driver is not loaded: is the driver installed on this node, and "
+             "does nvidia-smi work there?";
+    case NVML_ERROR_NO_PERMISSION:
+      return "no permission to open /dev/nvidia*: is the container started with the NVIDIA "
+             "runtime, or privileged?";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "libnvidia-ml does not match the loaded kernel driver: was the driver upgraded "
+             "without a reboot, or does the image carry its own libnvidia-ml?";
+    default:
+      return "does nvidia-smi work on this node, and is the container started with the NVIDIA "
+             "runtime?";
+  }
+}
+
+template <class Info>
+using ListFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, Info*);
+
+// One NVML process list, growing the buffer while the driver says it is too
+// small (processes may start between two calls).
+template <class Info>
+int list_processes(ListFn<Info> fn, nvmlDevice_t h, std::vector<ProcessMemory>* out) {
+  std::vector<Info> buf(kInitialProcesses);
+  for (int attempt = 0; attempt < kGrowAttempts; ++attempt) {
+    auto count = static_cast<unsigned>(buf.size());
+    const nvmlReturn_t rc = fn(h, &count, buf.data());
+    if (rc == NVML_SUCCESS) {
+      for (unsigned i = 0; i < count && i < buf.size(); ++i) {
+        const unsigned long long used = buf[i].usedGpuMemory;
+        out->push_back({buf[i].pid, used == NVML_VALUE_NOT_AVAILABLE_ULL ? 0 : used});
+      }
+      return NVML_SUCCESS;
+    }
+    if (rc != NVML_ERROR_INSUFFICIENT_SIZE) return rc;
+    buf.resize(std::max<size_t>(count, buf.size()) + 16);
+  }
+  return NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+}  // namespace
+
+struct Library::Api {
+  const char* init_name = "nvmlInit_v2";
+  nvmlReturn_t (*init)() = nullptr;
+  nvmlReturn_t (*shutdown)() = nullptr;
+  const char* (*error_string)(nvmlReturn_t) = nullptr;
+  const char* count_name = "nvmlDeviceGetCount_v2";
+  nvmlReturn_t (*count)(unsigned int*) = nullptr;
+  const char* handle_name = "nvmlDeviceGetHandleByIndex_v2";
+  nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*uuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*memory_v2)(nvmlDevice_t, nvmlMemory_v2_t*) = nullptr;
+  nvmlReturn_t (*memory_v1)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  // _v3 and _v2 share a layout; the unversioned functions fill v1 structs.
+  const char* compute_name = "nvmlDeviceGetComputeRunningProcesses_v3";
+  ListFn<nvmlProcessInfo_t> compute = nullptr;
+  ListFn<nvmlProcessInfo_v1_t> compute_v1 = nullptr;
+  const char* graphics_name = "nvmlDeviceGetGraphicsRunningProcesses_v3";
+  ListFn<nvmlProcessInfo_t> graphics = nullptr;
+  ListFn<nvmlProcessInfo_v1_t> graphics_v1 = nullptr;
+  nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*process_utilization)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
+                                      unsigned long long) = nullptr;
+  nvmlReturn_t (*driver_version)(char*, unsigned int) = nullptr;
+  nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*pci_v3)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
+  nvmlReturn_t (*numa)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*compute_capability)(nvmlDevice_t, int*, int*) = nullptr;
+
+  // Fills every pointer the library has; the name of a required symbol it
+  // lacks, or nullptr.
+  const char* resolve(void* dl) {
+    using Init = nvmlReturn_t (*)();
+    using Count = nvmlReturn_t (*)(unsigned int*);
+    using Handle = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
+    init = lookup_first<Init>(dl, {"nvmlInit_v2", "nvmlInit"}, &init_name);
+    shutdown = lookup<Init>(dl, "nvmlShutdown");
+    error_string = lookup<const char* (*)(nvmlReturn_t)>(dl, "nvmlErrorString");
+    count = lookup_first<Count>(dl, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, &count_name);
+    handle_by_index = lookup_first<Handle>(
+        dl, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}, &handle_name);
+    uuid = lookup<decltype(uuid)>(dl, "nvmlDeviceGetUUID");
+    name = lookup<decltype(name)>(dl, "nvmlDeviceGetName");
+    memory_v2 = lookup<decltype(memory_v2)>(dl, "nvmlDeviceGetMemoryInfo_v2");
+    memory_v1 = lookup<decltype(memory_v1)>(dl, "nvmlDeviceGetMemoryInfo");
+    compute = lookup_first<ListFn<nvmlProcessInfo_t>>(
+        dl, {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"},
+        &compute_name);
+    if (compute == nullptr) {
+      compute_name = "nvmlDeviceGetComputeRunningProcesses";
+      compute_v1 = lookup<ListFn<nvmlProcessInfo_v1_t>>(dl, compute_name);
+    }
+    graphics = lookup_first<ListFn<nvmlProcessInfo_t>>(
+        dl,
+        {"nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2"},
+        &graphics_name);
+    if (graphics == nullptr) {
+      graphics_name = "nvmlDeviceGetGraphicsRunningProcesses";
+      graphics_v1 = lookup<ListFn<nvmlProcessInfo_v1_t>>(dl, graphics_name);
+    }
+    utilization = lookup<decltype(utilization)>(dl, "nvmlDeviceGetUtilizationRates");
+    process_utilization =
+        lookup<decltype(process_utilization)>(dl, "nvmlDeviceGetProcessUtilization");
+    driver_version = lookup<decltype(driver_version)>(dl, "nvmlSystemGetDriverVersion");
+    minor = lookup<decltype(minor)>(dl, "nvmlDeviceGetMinorNumber");
+    pci_v3 = lookup<decltype(pci_v3)>(dl, "nvmlDeviceGetPciInfo_v3");
+    numa = lookup<decltype(numa)>(dl, "nvmlDeviceGetNumaNodeId");
+    compute_capability =
+        lookup<decltype(compute_capability)>(dl, "nvmlDeviceGetCudaComputeCapability");
+
+    if (init == nullptr) return "nvmlInit_v2";
+    if (shutdown == nullptr) return "nvmlShutdown";
+    if (count == nullptr) return "nvmlDeviceGetCount_v2";
+    if (handle_by_index == nullptr) return "nvmlDeviceGetHandleByIndex_v2";
+    if (uuid == nullptr) return "nvmlDeviceGetUUID";
+    if (name == nullptr) return "nvmlDeviceGetName";
+    if (memory_v2 == nullptr && memory_v1 == nullptr) return "nvmlDeviceGetMemoryInfo";
+    if (compute == nullptr && compute_v1 == nullptr) return "nvmlDeviceGetComputeRunningProcesses";
+    return nullptr;
+  }
+};
+
+Result<std::unique_ptr<Library>> Library::open(const std::string& path) {
+  ::dlerror();
+  void* dl = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (dl == nullptr) {
+    const char* why = ::dlerror();
+    return Error{path + ": cannot load NVML (" + (why != nullptr ? why : "unknown dlopen error") +
+                 "): is the NVIDIA driver installed on this node, and is the container started "
+                 "with the NVIDIA runtime (runtimeClassName: nvidia)?"};
+  }
+  auto api = std::make_unique<Api>();
+  if (const char* missing = api->resolve(dl)) {
+    ::dlclose(dl);
+    return Error{path + ": symbol " + missing +
+                 " not found: the library is not NVIDIA's NVML, or its driver is too old"};
+  }
+  if (const nvmlReturn_t rc = api->init(); rc != NVML_SUCCESS) {
+    std::string message = path + ": " + api->init_name + " failed: " + code_name(rc) + " (" +
+                          std::to_string(rc) + "): " + init_hint(rc);
+    ::dlclose(dl);
+    return Error{std::move(message)};
+  }
+  return std::unique_ptr<Library>(new Library(path, dl, std::move(api)));
+}
+
+Library::Library(std::string path, void* handle, std::unique_ptr<Api> api)
+    : path_(std::move(path)), dl_(handle), api_(std::move(api)) {}
+
+Library::~Library() {
+  api_->shutdown();
+  ::dlclose(dl_);
+}
+
+std::string Library::code_name(int rc) {
+  switch (rc) {
+    case NVML_SUCCESS:
+      return "NVML_SUCCESS";
+    case NVML_ERROR_UNINITIALIZED:
+      return "NVML_ERROR_UNINITIALIZED";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "NVML_ERROR_INVALID_ARGUMENT";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "NVML_ERROR_NOT_SUPPORTED";
+    case NVML_ERROR_NO_PERMISSION:
+      return "NVML_ERROR_NO_PERMISSION";
+    case NVML_ERROR_NOT_FOUND:
+      return "NVML_ERROR_NOT_FOUND";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "NVML_ERROR_INSUFFICIENT_SIZE";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "NVML_ERROR_DRIVER_NOT_LOADED";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML_ERROR_LIBRARY_NOT_FOUND";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "NVML_ERROR_FUNCTION_NOT_FOUND";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "NVML_ERROR_GPU_IS_LOST";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "NVML_ERROR_RESET_REQUIRED";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "NVML_ERROR_ARGUMENT_VERSION_MISMATCH";
+    case NVML_ERROR_UNKNOWN:
+      return "NVML_ERROR_UNKNOWN";
+    default:
+      return "NVML error " + std::to_string(rc);
+  }
+}
+
+Error Library::fail(const char* call, int index, int rc) {
+  last_error_ = rc;
+  std::string m = call;
+  if (index >= 0) m += "(device " + std::to_string(index) + ")";
+  m += ": " + code_name(rc) + " (" + std::to_string(rc);
+  if (api_->error_string != nullptr) {
+    if (const char* text = api_->error_string(rc)) m += std::string(", ") + text;
+  }
+  m += ")";
+  if (device_gone(rc)) m += ": the GPU has fallen off the bus or needs a reset (see dmesg for Xid)";
+  if (rc == NVML_ERROR_FUNCTION_NOT_FOUND) m += ": not in " + path_ + " (driver too old)";
+  return Error{std::move(m)};
+}
+
+Result<void*> Library::handle(int index) {
+  if (index < 0) {
+    last_error_ = NVML_ERROR_INVALID_ARGUMENT;
+    return Error{"device index " + std::to_string(index) + ": out of range"};
+  }
+  const auto i = static_cast<size_t>(index);
+  if (i < handles_.size() && handles_[i] != nullptr) return handles_[i];
+  nvmlDevice_t h = nullptr;
+  if (const nvmlReturn_t rc = api_->handle_by_index(static_cast<unsigned>(index), &h);
+      rc != NVML_SUCCESS) {
+    return fail(api_->handle_name, index, rc);
+  }
+  if (handles_.size() <= i) handles_.resize(i + 1, nullptr);
+  handles_[i] = h;
+  return static_cast<void*>(h);
+}
+
+Result<int> Library::device_count() {
+  unsigned n = 0;
+  if (const nvmlReturn_t rc = api_->count(&n); rc != NVML_SUCCESS)
+    return fail(api_->count_name, -1, rc);
+  return static_cast<int>(n);
+}
+
+Result<DeviceInfo> Library::device(int index) {
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  auto* h = static_cast<nvmlDevice_t>(*hr);
+  DeviceInfo info;
+  info.index = index;
+  char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+  if (const nvmlReturn_t rc = api_->uuid(h, buf, sizeof buf); rc != NVML_SUCCESS)
+    return fail("nvmlDeviceGetUUID", index, rc);
+  info.uuid = buf;
+  buf[0] = '\0';
+  if (const nvmlReturn_t rc = api_->name(h, buf, sizeof buf); rc != NVML_SUCCESS)
+    return fail("nvmlDeviceGetName", index, rc);
+  info.name = buf;
+  auto mem = memory(index);
+  if (!mem) return mem.error();
+  info.memory_total = mem->total;
+
+  // The rest is optional: unknown when the driver lacks it or cannot say.
+  if (api_->pci_v3 != nullptr) {
+    nvmlPciInfo_t pci{};
+    const nvmlReturn_t rc = api_->pci_v3(h, &pci);
+    if (rc == NVML_SUCCESS) {
+      pci.busId[sizeof pci.busId - 1] = '\0';
+      info.pci_bus_id = pci.busId;
+    } else if (device_gone(rc)) {
+      return fail("nvmlDeviceGetPciInfo_v3", index, rc);
+    }
+  }
+  if (api_->numa != nullptr) {
+    unsigned node = 0;
+    const nvmlReturn_t rc = api_->numa(h, &node);
+    if (rc == NVML_SUCCESS) {
+      info.numa_node = static_cast<int>(node);
+    } else if (device_gone(rc)) {
+      return fail("nvmlDeviceGetNumaNodeId", index, rc);
+    }
+  }
+  if (api_->minor != nullptr) {
+    unsigned minor = 0;
+    const nvmlReturn_t rc = api_->minor(h, &minor);
+    if (rc == NVML_SUCCESS) {
+      info.minor = minor;
+    } else if (device_gone(rc)) {
+      return fail("nvmlDeviceGetMinorNumber", index, rc);
+    }
+  }
+  if (api_->compute_capability != nullptr) {
+    int major = 0;
+    int minor = 0;
+    const nvmlReturn_t rc = api_->compute_capability(h, &major, &minor);
+    if (rc == NVML_SUCCESS) {
+      info.cc_major = major;
+      info.cc_minor = minor;
+    } else if (device_gone(rc)) {
+      return fail("nvmlDeviceGetCudaComputeCapability", index, rc);
+    }
+  }
+  return info;
+}
+
+Result<MemoryInfo> Library::memory(int index) {
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  auto* h = static_cast<nvmlDevice_t>(*hr);
+  if (api_->memory_v2 != nullptr) {
+    nvmlMemory_v2_t m{};
+    m.version = nvmlMemory_v2;
+    const nvmlReturn_t rc = api_->memory_v2(h, &m);
+    if (rc == NVML_SUCCESS) return MemoryInfo{m.total, m.total - std::min(m.total, m.free), m.free};
+    // A driver that exports _v2 but cannot answer it: ask the old way.
+    const bool fall_back = api_->memory_v1 != nullptr &&
+                           (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND ||
+                            rc == NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    if (!fall_back) return fail("nvmlDeviceGetMemoryInfo_v2", index, rc);
+  }
+  nvmlMemory_t m{};
+  if (const nvmlReturn_t rc = api_->memory_v1(h, &m); rc != NVML_SUCCESS)
+    return fail("nvmlDeviceGetMemoryInfo", index, rc);
+  return MemoryInfo{m.total, m.total - std::min(m.total, m.free), m.free};
+}
+
+Result<Utilization> Library::utilization(int index) {
+  if (api_->utilization == nullptr)
+    return fail("nvmlDeviceGetUtilizationRates", index, NVML_ERROR_FUNCTION_NOT_FOUND);
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  nvmlUtilization_t u{};
+  if (const nvmlReturn_t rc = api_->utilization(static_cast<nvmlDevice_t>(*hr), &u);
+      rc != NVML_SUCCESS) {
+    return fail("nvmlDeviceGetUtilizationRates", index, rc);
+  }
+  return Utilization{u.gpu, u.memory};
+}
+
+Result<std::vector<ProcessMemory>> Library::processes(int index) {
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  auto* h = static_cast<nvmlDevice_t>(*hr);
+  std::vector<ProcessMemory> listed;
+  const int rc = api_->compute != nullptr ? list_processes(api_->compute, h, &listed)
+                                          : list_processes(api_->compute_v1, h, &listed);
+  if (rc != NVML_SUCCESS) return fail(api_->compute_name, index, rc);
+  if (api_->graphics != nullptr || api_->graphics_v1 != nullptr) {
+    const int grc = api_->graphics != nullptr ? list_processes(api_->graphics, h, &listed)
+                                              : list_processes(api_->graphics_v1, h, &listed);
+    // Compute GPUs may not support the graphics list; only a lost GPU matters.
+    if (grc != NVML_SUCCESS && device_gone(grc)) return fail(api_->graphics_name, index, grc);
+  }
+  std::map<uint32_t, uint64_t> merged;
+  for (const ProcessMemory& p : listed) {
+    uint64_t& used = merged[p.pid];
+    used = std::max(used, p.used_bytes);
+  }
+  std::vector<ProcessMemory> out;
+  out.reserve(merged.size());
+  for (const auto& [pid, used] : merged)
+    out.push_back({pid, used});
+  return out;
+}
+
+Result<std::vector<ProcessSample>> Library::process_samples(int index, uint64_t since_us) {
+  static constexpr const char* kCall = "nvmlDeviceGetProcessUtilization";
+  if (api_->process_utilization == nullptr)
+    return fail(kCall, index, NVML_ERROR_FUNCTION_NOT_FOUND);
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  auto* h = static_cast<nvmlDevice_t>(*hr);
+  // First the count (a null buffer), then the samples; more may arrive in between.
+  unsigned count = 0;
+  nvmlReturn_t rc = api_->process_utilization(h, nullptr, &count, since_us);
+  std::vector<nvmlProcessUtilizationSample_t> buf;
+  for (int attempt = 0;; ++attempt) {
+    if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && count == 0))
+      return std::vector<ProcessSample>{};
+    if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) return fail(kCall, index, rc);
+    if (rc == NVML_SUCCESS && !buf.empty()) {
+      std::vector<ProcessSample> out;
+      out.reserve(count);
+      for (unsigned i = 0; i < count && i < buf.size(); ++i)
+        out.push_back({buf[i].pid, buf[i].timeStamp, buf[i].smUtil, buf[i].memUtil});
+      return out;
+    }
+    if (attempt == kGrowAttempts) return fail(kCall, index, NVML_ERROR_INSUFFICIENT_SIZE);
+    buf.resize(std::max<size_t>(count, buf.size()) + 8);
+    count = static_cast<unsigned>(buf.size());
+    rc = api_->process_utilization(h, buf.data(), &count, since_us);
+  }
+}
+
+Result<std::string> Library::driver_version() {
+  if (api_->driver_version == nullptr)
+    return fail("nvmlSystemGetDriverVersion", -1, NVML_ERROR_FUNCTION_NOT_FOUND);
+  char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  if (const nvmlReturn_t rc = api_->driver_version(buf, sizeof buf); rc != NVML_SUCCESS)
+    return fail("nvmlSystemGetDriverVersion", -1, rc);
+  return std::string(buf);
+}
+
+}  // namespace hami::nvml

@@ -1,0 +1,126 @@
+#pragma once
+// NVML for the daemons (node agent, device plugin): libnvidia-ml.so.1 loaded
+// with dlopen at run time, so the binaries start, and say why, on a node
+// without the NVIDIA driver. Symbols are resolved newest version first (_v3,
+// _v2, plain); the ones newer drivers added (NUMA node, graphics processes,
+// process utilisation, PCI info) may be missing without failing open(), only
+// the call that needs them. Every failure is an Error naming the library,
+// symbol or NVML call and its NVML code; last_error() keeps the raw code so a
+// caller can tell a lost GPU (NVML_ERROR_GPU_IS_LOST) from anything else.
+// Nothing throws.
+//
+//   auto nvml = hami::nvml::Library::open();
+//   if (!nvml) { log(nvml.error().message); return; }
+//   auto n = (*nvml)->device_count();
+//   for (int i = 0; n && i < *n; ++i) {
+//     auto info = (*nvml)->device(i);        // uuid, name, memory, PCI, NUMA...
+//     auto procs = (*nvml)->processes(i);    // PID + device memory
+//     auto sm = (*nvml)->process_samples(i, last_seen_us);  // PID + SM percent
+//     if (!procs && (*nvml)->last_error() == hami::nvml::kGpuIsLost) mark_unhealthy(i);
+//   }
+//
+// Not thread-safe: one thread (the sampler) owns a Library.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace hami::nvml {
+
+// NVML return codes callers branch on (nvml.h's values).
+inline constexpr int kSuccess = 0;
+inline constexpr int kNotSupported = 3;
+inline constexpr int kNotFound = 6;
+inline constexpr int kGpuIsLost = 15;
+inline constexpr int kUnknown = 999;
+
+struct DeviceInfo {
+  int index = 0;
+  std::string uuid;        // "GPU-xxxxxxxx-..."
+  std::string name;        // "NVIDIA H100 80GB HBM3"
+  std::string pci_bus_id;  // "00000000:18:00.0"; empty when the driver cannot say
+  uint64_t memory_total = 0;
+  std::optional<int> numa_node;   // unknown on older drivers and single-node hosts
+  std::optional<unsigned> minor;  // /dev/nvidia<minor>
+  int cc_major = 0;               // CUDA compute capability; 0.0 when unknown
+  int cc_minor = 0;
+};
+
+// used = total - free: what the driver reserves for itself counts as used.
+struct MemoryInfo {
+  uint64_t total = 0;
+  uint64_t used = 0;
+  uint64_t free = 0;
+};
+
+// Percent of the driver's last sample period (1/6 s to 1 s by product).
+struct Utilization {
+  unsigned gpu = 0;
+  unsigned memory = 0;
+};
+
+// A process holding device memory: compute and graphics lists merged by PID
+// (a process in both counts once, with the larger figure). PIDs are as the
+// driver reports them: host PIDs on a normal node.
+struct ProcessMemory {
+  uint32_t pid = 0;
+  uint64_t used_bytes = 0;  // 0 when the driver cannot say (MIG without permission)
+};
+
+// One process's utilisation sample; timestamp_us is CLOCK_REALTIME in us.
+struct ProcessSample {
+  uint32_t pid = 0;
+  uint64_t timestamp_us = 0;
+  unsigned sm = 0;   // percent
+  unsigned mem = 0;  // memory controller, percent
+};
+
+class Library {
+ public:
+  // dlopen(path), resolve the symbols, nvmlInit_v2. The Error says which
+  // library, symbol or NVML error failed and what to check.
+  static Result<std::unique_ptr<Library>> open(const std::string& path = "libnvidia-ml.so.1");
+  ~Library();  // nvmlShutdown + dlclose
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+
+  Result<int> device_count();
+  Result<DeviceInfo> device(int index);
+  Result<MemoryInfo> memory(int index);
+  Result<Utilization> utilization(int index);
+  // Grows its buffer while the driver answers NVML_ERROR_INSUFFICIENT_SIZE.
+  Result<std::vector<ProcessMemory>> processes(int index);
+  // Samples newer than since_us (0: whatever the driver holds); none yet
+  // (NVML_ERROR_NOT_FOUND) is an empty vector. Pass the largest timestamp_us
+  // seen as the next since_us.
+  Result<std::vector<ProcessSample>> process_samples(int index, uint64_t since_us);
+  Result<std::string> driver_version();
+
+  // The raw nvmlReturn_t behind the last Error returned (kSuccess if none
+  // yet), for callers that mark devices unhealthy.
+  int last_error() const { return last_error_; }
+  const std::string& path() const { return path_; }
+
+  // "NVML_ERROR_GPU_IS_LOST" etc.; "NVML error <n>" for codes it does not know.
+  static std::string code_name(int rc);
+
+ private:
+  struct Api;
+  Library(std::string path, void* handle, std::unique_ptr<Api> api);
+  // The handle of device `index`, cached after the first lookup.
+  Result<void*> handle(int index);
+  // Records a failed call's code and describes it: "<call>(device N): <name> (<rc>, <text>)".
+  Error fail(const char* call, int index, int rc);
+
+  std::string path_;
+  void* dl_ = nullptr;
+  std::unique_ptr<Api> api_;
+  std::vector<void*> handles_;
+  int last_error_ = kSuccess;
+};
+
+}  // namespace hami::nvml

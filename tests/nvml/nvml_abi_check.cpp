@@ -1,0 +1,155 @@
+// Our NVML declarations (src/vgpu/cuda_abi.hpp) against the real nvml.h of an
+// installed CUDA toolkit: return codes, buffer sizes, struct sizes and
+// offsets, and the parameter lists of every function src/nvml resolves.
+// Everything is checked at compile time; a mismatch does not build.
+#include <array>
+#include <cstddef>
+#include <cstdio>
+#include <type_traits>
+
+#include "vgpu/cuda_abi.hpp"
+
+// nvml.h spells the buffer sizes and nvmlMemory_v2 as macros: ours are
+// captured before it is included.
+namespace ours {
+namespace h = hami::cuda;
+constexpr unsigned kUuidV2 = h::NVML_DEVICE_UUID_V2_BUFFER_SIZE;
+constexpr unsigned kNameV2 = h::NVML_DEVICE_NAME_V2_BUFFER_SIZE;
+constexpr unsigned kDriverVersion = h::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
+constexpr unsigned kBusId = h::NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE;
+constexpr unsigned kBusIdLegacy = h::NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE;
+constexpr unsigned kMemoryV2 = h::nvmlMemory_v2;
+}  // namespace ours
+
+// The versioned and unversioned functions under their own names.
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include <nvml.h>
+
+namespace {
+
+namespace h = hami::cuda;
+
+template <class F>
+struct Sig;
+template <class R, class... A>
+struct Sig<R (*)(A...)> {
+  static constexpr size_t arity = sizeof...(A);
+  static constexpr size_t ret = sizeof(R);
+  static constexpr std::array<size_t, sizeof...(A)> sizes{sizeof(A)...};
+  static constexpr std::array<bool, sizeof...(A)> pointers{std::is_pointer_v<A>...};
+};
+
+template <class A, class B>
+constexpr bool same_abi() {
+  if (Sig<A>::arity != Sig<B>::arity || Sig<A>::ret != Sig<B>::ret) return false;
+  for (size_t i = 0; i < Sig<A>::arity; ++i) {
+    if (Sig<A>::sizes[i] != Sig<B>::sizes[i] || Sig<A>::pointers[i] != Sig<B>::pointers[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The signatures src/nvml/nvml.cpp calls through.
+using Dev = h::nvmlDevice_t;
+using R = h::nvmlReturn_t;
+#define SAME(real_fn, ...)                                            \
+  static_assert(same_abi<R (*)(__VA_ARGS__), decltype(&::real_fn)>(), \
+                #real_fn " does not match nvml.h");
+SAME(nvmlInit_v2)
+SAME(nvmlShutdown)
+SAME(nvmlDeviceGetCount_v2, unsigned*)
+SAME(nvmlDeviceGetHandleByIndex_v2, unsigned, Dev*)
+SAME(nvmlDeviceGetUUID, Dev, char*, unsigned)
+SAME(nvmlDeviceGetName, Dev, char*, unsigned)
+SAME(nvmlDeviceGetMemoryInfo, Dev, h::nvmlMemory_t*)
+SAME(nvmlDeviceGetMemoryInfo_v2, Dev, h::nvmlMemory_v2_t*)
+SAME(nvmlDeviceGetComputeRunningProcesses_v3, Dev, unsigned*, h::nvmlProcessInfo_t*)
+SAME(nvmlDeviceGetComputeRunningProcesses_v2, Dev, unsigned*, h::nvmlProcessInfo_t*)
+SAME(nvmlDeviceGetComputeRunningProcesses, Dev, unsigned*, h::nvmlProcessInfo_v1_t*)
+SAME(nvmlDeviceGetGraphicsRunningProcesses_v3, Dev, unsigned*, h::nvmlProcessInfo_t*)
+SAME(nvmlDeviceGetGraphicsRunningProcesses_v2, Dev, unsigned*, h::nvmlProcessInfo_t*)
+SAME(nvmlDeviceGetGraphicsRunningProcesses, Dev, unsigned*, h::nvmlProcessInfo_v1_t*)
+SAME(nvmlDeviceGetUtilizationRates, Dev, h::nvmlUtilization_t*)
+SAME(nvmlDeviceGetProcessUtilization, Dev, h::nvmlProcessUtilizationSample_t*, unsigned*,
+     unsigned long long)
+SAME(nvmlSystemGetDriverVersion, char*, unsigned)
+SAME(nvmlDeviceGetMinorNumber, Dev, unsigned*)
+SAME(nvmlDeviceGetPciInfo_v3, Dev, h::nvmlPciInfo_t*)
+SAME(nvmlDeviceGetNumaNodeId, Dev, unsigned*)
+SAME(nvmlDeviceGetCudaComputeCapability, Dev, int*, int*)
+#undef SAME
+static_assert(std::is_same_v<decltype(&::nvmlErrorString), const char* (*)(::nvmlReturn_t)>);
+static_assert(std::is_same_v<h::nvmlDevice_t, ::nvmlDevice_t>);
+static_assert(sizeof(h::nvmlReturn_t) == sizeof(::nvmlReturn_t));
+
+static_assert(h::NVML_SUCCESS == ::NVML_SUCCESS);
+static_assert(h::NVML_ERROR_UNINITIALIZED == ::NVML_ERROR_UNINITIALIZED);
+static_assert(h::NVML_ERROR_INVALID_ARGUMENT == ::NVML_ERROR_INVALID_ARGUMENT);
+static_assert(h::NVML_ERROR_NOT_SUPPORTED == ::NVML_ERROR_NOT_SUPPORTED);
+static_assert(h::NVML_ERROR_NO_PERMISSION == ::NVML_ERROR_NO_PERMISSION);
+static_assert(h::NVML_ERROR_NOT_FOUND == ::NVML_ERROR_NOT_FOUND);
+static_assert(h::NVML_ERROR_INSUFFICIENT_SIZE == ::NVML_ERROR_INSUFFICIENT_SIZE);
+static_assert(h::NVML_ERROR_DRIVER_NOT_LOADED == ::NVML_ERROR_DRIVER_NOT_LOADED);
+static_assert(h::NVML_ERROR_LIBRARY_NOT_FOUND == ::NVML_ERROR_LIBRARY_NOT_FOUND);
+static_assert(h::NVML_ERROR_FUNCTION_NOT_FOUND == ::NVML_ERROR_FUNCTION_NOT_FOUND);
+static_assert(h::NVML_ERROR_GPU_IS_LOST == ::NVML_ERROR_GPU_IS_LOST);
+static_assert(h::NVML_ERROR_RESET_REQUIRED == ::NVML_ERROR_RESET_REQUIRED);
+static_assert(h::NVML_ERROR_LIB_RM_VERSION_MISMATCH == ::NVML_ERROR_LIB_RM_VERSION_MISMATCH);
+static_assert(h::NVML_ERROR_ARGUMENT_VERSION_MISMATCH == ::NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+static_assert(h::NVML_ERROR_UNKNOWN == ::NVML_ERROR_UNKNOWN);
+static_assert(h::NVML_VALUE_NOT_AVAILABLE_ULL ==
+              static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE));
+
+static_assert(ours::kUuidV2 == NVML_DEVICE_UUID_V2_BUFFER_SIZE);
+static_assert(ours::kNameV2 == NVML_DEVICE_NAME_V2_BUFFER_SIZE);
+static_assert(ours::kDriverVersion == NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE);
+static_assert(ours::kBusId == NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE);
+static_assert(ours::kBusIdLegacy == NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE);
+static_assert(ours::kMemoryV2 == nvmlMemory_v2);
+
+#define SAME_FIELD(ours_t, real_t, field)                                  \
+  static_assert(offsetof(h::ours_t, field) == offsetof(::real_t, field) && \
+                sizeof(h::ours_t::field) == sizeof(::real_t::field));
+static_assert(sizeof(h::nvmlMemory_t) == sizeof(::nvmlMemory_t));
+SAME_FIELD(nvmlMemory_t, nvmlMemory_t, total)
+SAME_FIELD(nvmlMemory_t, nvmlMemory_t, free)
+SAME_FIELD(nvmlMemory_t, nvmlMemory_t, used)
+static_assert(sizeof(h::nvmlMemory_v2_t) == sizeof(::nvmlMemory_v2_t));
+SAME_FIELD(nvmlMemory_v2_t, nvmlMemory_v2_t, version)
+SAME_FIELD(nvmlMemory_v2_t, nvmlMemory_v2_t, reserved)
+SAME_FIELD(nvmlMemory_v2_t, nvmlMemory_v2_t, free)
+SAME_FIELD(nvmlMemory_v2_t, nvmlMemory_v2_t, used)
+static_assert(sizeof(h::nvmlProcessInfo_t) == sizeof(::nvmlProcessInfo_v2_t));
+SAME_FIELD(nvmlProcessInfo_t, nvmlProcessInfo_v2_t, pid)
+SAME_FIELD(nvmlProcessInfo_t, nvmlProcessInfo_v2_t, usedGpuMemory)
+SAME_FIELD(nvmlProcessInfo_t, nvmlProcessInfo_v2_t, computeInstanceId)
+static_assert(sizeof(h::nvmlProcessInfo_v1_t) == sizeof(::nvmlProcessInfo_v1_t));
+SAME_FIELD(nvmlProcessInfo_v1_t, nvmlProcessInfo_v1_t, pid)
+SAME_FIELD(nvmlProcessInfo_v1_t, nvmlProcessInfo_v1_t, usedGpuMemory)
+static_assert(sizeof(h::nvmlPciInfo_t) == sizeof(::nvmlPciInfo_t));
+SAME_FIELD(nvmlPciInfo_t, nvmlPciInfo_t, busIdLegacy)
+SAME_FIELD(nvmlPciInfo_t, nvmlPciInfo_t, domain)
+SAME_FIELD(nvmlPciInfo_t, nvmlPciInfo_t, bus)
+SAME_FIELD(nvmlPciInfo_t, nvmlPciInfo_t, device)
+SAME_FIELD(nvmlPciInfo_t, nvmlPciInfo_t, pciDeviceId)
+SAME_FIELD(nvmlPciInfo_t, nvmlPciInfo_t, pciSubSystemId)
+SAME_FIELD(nvmlPciInfo_t, nvmlPciInfo_t, busId)
+static_assert(sizeof(h::nvmlUtilization_t) == sizeof(::nvmlUtilization_t));
+SAME_FIELD(nvmlUtilization_t, nvmlUtilization_t, gpu)
+SAME_FIELD(nvmlUtilization_t, nvmlUtilization_t, memory)
+static_assert(sizeof(h::nvmlProcessUtilizationSample_t) ==
+              sizeof(::nvmlProcessUtilizationSample_t));
+SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, pid)
+SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, timeStamp)
+SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, smUtil)
+SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, memUtil)
+SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, decUtil)
+#undef SAME_FIELD
+
+}  // namespace
+
+int main() {
+  std::puts("NVML declarations match nvml.h");
+  return 0;
+}

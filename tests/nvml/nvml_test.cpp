@@ -1,0 +1,290 @@
+// src/nvml against the simulated libnvidia-ml.so.1 (tests/support/simgpu):
+// loading and its errors, device enumeration, memory, scripted processes,
+// samples and failures (SIMGPU_NVML_SCRIPT), buffer growth, and per-process
+// SM utilisation measured from a real CUDA client's simulated GPU engine.
+#include "nvml/nvml.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+
+namespace hami::nvml {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr uint64_t kMiB = 1ull << 20;
+const char* const kUuids[] = {"GPU-5a3e0000-0000-4000-8000-00000000000a",
+                              "GPU-5a3e0000-0000-4000-8000-00000000000b",
+                              "GPU-5a3e0000-0000-4000-8000-00000000000c"};
+
+// The simulated GPUs this process and its children share, set before the
+// simulated NVML is first loaded (it reads them when it maps the state file).
+struct SimEnv {
+  test::TempDir dir;
+  SimEnv() {
+    ::setenv("SIMGPU_STATE", dir.file("gpu.state").c_str(), 1);
+    ::setenv("SIMGPU_DEVICES",
+             (std::string(kUuids[0]) + ":80g," + kUuids[1] + ":40g," + kUuids[2] + ":24g").c_str(),
+             1);
+    ::setenv("SIMGPU_NUMA", "0,1,-1", 1);
+    ::setenv("SIMGPU_NVML_SCRIPT", script().c_str(), 1);
+    for (const char* v : {"SIMGPU_NVML_PID_OFFSET", "SIMGPU_FAIL", "SIMGPU_DRIVER_VERSION",
+                          "SIMGPU_CONTEXT_SIZE", "SIMGPU_KERNEL_NS"})
+      ::unsetenv(v);
+  }
+  std::string script() const { return dir.file("nvml.script"); }
+};
+
+SimEnv& sim() {
+  static SimEnv env;
+  return env;
+}
+
+// Replaces the script in one step (a new inode), as the header asks.
+void write_script(const std::string& text) {
+  const std::string tmp = sim().script() + ".tmp";
+  std::ofstream(tmp) << text;
+  ASSERT_EQ(std::rename(tmp.c_str(), sim().script().c_str()), 0);
+}
+
+class NvmlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_script("");
+    auto lib = Library::open(SIMNVML);
+    ASSERT_TRUE(lib) << lib.error().message;
+    lib_ = std::move(*lib);
+  }
+
+  template <class T>
+  static T ok(Result<T> r) {
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? std::move(r).value() : T{};
+  }
+
+  std::unique_ptr<Library> lib_;
+};
+
+const ProcessMemory* find_pid(const std::vector<ProcessMemory>& v, uint32_t pid) {
+  auto it = std::find_if(v.begin(), v.end(), [&](const ProcessMemory& p) { return p.pid == pid; });
+  return it == v.end() ? nullptr : &*it;
+}
+const ProcessSample* find_pid(const std::vector<ProcessSample>& v, uint32_t pid) {
+  auto it = std::find_if(v.begin(), v.end(), [&](const ProcessSample& p) { return p.pid == pid; });
+  return it == v.end() ? nullptr : &*it;
+}
+
+TEST(NvmlOpen, MissingLibraryNamesThePathAndTheDriver) {
+  sim();
+  const std::string path = "/nonexistent/hami/libnvidia-ml.so.1";
+  auto lib = Library::open(path);
+  ASSERT_FALSE(lib);
+  EXPECT_THAT(lib.error().message, HasSubstr(path));
+  EXPECT_THAT(lib.error().message, HasSubstr("NVIDIA driver"));
+}
+
+TEST(NvmlOpen, LibraryWithoutNvmlNamesTheMissingSymbol) {
+  sim();
+  auto lib = Library::open(SIMCUDA);  // the simulated libcuda.so.1: no NVML in it
+  ASSERT_FALSE(lib);
+  EXPECT_THAT(lib.error().message, HasSubstr(SIMCUDA));
+  EXPECT_THAT(lib.error().message, HasSubstr("symbol nvmlInit_v2 not found"));
+}
+
+TEST(NvmlOpen, InitFailureCarriesTheNvmlCode) {
+  sim();
+  write_script("fail nvmlInit_v2\n");
+  auto lib = Library::open(SIMNVML);
+  write_script("");
+  ASSERT_FALSE(lib);
+  EXPECT_THAT(lib.error().message, HasSubstr("nvmlInit_v2 failed: NVML_ERROR_UNKNOWN (999)"));
+}
+
+TEST_F(NvmlTest, EnumeratesDevicesWithTheirProperties) {
+  ASSERT_EQ(ok(lib_->device_count()), 3);
+  const uint64_t totals[] = {80 * kGiB, 40 * kGiB, 24 * kGiB};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const DeviceInfo d = ok(lib_->device(i));
+    EXPECT_EQ(d.index, i);
+    EXPECT_EQ(d.uuid, kUuids[i]);
+    EXPECT_EQ(d.name, "Simulated GPU " + std::to_string(i));
+    EXPECT_EQ(d.memory_total, totals[i]);
+    char bus[32];
+    std::snprintf(bus, sizeof bus, "00000000:%02X:00.0", 0x10 + i);
+    EXPECT_EQ(d.pci_bus_id, bus);
+    EXPECT_EQ(d.minor, std::optional<unsigned>(static_cast<unsigned>(i)));
+    EXPECT_EQ(d.cc_major, 9);
+    EXPECT_EQ(d.cc_minor, 0);
+  }
+  EXPECT_EQ(ok(lib_->device(0)).numa_node, std::optional<int>(0));
+  EXPECT_EQ(ok(lib_->device(1)).numa_node, std::optional<int>(1));
+  EXPECT_EQ(ok(lib_->device(2)).numa_node, std::nullopt);  // NVML_ERROR_NOT_SUPPORTED
+
+  auto missing = lib_->device(3);
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, HasSubstr("device 3"));
+  EXPECT_THAT(missing.error().message, HasSubstr("NVML_ERROR_INVALID_ARGUMENT"));
+  EXPECT_FALSE(lib_->device(-1));
+  EXPECT_EQ(ok(lib_->driver_version()), "550.127.05");
+}
+
+TEST_F(NvmlTest, OptionalQueriesAreUnknownOnFailureButALostGpuIsAnError) {
+  write_script("fail nvmlDeviceGetNumaNodeId\nfail nvmlDeviceGetPciInfo_v3 1\n");
+  const DeviceInfo d1 = ok(lib_->device(1));
+  EXPECT_EQ(d1.numa_node, std::nullopt);
+  EXPECT_EQ(d1.pci_bus_id, "");
+  EXPECT_EQ(ok(lib_->device(0)).pci_bus_id, "00000000:10:00.0");
+
+  write_script("gpu_lost nvmlDeviceGetNumaNodeId 1\n");
+  auto lost = lib_->device(1);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lib_->last_error(), kGpuIsLost);
+  EXPECT_THAT(lost.error().message, HasSubstr("nvmlDeviceGetNumaNodeId(device 1)"));
+  EXPECT_THAT(lost.error().message, HasSubstr("NVML_ERROR_GPU_IS_LOST (15"));
+  EXPECT_TRUE(lib_->device(0));
+}
+
+TEST_F(NvmlTest, MemoryIncludesScriptedProcesses) {
+  const MemoryInfo before = ok(lib_->memory(1));
+  EXPECT_EQ(before.total, 40 * kGiB);
+  EXPECT_EQ(before.used + before.free, before.total);
+  write_script("process 1 4242 1073741824 0\n");
+  const MemoryInfo after = ok(lib_->memory(1));
+  EXPECT_EQ(after.used, before.used + kGiB);
+  EXPECT_EQ(after.used + after.free, after.total);
+}
+
+TEST_F(NvmlTest, ReportsScriptedProcessesAndSamplesAndRereadsTheScript) {
+  write_script(
+      "# device pid bytes sm\n"
+      "process 0 4242 1073741824 37\n"
+      "process 0 4243 2097152 0\n"
+      "process 1 4242 5 12\n");
+  const auto procs0 = ok(lib_->processes(0));
+  ASSERT_NE(find_pid(procs0, 4242), nullptr);
+  EXPECT_EQ(find_pid(procs0, 4242)->used_bytes, kGiB);
+  ASSERT_NE(find_pid(procs0, 4243), nullptr);
+  EXPECT_EQ(find_pid(procs0, 4243)->used_bytes, 2 * kMiB);
+  const auto procs1 = ok(lib_->processes(1));
+  ASSERT_NE(find_pid(procs1, 4242), nullptr);
+  EXPECT_EQ(find_pid(procs1, 4242)->used_bytes, 5u);
+  EXPECT_EQ(find_pid(procs1, 4243), nullptr);
+
+  const auto samples = ok(lib_->process_samples(0, 0));
+  ASSERT_NE(find_pid(samples, 4242), nullptr);
+  EXPECT_EQ(find_pid(samples, 4242)->sm, 37u);
+  const auto now_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+  EXPECT_NEAR(static_cast<double>(find_pid(samples, 4242)->timestamp_us),
+              static_cast<double>(now_us), 60e6);  // CLOCK_REALTIME microseconds
+  EXPECT_EQ(find_pid(samples, 4243), nullptr);     // no SM time: no sample
+  EXPECT_GE(ok(lib_->utilization(0)).gpu, 37u);
+  // Nothing newer than an hour from now; nothing at all on device 2.
+  EXPECT_TRUE(ok(lib_->process_samples(0, now_us + 3600ull * 1000000)).empty());
+  EXPECT_TRUE(ok(lib_->process_samples(2, 0)).empty());
+
+  write_script("process 0 4244 1 50\n");
+  const auto rewritten = ok(lib_->processes(0));
+  EXPECT_EQ(find_pid(rewritten, 4242), nullptr);
+  ASSERT_NE(find_pid(rewritten, 4244), nullptr);
+  const auto resampled = ok(lib_->process_samples(0, 0));
+  ASSERT_NE(find_pid(resampled, 4244), nullptr);
+  EXPECT_EQ(find_pid(resampled, 4244)->sm, 50u);
+  EXPECT_EQ(find_pid(resampled, 4242), nullptr);
+}
+
+TEST_F(NvmlTest, ScriptedFailuresCarryTheNvmlCode) {
+  write_script(
+      "fail nvmlDeviceGetUtilizationRates\n"
+      "gpu_lost nvmlDeviceGetComputeRunningProcesses_v3 1\n");
+  auto u = lib_->utilization(0);
+  ASSERT_FALSE(u);
+  EXPECT_EQ(lib_->last_error(), kUnknown);
+  EXPECT_THAT(u.error().message,
+              HasSubstr("nvmlDeviceGetUtilizationRates(device 0): NVML_ERROR_UNKNOWN (999"));
+
+  auto p1 = lib_->processes(1);
+  ASSERT_FALSE(p1);
+  EXPECT_EQ(lib_->last_error(), kGpuIsLost);
+  EXPECT_THAT(p1.error().message, HasSubstr("NVML_ERROR_GPU_IS_LOST"));
+  EXPECT_TRUE(lib_->processes(0));  // only device 1 is lost
+
+  write_script("");
+  EXPECT_TRUE(lib_->utilization(0));
+  EXPECT_TRUE(lib_->processes(1));
+}
+
+TEST_F(NvmlTest, GrowsItsBuffersForManyProcesses) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    text += "process 2 " + std::to_string(10000 + i) + " " + std::to_string((i + 1) * kMiB) + " " +
+            std::to_string(1 + i % 50) + "\n";
+  }
+  write_script(text);
+  const auto procs = ok(lib_->processes(2));
+  const auto samples = ok(lib_->process_samples(2, 0));
+  EXPECT_EQ(procs.size(), 200u);
+  EXPECT_EQ(samples.size(), 200u);
+  for (int i = 0; i < 200; ++i) {
+    const auto pid = static_cast<uint32_t>(10000 + i);
+    const ProcessMemory* p = find_pid(procs, pid);
+    ASSERT_NE(p, nullptr) << pid;
+    EXPECT_EQ(p->used_bytes, static_cast<uint64_t>(i + 1) * kMiB);
+    const ProcessSample* s = find_pid(samples, pid);
+    ASSERT_NE(s, nullptr) << pid;
+    EXPECT_EQ(s->sm, static_cast<unsigned>(1 + i % 50));
+  }
+}
+
+// A real CUDA client (the simulated libcuda.so.1) queues 5 s of kernels on
+// device 0; NVML, in this process, sees its memory and its engine's busy time.
+TEST_F(NvmlTest, ReportsTheBusyTimeOfARealClientsEngine) {
+  auto child =
+      test::Child::spawn({CUDA_CLIENT, "init", "ctx:0", "launchpath:kernel:5000", "mark", "hold"},
+                         {{"LD_LIBRARY_PATH", SIMGPU_LIB_DIR},
+                          {"LD_PRELOAD", test::kUnset},
+                          {"CUDA_VISIBLE_DEVICES", test::kUnset},
+                          {"SIMGPU_KERNEL_NS", "1000000"},
+                          {"ASAN_OPTIONS", "detect_leaks=0"}});
+  ASSERT_TRUE(child.wait_for_line("op=mark")) << child.out();
+  EXPECT_THAT(child.out(), HasSubstr("op=launchpath:kernel:5000 rc=0"));
+  EXPECT_THAT(child.out(), HasSubstr("ran=5000"));
+  const auto pid = static_cast<uint32_t>(child.pid());
+
+  const ProcessSample* seen = nullptr;
+  std::vector<ProcessSample> samples;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (seen == nullptr && std::chrono::steady_clock::now() < deadline) {
+    samples = ok(lib_->process_samples(0, 0));
+    seen = find_pid(samples, pid);
+    if (seen == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(seen, nullptr) << "no sample for the client's PID " << pid;
+  EXPECT_GT(seen->sm, 0u);
+  EXPECT_GT(ok(lib_->utilization(0)).gpu, 0u);
+  // Its context's memory, on the device it used and no other.
+  const auto procs = ok(lib_->processes(0));
+  ASSERT_NE(find_pid(procs, pid), nullptr);
+  EXPECT_GE(find_pid(procs, pid)->used_bytes, 300 * kMiB);  // SIMGPU_CONTEXT_SIZE default
+  EXPECT_EQ(find_pid(ok(lib_->process_samples(1, 0)), pid), nullptr);
+  EXPECT_EQ(find_pid(ok(lib_->processes(1)), pid), nullptr);
+}
+
+}  // namespace
+}  // namespace hami::nvml
