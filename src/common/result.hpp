@@ -1,7 +1,9 @@
 #pragma once
 // Result<T>: a value or an Error, for code that must not throw (libvgpu.so, the
 // state-file library) and for parsers whose failure is an expected outcome.
-// C++20 has no std::expected, so this is a deliberately small stand-in.
+// C++20 has no std::expected, so this is a deliberately small stand-in. The error
+// type defaults to Error; a component whose callers branch on more than a
+// message (the Kubernetes client: HTTP status, reason) names its own.
 //
 //   Result<int> parse(std::string_view s);
 //   auto r = parse("42");
@@ -29,11 +31,11 @@ struct Error {
   }
 };
 
-template <class T>
+template <class T, class E = Error>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
-  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(E error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -46,24 +48,24 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { return std::get<1>(v_); }
+  const E& error() const { return std::get<1>(v_); }
 
  private:
-  std::variant<T, Error> v_;
+  std::variant<T, E> v_;
 };
 
-template <>
-class [[nodiscard]] Result<void> {
+template <class E>
+class [[nodiscard]] Result<void, E> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT
+  Result(E error) : error_(std::move(error)), ok_(false) {}  // NOLINT
 
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { return error_; }
+  const E& error() const { return error_; }
 
  private:
-  Error error_;
+  E error_;
   bool ok_ = true;
 };
 
