@@ -81,8 +81,9 @@ void PrometheusText::begin_sample(std::string_view name, std::span<const MetricL
   out_ += "} ";
 }
 
-void PrometheusText::sample(std::string_view name, std::span<const MetricLabel> labels,
-                            uint64_t value) {
+template <class Int>
+void PrometheusText::sample_integer(std::string_view name, std::span<const MetricLabel> labels,
+                                    Int value) {
   begin_sample(name, labels);
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, value);
@@ -91,12 +92,13 @@ void PrometheusText::sample(std::string_view name, std::span<const MetricLabel> 
 }
 
 void PrometheusText::sample(std::string_view name, std::span<const MetricLabel> labels,
+                            uint64_t value) {
+  sample_integer(name, labels, value);
+}
+
+void PrometheusText::sample(std::string_view name, std::span<const MetricLabel> labels,
                             int64_t value) {
-  begin_sample(name, labels);
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, value);
-  out_.append(buf, r.ptr);
-  out_ += '\n';
+  sample_integer(name, labels, value);
 }
 
 void PrometheusText::sample(std::string_view name, std::span<const MetricLabel> labels,

@@ -52,6 +52,8 @@ class PrometheusText {
 
  private:
   void begin_sample(std::string_view name, std::span<const MetricLabel> labels);
+  template <class Int>
+  void sample_integer(std::string_view name, std::span<const MetricLabel> labels, Int value);
   void append_escaped(std::string_view value);
 
   std::string out_;

@@ -171,39 +171,25 @@ void container_metrics(PrometheusText& out, const NodeView& v, bool legacy) {
                 [](const ContainerView& c) { return uint64_t{c.recent_kernel < 0 ? 1u : 0u}; });
 
   if (!legacy) return;
-  per_device(out, v, "vGPU_device_memory_usage_in_bytes",
-             "Legacy name of hami_vgpu_memory_used_bytes.",
-             [&](const Labels& l, const ContainerView& c, const ContainerDevice& d) {
-               out.sample("vGPU_device_memory_usage_in_bytes",
-                          {{"podnamespace", l[0].value},
-                           {"podname", l[1].value},
-                           {"ctrname", c.ref.container},
-                           {"vdeviceid", l[3].value},
-                           {"deviceuuid", d.uuid}},
-                          d.used);
-             });
-  per_device(out, v, "vGPU_device_memory_limit_in_bytes",
-             "Legacy name of hami_vgpu_memory_limit_bytes.",
-             [&](const Labels& l, const ContainerView& c, const ContainerDevice& d) {
-               out.sample("vGPU_device_memory_limit_in_bytes",
-                          {{"podnamespace", l[0].value},
-                           {"podname", l[1].value},
-                           {"ctrname", c.ref.container},
-                           {"vdeviceid", l[3].value},
-                           {"deviceuuid", d.uuid}},
-                          d.memory_limit);
-             });
-  per_device(out, v, "Device_utilization_desc_of_container",
-             "Legacy name of hami_container_device_utilization_ratio.",
-             [&](const Labels& l, const ContainerView& c, const ContainerDevice& d) {
-               out.sample("Device_utilization_desc_of_container",
-                          {{"podnamespace", l[0].value},
-                           {"podname", l[1].value},
-                           {"ctrname", c.ref.container},
-                           {"vdeviceid", l[3].value},
-                           {"deviceuuid", d.uuid}},
-                          uint64_t{d.sm_util});
-             });
+  auto legacy_family = [&](std::string_view name, std::string_view help, auto value) {
+    per_device(out, v, name, help,
+               [&](const Labels& l, const ContainerView& c, const ContainerDevice& d) {
+                 out.sample(name,
+                            {{"podnamespace", l[0].value},
+                             {"podname", l[1].value},
+                             {"ctrname", c.ref.container},
+                             {"vdeviceid", l[3].value},
+                             {"deviceuuid", d.uuid}},
+                            value(d));
+               });
+  };
+  legacy_family("vGPU_device_memory_usage_in_bytes", "Legacy name of hami_vgpu_memory_used_bytes.",
+                [](const ContainerDevice& d) { return d.used; });
+  legacy_family("vGPU_device_memory_limit_in_bytes", "Legacy name of hami_vgpu_memory_limit_bytes.",
+                [](const ContainerDevice& d) { return d.memory_limit; });
+  legacy_family("Device_utilization_desc_of_container",
+                "Legacy name of hami_container_device_utilization_ratio.",
+                [](const ContainerDevice& d) { return uint64_t{d.sm_util}; });
 }
 
 void agent_metrics(PrometheusText& out, const NodeView& v) {
