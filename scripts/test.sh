@@ -24,9 +24,9 @@ done
 step "build tsan"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests \
-  vgpu_limiter_thread_tests
-step "test tsan (concurrency)"
-ctest --preset tsan -L concurrency
+  vgpu_limiter_thread_tests k8s_tests
+step "test tsan (concurrency, the Kubernetes client)"
+ctest --preset tsan -L "concurrency|k8s"
 
 step "clang-format check"
 scripts/format.sh --check
