@@ -1,0 +1,70 @@
+#pragma once
+// Allocate and GetPreferredAllocation with upstream's annotation protocol
+// (hami-k8s.md §2.6): find the pod being admitted (pending_pod.hpp), take its
+// next containers' devices from hami.io/vgpu-devices-to-allocate, plan and
+// prepare each container (container_plan.hpp, host_files.hpp), write the
+// annotation back with those entries emptied and, when none is left, set
+// hami.io/bind-phase=success and release the node lock. On any failure once
+// the pod is known: bind-phase=failed, the lock released, and an Error whose
+// message says what was wrong (kubelet shows it in the pod's events).
+// Calls are serialised: kubelet admits one pod at a time anyway, and the
+// annotation read-modify-write must not interleave.
+//
+//   Allocator a(client, cfg, {.node = "node-1", .hook_path = "/usr/local"},
+//               [&] { return state.gpus(); });
+//   auto plans = a.allocate({{"GPU-a-0"}});          // one entry per container request
+//   if (!plans) return grpc_error(plans.error().message);
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "deviceplugin/config.hpp"
+#include "deviceplugin/container_plan.hpp"
+#include "deviceplugin/gpu.hpp"
+#include "deviceplugin/pending_pod.hpp"
+#include "k8s/client.hpp"
+
+namespace hami::deviceplugin {
+
+struct AllocatorOptions {
+  std::string node;
+  std::string hook_path = "/usr/local";
+  std::string lock_dir = kContainerLockDir;
+};
+
+struct PreferredRequest {
+  std::vector<std::string> available;
+  std::vector<std::string> must_include;
+  size_t size = 0;
+};
+
+class Allocator {
+ public:
+  Allocator(k8s::Client& client, const PluginConfig& cfg, AllocatorOptions options,
+            std::function<std::vector<Gpu>()> gpus);
+
+  Result<std::vector<ContainerPlan>> allocate(
+      const std::vector<std::vector<std::string>>& requests);
+  // Never fails: without a pod to follow, the must-include IDs and then the
+  // first available ones (kubelet's own choice would be no better).
+  std::vector<std::vector<std::string>> preferred(const std::vector<PreferredRequest>& requests);
+
+ private:
+  Result<std::vector<ContainerPlan>> serve(PendingPod& p,
+                                           const std::vector<std::vector<std::string>>& requests);
+  Result<ContainerPlan> plan_one(const k8s::Pod& pod, size_t entry, size_t n_entries,
+                                 const ContainerDevices& devices, const std::vector<Gpu>& gpus);
+  void mark_failed(const k8s::Pod& pod, const std::string& why);
+  void release_lock(const std::string& ns, const std::string& name);
+
+  k8s::Client& client_;
+  const PluginConfig& cfg_;
+  AllocatorOptions options_;
+  std::function<std::vector<Gpu>()> gpus_;
+  std::mutex mu_;
+};
+
+}  // namespace hami::deviceplugin

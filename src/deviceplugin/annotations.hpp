@@ -1,0 +1,34 @@
+#pragma once
+// The annotation keys and values of HAMi's protocol between the scheduler and
+// the NVIDIA device plugin (upstream pkg/device/nvidia and pkg/util), kept in
+// one place so every reader and writer agrees on the exact strings.
+//
+//   pod.meta.annotations.at(hami::deviceplugin::kDevicesToAllocate);
+//   client.patch_annotations(path, {{kBindPhase, std::string(kPhaseSuccess)}});
+
+namespace hami::deviceplugin {
+
+// Node annotations.
+inline constexpr const char* kNodeRegister = "hami.io/node-nvidia-register";
+inline constexpr const char* kNodeHandshake = "hami.io/node-handshake";
+inline constexpr const char* kNodeLock = "hami.io/mutex.lock";
+
+// Pod annotations written by the scheduler (and the phase by us).
+inline constexpr const char* kDevicesToAllocate = "hami.io/vgpu-devices-to-allocate";
+inline constexpr const char* kDevicesAllocated = "hami.io/vgpu-devices-allocated";
+inline constexpr const char* kAssignedNode = "hami.io/vgpu-node";
+inline constexpr const char* kBindTime = "hami.io/bind-time";
+inline constexpr const char* kBindPhase = "hami.io/bind-phase";
+
+inline constexpr const char* kPhaseAllocating = "allocating";
+inline constexpr const char* kPhaseSuccess = "success";
+inline constexpr const char* kPhaseFailed = "failed";
+
+// The device plugin's side of the handshake: "Reported_<YYYY-MM-DD HH:MM:SS>";
+// the scheduler answers "Requesting_<...>".
+inline constexpr const char* kHandshakeReported = "Reported_";
+
+// Device mode in the registration JSON.
+inline constexpr const char* kModeHamiCore = "hami-core";
+
+}  // namespace hami::deviceplugin

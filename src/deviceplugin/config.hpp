@@ -1,0 +1,60 @@
+#pragma once
+// The device plugin's configuration: built-in defaults, then the command-line
+// flags, then upstream's device config YAML (its `nvidia:` block, the same file
+// the scheduler reads), then the `nodeconfig:` entry naming this node (from the
+// same file or upstream's separate config.json). Keys are upstream's and, as in
+// upstream (Go's JSON decoding), matched without regard to case. Keys only the
+// scheduler uses are accepted silently; unknown ones give a warning. A value of
+// the wrong type or out of range is an error naming the file, line and key.
+//
+//   hami::deviceplugin::PluginConfig cfg;                 // defaults
+//   cfg.device_split_count = flag_value;                  // flags
+//   auto r = apply_config_file(cfg, "/device-config.yaml", "node-1");
+//   if (!r) { log(r.error().message); exit(2); }          // "/device-config.yaml:4:
+//   nvidia.deviceSplitCount: ..." for (auto& w : cfg.warnings) log(w);
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace hami::deviceplugin {
+
+inline constexpr int kMaxSplitCount = 1024;
+
+struct PluginConfig {
+  // May be overridden per node.
+  int device_split_count = 10;
+  double device_memory_scaling = 1.0;
+  double device_core_scaling = 1.0;
+  std::optional<int> lib_cuda_log_level;  // LIBCUDA_LOG_LEVEL for containers, 0..4
+  bool enable_numa_topology = true;       // NUMA TopologyInfo on ListAndWatch
+  bool enable_get_preferred_allocation = true;
+  std::vector<std::string> filter_uuids;  // GPUs hidden from kubelet and the scheduler
+  std::vector<int> filter_indices;
+
+  bool disable_core_limit = false;  // GPU_CORE_UTILIZATION_POLICY=disable in every container
+  std::string resource_count_name = "nvidia.com/gpu";
+  std::string resource_memory_name = "nvidia.com/gpumem";
+  std::string resource_memory_percentage_name = "nvidia.com/gpumem-percentage";
+  std::string resource_core_name = "nvidia.com/gpucores";
+  std::string resource_priority_name = "nvidia.com/priority";
+
+  std::vector<std::string> sources;   // what was applied, in order, for the log
+  std::vector<std::string> warnings;  // unknown keys and the like
+
+  bool filtered(const std::string& uuid, int index) const;
+  // One line for the log: every effective value.
+  std::string describe() const;
+};
+
+// Applies one YAML (or JSON) document; `source` names it in messages.
+Result<void> apply_config_text(PluginConfig& cfg, std::string_view text, const std::string& source,
+                               const std::string& node_name);
+// Reads `path` (at most 1 MiB) and applies it.
+Result<void> apply_config_file(PluginConfig& cfg, const std::string& path,
+                               const std::string& node_name);
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,85 @@
+#include "deviceplugin/container_plan.hpp"
+
+#include <algorithm>
+
+namespace hami::deviceplugin {
+namespace {
+
+// Pod UIDs and container names become host path components.
+bool safe_component(const std::string& s) {
+  if (s.empty() || s.size() > 253 || s[0] == '.') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (!dir.empty() && dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+}  // namespace
+
+Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg) {
+  if (in.hook_path.empty() || in.hook_path[0] != '/')
+    return Error{"hook path '" + in.hook_path + "' is not an absolute path"};
+  if (!safe_component(in.pod_uid))
+    return Error{"pod UID '" + in.pod_uid + "' cannot name a host directory"};
+  if (!safe_component(in.container))
+    return Error{"container name '" + in.container + "' cannot name a host directory"};
+  if (in.gpus.empty()) return Error{"container " + in.container + " has no GPUs to allocate"};
+  if (in.gpus.size() > 16)
+    return Error{"container " + in.container + " is given " + std::to_string(in.gpus.size()) +
+                 " GPUs; the library handles at most 16"};
+  if (in.priority && *in.priority != 0 && *in.priority != 1)
+    return Error{"priority " + std::to_string(*in.priority) + " is not 0 (high) or 1 (low)"};
+
+  ContainerPlan p;
+  p.vgpu_dir = join(in.hook_path, "vgpu");
+  p.library = join(p.vgpu_dir, "libvgpu.so");
+  p.preload_file = join(p.vgpu_dir, "ld.so.preload");
+  const std::string key = in.pod_uid + "_" + in.container;
+  p.container_dir = join(join(p.vgpu_dir, "containers"), key);
+  p.limits_file = join(join(p.vgpu_dir, "limits"), key);
+  p.lock_dir = in.lock_dir;
+
+  std::vector<std::string> uuids;
+  std::string visible;
+  std::vector<std::pair<std::string, std::string>> limits;
+  for (size_t i = 0; i < in.gpus.size(); ++i) {
+    const AllocatedGpu& g = in.gpus[i];
+    if (std::find(uuids.begin(), uuids.end(), g.uuid) == uuids.end()) {
+      uuids.push_back(g.uuid);
+      visible += (visible.empty() ? "" : ",") + g.uuid;
+    }
+    limits.emplace_back("CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i),
+                        std::to_string(g.mem_mib) + "m");
+  }
+  // Upstream hands the first GPU's share to every GPU of the container; the
+  // library reads anything above 100 as "no cap", so say 100 plainly.
+  limits.emplace_back("CUDA_DEVICE_SM_LIMIT", std::to_string(std::clamp(in.gpus[0].cores, 0, 100)));
+  if (in.priority) limits.emplace_back("CUDA_TASK_PRIORITY", std::to_string(*in.priority));
+  if (cfg.disable_core_limit) limits.emplace_back("GPU_CORE_UTILIZATION_POLICY", "disable");
+
+  p.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  for (const auto& [k, v] : limits)
+    p.envs[k] = v;
+  p.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = join(p.vgpu_dir, in.cache_name);
+  if (cfg.device_memory_scaling > 1) p.envs["CUDA_OVERSUBSCRIBE"] = "true";
+  if (cfg.lib_cuda_log_level) p.envs["LIBCUDA_LOG_LEVEL"] = std::to_string(*cfg.lib_cuda_log_level);
+
+  p.limits_text = "# written by hami-device-plugin for pod " + in.pod_uid + ", container " +
+                  in.container + "\n";
+  for (const auto& [k, v] : limits)
+    p.limits_text += k + "=" + v + "\n";
+
+  p.mounts.push_back({p.library, p.library, true});
+  p.mounts.push_back({p.vgpu_dir, p.container_dir, false});
+  p.mounts.push_back({kContainerLockDir, in.lock_dir, false});
+  if (!in.disable_control) p.mounts.push_back({"/etc/ld.so.preload", p.preload_file, true});
+  p.mounts.push_back({kContainerLimitsFile, p.limits_file, true});
+  return p;
+}
+
+}  // namespace hami::deviceplugin

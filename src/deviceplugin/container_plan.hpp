@@ -1,0 +1,73 @@
+#pragma once
+// What one container gets from Allocate, worked out on plain data: the
+// environment libvgpu.so (ours or upstream HAMi-core) reads, the mounts, and
+// the host files behind them. Paths follow upstream's HOOK_PATH layout, with
+// V = <hook_path>/vgpu on the host:
+//
+//   V/libvgpu.so            → V/libvgpu.so          ro
+//   V/containers/<uid>_<c>  → V                     rw  (the state file lives here)
+//   <lock_dir>              → /tmp/vgpulock         rw  (upstream HAMi-core's lock dir)
+//   V/ld.so.preload         → /etc/ld.so.preload    ro  (not with CUDA_DISABLE_CONTROL=true)
+//   V/limits/<uid>_<c>      → /etc/vgpu/limits      ro  (our library's tamper-proof limits)
+//
+// The limits file sits outside the container's writable directory, so the
+// container cannot rewrite it through another path.
+//
+//   PlanInput in{.hook_path = "/usr/local", .pod_uid = uid, .container = "main",
+//                .gpus = {{"GPU-a", 3000, 30}}, .cache_name = "x.cache"};
+//   auto plan = plan_container(in, cfg);   // Error for unsafe names, no GPUs...
+//   plan->envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == "3000m";
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "deviceplugin/config.hpp"
+
+namespace hami::deviceplugin {
+
+inline constexpr const char* kContainerLimitsFile = "/etc/vgpu/limits";  // vgpu::kFixedLimitsFile
+inline constexpr const char* kContainerLockDir = "/tmp/vgpulock";
+
+struct AllocatedGpu {
+  std::string uuid;
+  int32_t mem_mib = 0;
+  int32_t cores = 0;
+};
+
+struct PlanInput {
+  std::string hook_path;                     // upstream HOOK_PATH (chart: /usr/local)
+  std::string lock_dir = kContainerLockDir;  // host side of /tmp/vgpulock
+  std::string pod_uid;
+  std::string container;
+  std::vector<AllocatedGpu> gpus;  // in the order the container's NVML lists them
+  bool disable_control = false;    // the container's env has CUDA_DISABLE_CONTROL=true
+  std::optional<int> priority;     // CUDA_TASK_PRIORITY
+  std::string cache_name;          // state file name, "<random uuid>.cache"
+};
+
+struct MountSpec {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = true;
+  bool operator==(const MountSpec&) const = default;
+};
+
+struct ContainerPlan {
+  std::map<std::string, std::string> envs;
+  std::vector<MountSpec> mounts;
+  // Host side, for prepare_host (host_files.hpp).
+  std::string vgpu_dir;       // <hook_path>/vgpu
+  std::string library;        // <vgpu_dir>/libvgpu.so, must exist
+  std::string preload_file;   // <vgpu_dir>/ld.so.preload, written when missing
+  std::string container_dir;  // recreated empty, mode 0777
+  std::string limits_file;
+  std::string limits_text;
+  std::string lock_dir;
+};
+
+Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg);
+
+}  // namespace hami::deviceplugin

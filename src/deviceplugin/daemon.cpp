@@ -1,0 +1,252 @@
+#include "deviceplugin/daemon.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/log.hpp"
+#include "common/unique_fd.hpp"
+#include "deviceplugin/allocator.hpp"
+#include "deviceplugin/dir_watcher.hpp"
+#include "deviceplugin/discovery.hpp"
+#include "deviceplugin/node_registrar.hpp"
+#include "deviceplugin/plugin_server.hpp"
+#include "k8s/client.hpp"
+#include "k8s/config.hpp"
+#include "nvml/nvml.hpp"
+
+namespace hami::deviceplugin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+// Serves, registers and re-registers until a terminating signal.
+class Supervisor {
+ public:
+  Supervisor(const DaemonOptions& o, PluginServer& server, int signal_fd)
+      : o_(o), server_(server), signal_fd_(signal_fd) {
+    socket_name_ = o.socket_name;
+    socket_path_ = join(o.device_plugin_dir, socket_name_);
+    kubelet_socket_ =
+        o.kubelet_socket.empty() ? join(o.device_plugin_dir, "kubelet.sock") : o.kubelet_socket;
+  }
+
+  int run() {
+    const std::string plugin_dir = std::filesystem::path(socket_path_).parent_path().string();
+    const std::string kubelet_dir = std::filesystem::path(kubelet_socket_).parent_path().string();
+    for (const std::string& dir : {plugin_dir, kubelet_dir}) {
+      if (!watchers_.empty() && dir == plugin_dir) continue;
+      auto w = DirWatcher::open(dir);
+      if (!w) {
+        log::error("%s (does kubelet's device-plugins directory exist? see --device-plugin-path)",
+                   w.error().message.c_str());
+        return 1;
+      }
+      watchers_.push_back(std::move(*w));
+    }
+    const std::string kubelet_name = std::filesystem::path(kubelet_socket_).filename().string();
+    while (true) {
+      step();
+      std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+      for (auto& w : watchers_)
+        fds.push_back({w.fd(), POLLIN, 0});
+      int timeout = -1;
+      if (need_start_ || need_register_) {
+        const auto left = std::chrono::duration_cast<milliseconds>(next_try_ - Clock::now());
+        timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+      }
+      if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
+        log::error("poll: %s", std::strerror(errno));
+        return 1;
+      }
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo si{};
+        if (::read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+          if (si.ssi_signo == SIGHUP) {
+            log::info("SIGHUP: serving and registering again");
+            need_start_ = need_register_ = true;
+            retry_now();
+          } else {
+            log::info("signal %u: shutting down", si.ssi_signo);
+            return 0;
+          }
+        }
+      }
+      for (auto& w : watchers_) {
+        for (const DirEvent& e : w.read()) {
+          if (e.name.empty()) {
+            log::error(
+                "the device-plugins directory was removed or moved; exiting so that "
+                "the next start watches the new one");
+            return 1;
+          }
+          if (e.name == kubelet_name && e.created) {
+            log::info("%s was created: kubelet (re)started; registering again",
+                      kubelet_socket_.c_str());
+            need_register_ = true;
+            if (!exists(socket_path_)) need_start_ = true;
+            retry_now();
+          } else if (e.name == socket_name_ && !e.created && !exists(socket_path_)) {
+            log::info("%s was removed (kubelet restarting?); serving on a new socket",
+                      socket_path_.c_str());
+            need_start_ = need_register_ = true;
+            retry_now();
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  void retry_now() {
+    next_try_ = Clock::now();
+    backoff_ = milliseconds(250);
+  }
+
+  void fail_later() {
+    next_try_ = Clock::now() + backoff_;
+    backoff_ = std::min(backoff_ * 2, milliseconds(30000));
+  }
+
+  void step() {
+    if (Clock::now() < next_try_) return;
+    if (need_start_) {
+      if (auto r = server_.start(socket_path_); !r) {
+        log::error("%s; trying again in %lld ms", r.error().message.c_str(),
+                   static_cast<long long>(backoff_.count()));
+        fail_later();
+        return;
+      }
+      need_start_ = false;
+      need_register_ = true;
+    }
+    if (need_register_) {
+      auto r = register_with_kubelet(kubelet_socket_, socket_name_, o_.config.resource_count_name,
+                                     o_.config.enable_get_preferred_allocation, milliseconds(5000));
+      if (!r) {
+        log::warn("%s; trying again in %lld ms (and as soon as kubelet's socket appears)",
+                  r.error().message.c_str(), static_cast<long long>(backoff_.count()));
+        fail_later();
+        return;
+      }
+      log::info("registered with kubelet at %s: resource %s, endpoint %s", kubelet_socket_.c_str(),
+                o_.config.resource_count_name.c_str(), socket_name_.c_str());
+      need_register_ = false;
+      backoff_ = milliseconds(250);
+    }
+  }
+
+  const DaemonOptions& o_;
+  PluginServer& server_;
+  int signal_fd_;
+  std::string socket_name_;
+  std::string socket_path_;
+  std::string kubelet_socket_;
+  std::vector<DirWatcher> watchers_;
+  bool need_start_ = true;
+  bool need_register_ = true;
+  Clock::time_point next_try_ = Clock::now();
+  milliseconds backoff_{250};
+};
+
+}  // namespace
+
+int run_daemon(const DaemonOptions& o) {
+  // Before any thread exists, so every thread inherits the mask and the
+  // signals reach only the signalfd.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGTERM, SIGINT, SIGHUP})
+    sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  UniqueFd sfd{::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)};
+  if (sfd.get() < 0) {
+    log::error("signalfd: %s", std::strerror(errno));
+    return 1;
+  }
+
+  const PluginConfig& cfg = o.config;
+  log::info("node %s; config: %s", o.node_name.c_str(), cfg.describe().c_str());
+  for (const auto& s : cfg.sources)
+    log::info("config applied from %s", s.c_str());
+  for (const auto& w : cfg.warnings)
+    log::warn("config: %s", w.c_str());
+
+  auto nvml = nvml::Library::open(o.nvml_library);
+  if (!nvml) {
+    log::error("cannot use NVML: %s", nvml.error().message.c_str());
+    return 1;
+  }
+  auto gpus = discover_gpus(**nvml, cfg);
+  if (!gpus) {
+    log::error("%s", gpus.error().message.c_str());
+    return 1;
+  }
+  if (gpus->empty()) log::warn("no GPUs found: advertising none");
+  for (const Gpu& g : *gpus) {
+    log::info("GPU %d: %s %s, %llu MiB, NUMA node %s, advertised as %d devices", g.index,
+              g.uuid.c_str(), g.name.c_str(), static_cast<unsigned long long>(g.memory_total >> 20),
+              g.numa ? std::to_string(*g.numa).c_str() : "unknown", cfg.device_split_count);
+  }
+  DeviceState state(std::move(*gpus));
+
+  auto kcfg = k8s::Config::auto_detect(o.kubeconfig);
+  if (!kcfg) {
+    log::error("Kubernetes API: %s", kcfg.error().message.c_str());
+    return 1;
+  }
+  auto client = k8s::Client::from_config(*kcfg);
+  if (!client) {
+    log::error("Kubernetes API (%s): %s", kcfg->source.c_str(), client.error().message.c_str());
+    return 1;
+  }
+  log::info("Kubernetes API at %s (%s)", kcfg->server.c_str(), kcfg->source.c_str());
+
+  Allocator allocator(*client, cfg, {o.node_name, o.hook_path, o.lock_dir},
+                      [&state] { return state.gpus(); });
+  NodeRegistrar registrar(*client, cfg, state, o.node_name);
+  PluginServer server(state, cfg,
+                      {[&allocator](const auto& r) { return allocator.allocate(r); },
+                       [&allocator](const auto& r) { return allocator.preferred(r); }});
+
+  // NVML belongs to this thread alone from here on (the library is not thread-safe).
+  std::jthread health([&](std::stop_token st) {
+    std::mutex m;
+    std::condition_variable_any cv;
+    while (!st.stop_requested()) {
+      check_health(**nvml, state);
+      std::unique_lock lk(m);
+      cv.wait_for(lk, st, o.health_interval, [] { return false; });
+    }
+  });
+  std::jthread reg([&](std::stop_token st) { registrar.run(st, o.register_interval); });
+
+  const int rc = Supervisor(o, server, sfd.get()).run();
+  server.stop();
+  health.request_stop();
+  reg.request_stop();
+  return rc;
+}
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,35 @@
+#pragma once
+// The device plugin daemon, put together: NVML discovery and health checks,
+// the DevicePlugin server on its socket, registration with kubelet (again
+// whenever kubelet's socket is recreated or ours disappears), the node
+// registration annotation and Allocate through the Kubernetes API. Runs until
+// SIGTERM or SIGINT; SIGHUP restarts the server and registers again.
+//
+//   DaemonOptions o;  o.node_name = "node-1";  ...   // flags (main.cpp)
+//   return run_daemon(o);                           // exit code; logs say why
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "deviceplugin/config.hpp"
+
+namespace hami::deviceplugin {
+
+struct DaemonOptions {
+  std::string node_name;
+  std::optional<std::string> kubeconfig;  // else $KUBECONFIG, in-cluster, ~/.kube/config
+  std::string device_plugin_dir = "/var/lib/kubelet/device-plugins/";
+  std::string kubelet_socket;  // default: <device_plugin_dir>/kubelet.sock
+  std::string socket_name;     // default: nvidia-<resource name after '/'>.sock
+  std::string hook_path = "/usr/local";
+  std::string lock_dir = "/tmp/vgpulock";
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::chrono::milliseconds health_interval{5000};
+  std::chrono::milliseconds register_interval{30000};
+  PluginConfig config;  // flags and config files already applied
+};
+
+int run_daemon(const DaemonOptions& options);
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,47 @@
+#include "deviceplugin/gpu.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "deviceplugin/annotations.hpp"
+
+namespace hami::deviceplugin {
+
+std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count) {
+  std::vector<std::string> ids;
+  ids.reserve(static_cast<size_t>(split_count));
+  for (int i = 0; i < split_count; ++i)
+    ids.push_back(gpu.uuid + "-" + std::to_string(i));
+  return ids;
+}
+
+std::string physical_uuid(std::string_view id) {
+  const size_t dash = id.rfind('-');
+  if (dash == std::string_view::npos || dash + 1 == id.size()) return std::string(id);
+  for (size_t i = dash + 1; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9') return std::string(id);
+  }
+  return std::string(id.substr(0, dash));
+}
+
+std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginConfig& cfg) {
+  std::vector<NodeDevice> out;
+  out.reserve(gpus.size());
+  for (const Gpu& g : gpus) {
+    NodeDevice d;
+    d.id = g.uuid;
+    d.index = g.index;
+    d.count = cfg.device_split_count;
+    const double mib = static_cast<double>(g.memory_total >> 20) * cfg.device_memory_scaling;
+    d.devmem = static_cast<int32_t>(std::min(mib, 2147483647.0));
+    d.devcore = static_cast<int32_t>(std::lround(cfg.device_core_scaling * 100));
+    d.type = device_type(g.name);
+    d.numa = g.numa.value_or(0);
+    d.mode = kModeHamiCore;
+    d.health = g.healthy;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,40 @@
+#pragma once
+// The node's physical GPUs as the device plugin sees them, and the two views
+// it derives from them: the virtual devices advertised to kubelet (each GPU
+// split into deviceSplitCount IDs "<GPU-UUID>-<i>", as upstream names them)
+// and the registration entries for the scheduler.
+//
+//   std::vector<Gpu> gpus = ...;                      // from discovery
+//   for (auto& id : virtual_ids(gpus[0], 10)) ...     // "GPU-…-0" … "GPU-…-9"
+//   physical_uuid("GPU-abc-3");                       // "GPU-abc"
+//   auto entries = node_devices(gpus, cfg);           // for hami.io/node-nvidia-register
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deviceplugin/config.hpp"
+#include "deviceplugin/node_register.hpp"
+
+namespace hami::deviceplugin {
+
+struct Gpu {
+  int index = 0;  // NVML index on the host
+  std::string uuid;
+  std::string name;  // NVML name, "NVIDIA H100 80GB HBM3"
+  uint64_t memory_total = 0;
+  std::optional<int> numa;  // unknown: no TopologyInfo
+  bool healthy = true;
+  std::string unhealthy_reason;
+};
+
+std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count);
+// The GPU UUID of a virtual ID: the text before the last "-<digits>"; an ID
+// without such a suffix is returned whole.
+std::string physical_uuid(std::string_view id);
+
+std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginConfig& cfg);
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,161 @@
+// hami-device-plugin: the NVIDIA device plugin of HAMi in C++ (see
+// docs/device-plugin.md). Parses the flags and config files, then runs the
+// daemon. Exit codes: 0 after SIGTERM/SIGINT, 1 when it cannot run (NVML,
+// Kubernetes API, device-plugins directory), 2 for bad flags or config.
+#include <CLI/CLI.hpp>
+
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "common/log.hpp"
+#include "common/size_parse.hpp"
+#include "deviceplugin/daemon.hpp"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+// Durations as the other daemons take them ("5s", "500ms").
+CLI::Validator duration_check() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        auto d = hami::parse_duration(s);
+        if (!d) return d.error().message;
+        if (d->count() <= 0) return "must be more than zero";
+        return {};
+      },
+      "DURATION");
+}
+
+std::chrono::milliseconds to_ms(const std::string& s) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(s));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  hami::log::set_component("hami-device-plugin");
+  CLI::App app{
+      "hami-device-plugin: shares each NVIDIA GPU of this node among containers (HAMi-"
+      "compatible). Advertises <resource> to kubelet as split-count devices per GPU, registers "
+      "the GPUs on the node for the HAMi scheduler, and answers Allocate with the limits the "
+      "scheduler chose.\nExit codes: 0 stopped by a signal, 1 cannot run, 2 bad flags or "
+      "config."};
+  app.set_version_flag("--version", std::string(HAMI_VERSION));
+  app.get_formatter()->column_width(34);
+
+  hami::deviceplugin::DaemonOptions o;
+  std::string kubeconfig;
+  std::string config_file;
+  std::string node_config_file = "/config/config.json";
+  std::string health_interval = "5s";
+  std::string register_interval = "30s";
+  int log_level = 3;
+  std::optional<int> split;
+  std::optional<double> mem_scaling;
+  std::optional<double> core_scaling;
+  bool disable_core_limit = false;
+  std::optional<std::string> resource_name;
+
+  app.add_option("--node-name", o.node_name, "This node's name in Kubernetes")
+      ->envname("NODE_NAME")
+      ->required();
+  app.add_option("--kubeconfig", kubeconfig,
+                 "Kubeconfig file; default $KUBECONFIG, else in-cluster, else ~/.kube/config");
+  app.add_option("--device-plugin-path", o.device_plugin_dir,
+                 "kubelet's device plugin directory, where our socket goes")
+      ->capture_default_str();
+  app.add_option("--kubelet-socket", o.kubelet_socket,
+                 "kubelet's Registration socket; default <device-plugin-path>/kubelet.sock");
+  app.add_option("--socket-name", o.socket_name,
+                 "Our socket's file name; default nvidia-<resource name after '/'>.sock");
+  app.add_option("--hook-path", o.hook_path,
+                 "Host prefix of the library files: libvgpu.so, ld.so.preload, containers/ and "
+                 "limits/ are under <hook-path>/vgpu")
+      ->envname("HOOK_PATH")
+      ->capture_default_str();
+  app.add_option("--lock-dir", o.lock_dir,
+                 "Host directory mounted at /tmp/vgpulock (upstream HAMi-core's lock directory)")
+      ->capture_default_str();
+  app.add_option("--nvml-library", o.nvml_library, "NVML library to dlopen")->capture_default_str();
+  app.add_option("--config-file", config_file,
+                 "Device config YAML (upstream's, the scheduler's ConfigMap): the nvidia: block "
+                 "and an optional nodeconfig: list")
+      ->envname("CONFIG_FILE");
+  app.add_option("--node-config-file", node_config_file,
+                 "Per-node overrides, upstream's {\"nodeconfig\":[{\"name\":...}]}; skipped when "
+                 "the default is absent")
+      ->capture_default_str();
+  app.add_option("--health-interval", health_interval, "How often NVML is asked about each GPU")
+      ->check(duration_check())
+      ->capture_default_str();
+  app.add_option("--register-interval", register_interval,
+                 "How often the node annotation is checked and refreshed")
+      ->check(duration_check())
+      ->capture_default_str();
+  app.add_option("--device-split-count", split,
+                 "Devices advertised per GPU (default 10; the config file wins)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--device-memory-scaling", mem_scaling,
+                 "Memory registered per GPU, as a multiple of its real memory (default 1)")
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_option("--device-cores-scaling", core_scaling,
+                 "Cores registered per GPU, as a multiple of 100 (default 1)")
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_flag("--disable-core-limit", disable_core_limit,
+               "Set GPU_CORE_UTILIZATION_POLICY=disable in every container");
+  app.add_option("--resource-name", resource_name,
+                 "Resource advertised to kubelet (default nvidia.com/gpu)");
+  app.add_option("-v,--log-level", log_level,
+                 "0 silent, 1 errors, 2 + warnings, 3 + what happened, 4 + debug")
+      ->check(CLI::Range(0, 4))
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  hami::log::set_level(static_cast<hami::log::Level>(log_level));
+
+  hami::deviceplugin::PluginConfig& cfg = o.config;
+  if (split) cfg.device_split_count = *split;
+  if (mem_scaling) cfg.device_memory_scaling = *mem_scaling;
+  if (core_scaling) cfg.device_core_scaling = *core_scaling;
+  if (disable_core_limit) cfg.disable_core_limit = true;
+  if (resource_name) cfg.resource_count_name = *resource_name;
+  if (!config_file.empty()) {
+    if (auto r = apply_config_file(cfg, config_file, o.node_name); !r) {
+      std::cerr << "hami-device-plugin: " << r.error().message << "\n";
+      return kExitUsage;
+    }
+  }
+  const bool default_node_config = app.count("--node-config-file") == 0;
+  if (!node_config_file.empty() &&
+      !(default_node_config && !std::filesystem::exists(node_config_file))) {
+    if (auto r = apply_config_file(cfg, node_config_file, o.node_name); !r) {
+      std::cerr << "hami-device-plugin: " << r.error().message << "\n";
+      return kExitUsage;
+    }
+  }
+  const std::string& res = cfg.resource_count_name;
+  if (res.find('/') == std::string::npos || res.back() == '/') {
+    std::cerr << "hami-device-plugin: resource name '" << res
+              << "' is not of the form <domain>/<name>\n";
+    return kExitUsage;
+  }
+  if (o.socket_name.empty()) o.socket_name = "nvidia-" + res.substr(res.rfind('/') + 1) + ".sock";
+  if (!kubeconfig.empty()) o.kubeconfig = kubeconfig;
+  o.health_interval = to_ms(health_interval);
+  o.register_interval = to_ms(register_interval);
+  return hami::deviceplugin::run_daemon(o);
+} catch (const std::exception& e) {
+  // Daemon code may throw (gRPC, the standard library); it ends here, said plainly.
+  std::cerr << "hami-device-plugin: " << e.what() << "\n";
+  return 1;
+}

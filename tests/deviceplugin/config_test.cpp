@@ -1,0 +1,175 @@
+// The device plugin's config: upstream's YAML keys and defaults, per-node
+// overrides from the same file or upstream's config.json, and errors that
+// name the file, line and key.
+#include "deviceplugin/config.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "support/temp_dir.hpp"
+
+namespace hami::deviceplugin {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Config, DefaultsAreUpstreamChartValues) {
+  PluginConfig c;
+  EXPECT_EQ(c.device_split_count, 10);
+  EXPECT_EQ(c.device_memory_scaling, 1.0);
+  EXPECT_EQ(c.device_core_scaling, 1.0);
+  EXPECT_FALSE(c.disable_core_limit);
+  EXPECT_EQ(c.resource_count_name, "nvidia.com/gpu");
+  EXPECT_EQ(c.resource_memory_name, "nvidia.com/gpumem");
+  EXPECT_EQ(c.resource_core_name, "nvidia.com/gpucores");
+  EXPECT_EQ(c.resource_priority_name, "nvidia.com/priority");
+}
+
+TEST(Config, ReadsTheNvidiaBlockOfTheSchedulerConfigMap) {
+  // The shape of charts/hami device-configmap.yaml, scheduler-only keys included.
+  const char* yaml = R"(nvidia:
+  resourceCountName: example.com/vgpu
+  resourceMemoryName: example.com/vgpumem
+  resourceCoreName: example.com/vgpucores
+  resourceMemoryPercentageName: example.com/vgpumem-percentage
+  resourcePriorityName: example.com/vgpu-priority
+  overwriteEnv: false
+  defaultMemory: 0
+  defaultCores: 0
+  defaultGPUNum: 1
+  memoryFactor: 1
+  deviceSplitCount: 4
+  deviceMemoryScaling: 1.5
+  deviceCoreScaling: 2
+  disableCoreLimit: true
+  libCudaLogLevel: 1
+  migProfileAllowlist:
+    - models: ["A100"]
+      profiles: ["1g.10gb"]
+cambricon:
+  resourceCountName: cambricon.com/vmlu
+)";
+  PluginConfig c;
+  auto r = apply_config_text(c, yaml, "device-config.yaml", "node-1");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(c.resource_count_name, "example.com/vgpu");
+  EXPECT_EQ(c.resource_priority_name, "example.com/vgpu-priority");
+  EXPECT_EQ(c.device_split_count, 4);
+  EXPECT_EQ(c.device_memory_scaling, 1.5);
+  EXPECT_EQ(c.device_core_scaling, 2.0);
+  EXPECT_TRUE(c.disable_core_limit);
+  EXPECT_EQ(c.lib_cuda_log_level, 1);
+  EXPECT_TRUE(c.warnings.empty()) << c.warnings[0];
+}
+
+TEST(Config, UnknownKeysWarnWithTheirPlace) {
+  PluginConfig c;
+  auto r = apply_config_text(c, "nvidia:\n  deviceSplitCont: 3\n", "f.yaml", "n");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("f.yaml:2: nvidia.deviceSplitCont: unknown key"));
+  EXPECT_EQ(c.device_split_count, 10);
+}
+
+TEST(Config, BadValuesNameFileLineAndKey) {
+  struct Case {
+    const char* yaml;
+    const char* want;
+  } cases[] = {
+      {"nvidia:\n  deviceSplitCount: ten\n",
+       "f.yaml:2: nvidia.deviceSplitCount: expected a whole number from 1 to 1024, got 'ten'"},
+      {"nvidia:\n  deviceSplitCount: 0\n", "nvidia.deviceSplitCount: expected a whole number"},
+      {"nvidia:\n  deviceMemoryScaling: -1\n", "nvidia.deviceMemoryScaling: expected a number"},
+      {"nvidia:\n  disableCoreLimit: maybe\n",
+       "nvidia.disableCoreLimit: expected true or false, got 'maybe'"},
+      {"nvidia:\n  resourceCountName: gpu\n", "expected a resource name like nvidia.com/gpu"},
+      {"nvidia:\n  libCudaLogLevel: 9\n",
+       "nvidia.libCudaLogLevel: expected a whole number from 0 to 4"},
+      {"nvidia: [1, 2]\n", "f.yaml:1: nvidia: expected a mapping"},
+      {"nvidia:\n  deviceSplitCount: [1]\n", "got a list"},
+      {"- just\n- a list\n", "f.yaml: expected a mapping at the top"},
+      {"nvidia:\n  deviceSplitCount: 1\n bad: indent\n", "f.yaml:3: not valid YAML"},
+      {"nodeconfig:\n  - devicesplitcount: 2\n",
+       "f.yaml:2: nodeconfig[0]: an entry without a name"},
+  };
+  for (const auto& k : cases) {
+    PluginConfig c;
+    auto r = apply_config_text(c, k.yaml, "f.yaml", "node-1");
+    ASSERT_FALSE(r) << k.yaml;
+    EXPECT_THAT(r.error().message, HasSubstr(k.want)) << k.yaml;
+  }
+}
+
+TEST(Config, NodeEntryOverridesTheNvidiaBlock) {
+  const char* yaml = R"(nvidia:
+  deviceSplitCount: 10
+  deviceMemoryScaling: 1
+nodeconfig:
+  - name: other-node
+    devicesplitcount: 99
+  - name: node-1
+    devicesplitcount: 3
+    devicememoryscaling: 2
+    devicecorescaling: 1.5
+    libcudaloglevel: 4
+    enablenumatopology: false
+    enablegetpreferredallocation: false
+    operatingmode: hami-core
+    filterdevices:
+      uuid: ["GPU-x"]
+      index: [3]
+)";
+  PluginConfig c;
+  auto r = apply_config_text(c, yaml, "f.yaml", "node-1");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(c.device_split_count, 3);
+  EXPECT_EQ(c.device_memory_scaling, 2.0);
+  EXPECT_EQ(c.device_core_scaling, 1.5);
+  EXPECT_EQ(c.lib_cuda_log_level, 4);
+  EXPECT_FALSE(c.enable_numa_topology);
+  EXPECT_FALSE(c.enable_get_preferred_allocation);
+  EXPECT_TRUE(c.filtered("GPU-x", 0));
+  EXPECT_TRUE(c.filtered("GPU-y", 3));
+  EXPECT_FALSE(c.filtered("GPU-y", 2));
+}
+
+TEST(Config, UpstreamConfigJsonFileAppliesOverTheYaml) {
+  test::TempDir dir;
+  const std::string yaml = dir.file("device-config.yaml");
+  const std::string json = dir.file("config.json");
+  std::ofstream(yaml) << "nvidia:\n  deviceSplitCount: 10\n  deviceCoreScaling: 1\n";
+  // Upstream's ConfigMap hami-device-plugin, keys in any case as Go reads them.
+  std::ofstream(json) << R"({"nodeconfig": [{"name": "gpu-7", "operatingmode": "hami-core",
+    "deviceSplitCount": 5, "devicememoryscaling": 1.25, "migstrategy": "none",
+    "filterdevices": {"uuid": [], "index": []}}]})";
+  PluginConfig c;
+  ASSERT_TRUE(apply_config_file(c, yaml, "gpu-7"));
+  auto r = apply_config_file(c, json, "gpu-7");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(c.device_split_count, 5);
+  EXPECT_EQ(c.device_memory_scaling, 1.25);
+  EXPECT_EQ(c.device_core_scaling, 1.0);
+  ASSERT_EQ(c.sources.size(), 2u);
+  EXPECT_THAT(c.sources[1], HasSubstr("config.json (nodeconfig[0], node gpu-7)"));
+}
+
+TEST(Config, MigModeIsRefusedClearly) {
+  PluginConfig c;
+  auto r = apply_config_text(c, R"({"nodeconfig":[{"name":"n","operatingmode":"mig"}]})",
+                             "config.json", "n");
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message,
+              HasSubstr("nodeconfig[0].operatingmode: only hami-core is supported"));
+}
+
+TEST(Config, MissingFileSaysWhich) {
+  PluginConfig c;
+  auto r = apply_config_file(c, "/nonexistent/device-config.yaml", "n");
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("/nonexistent/device-config.yaml"));
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin

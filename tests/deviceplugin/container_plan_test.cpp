@@ -1,0 +1,158 @@
+// What one container is given (env, mounts) and the host files behind it.
+#include "deviceplugin/container_plan.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "deviceplugin/host_files.hpp"
+#include "support/temp_dir.hpp"
+
+namespace hami::deviceplugin {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+PlanInput input(const std::string& hook) {
+  PlanInput in;
+  in.hook_path = hook;
+  in.lock_dir = hook + "/vgpulock";
+  in.pod_uid = "0b5c8e7e-1111-4222-8333-444455556666";
+  in.container = "main";
+  in.gpus = {{"GPU-b", 3000, 30}, {"GPU-c", 3000, 30}};
+  in.cache_name = "x.cache";
+  return in;
+}
+
+TEST(ContainerPlan, EnvIsWhatTheLibraryReads) {
+  PluginConfig cfg;
+  PlanInput in = input("/usr/local");
+  in.priority = 0;
+  auto p = plan_container(in, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  const std::map<std::string, std::string> want = {
+      {"NVIDIA_VISIBLE_DEVICES", "GPU-b,GPU-c"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0", "3000m"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_1", "3000m"},
+      {"CUDA_DEVICE_SM_LIMIT", "30"},
+      {"CUDA_TASK_PRIORITY", "0"},
+      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/usr/local/vgpu/x.cache"}};
+  EXPECT_EQ(p->envs, want);
+  EXPECT_EQ(p->limits_text,
+            "# written by hami-device-plugin for pod 0b5c8e7e-1111-4222-8333-444455556666, "
+            "container main\n"
+            "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_MEMORY_LIMIT_1=3000m\n"
+            "CUDA_DEVICE_SM_LIMIT=30\nCUDA_TASK_PRIORITY=0\n");
+}
+
+TEST(ContainerPlan, ConfigAddsUpstreamsOptionalEnv) {
+  PluginConfig cfg;
+  cfg.disable_core_limit = true;
+  cfg.device_memory_scaling = 2;
+  cfg.lib_cuda_log_level = 2;
+  PlanInput in = input("/usr/local");
+  in.gpus = {{"GPU-b", 100, 150}};  // core scaling > 1 lets the scheduler hand out > 100
+  auto p = plan_container(in, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->envs.at("GPU_CORE_UTILIZATION_POLICY"), "disable");
+  EXPECT_EQ(p->envs.at("CUDA_OVERSUBSCRIBE"), "true");
+  EXPECT_EQ(p->envs.at("LIBCUDA_LOG_LEVEL"), "2");
+  EXPECT_EQ(p->envs.at("CUDA_DEVICE_SM_LIMIT"), "100");
+  EXPECT_THAT(p->limits_text, HasSubstr("GPU_CORE_UTILIZATION_POLICY=disable\n"));
+  EXPECT_EQ(p->envs.count("CUDA_TASK_PRIORITY"), 0u);
+}
+
+TEST(ContainerPlan, MountsFollowTheHookPathLayout) {
+  PluginConfig cfg;
+  auto p = plan_container(input("/usr/local"), cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  const std::string key = "0b5c8e7e-1111-4222-8333-444455556666_main";
+  EXPECT_THAT(
+      p->mounts,
+      ElementsAre(MountSpec{"/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so", true},
+                  MountSpec{"/usr/local/vgpu", "/usr/local/vgpu/containers/" + key, false},
+                  MountSpec{"/tmp/vgpulock", "/usr/local/vgpulock", false},
+                  MountSpec{"/etc/ld.so.preload", "/usr/local/vgpu/ld.so.preload", true},
+                  MountSpec{"/etc/vgpu/limits", "/usr/local/vgpu/limits/" + key, true}));
+}
+
+TEST(ContainerPlan, DisableControlDropsOnlyThePreload) {
+  PluginConfig cfg;
+  PlanInput in = input("/usr/local");
+  in.disable_control = true;
+  auto p = plan_container(in, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  ASSERT_EQ(p->mounts.size(), 4u);
+  for (const auto& m : p->mounts)
+    EXPECT_NE(m.container_path, "/etc/ld.so.preload");
+  EXPECT_EQ(p->envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
+}
+
+TEST(ContainerPlan, RefusesWhatCannotBeServedSafely) {
+  PluginConfig cfg;
+  PlanInput in = input("/usr/local");
+  in.container = "../etc";
+  EXPECT_THAT(plan_container(in, cfg).error().message, HasSubstr("cannot name a host directory"));
+  in = input("/usr/local");
+  in.pod_uid = "a/b";
+  EXPECT_FALSE(plan_container(in, cfg));
+  in = input("relative");
+  EXPECT_THAT(plan_container(in, cfg).error().message, HasSubstr("not an absolute path"));
+  in = input("/usr/local");
+  in.gpus.clear();
+  EXPECT_THAT(plan_container(in, cfg).error().message, HasSubstr("no GPUs"));
+  in = input("/usr/local");
+  in.priority = 5;
+  EXPECT_THAT(plan_container(in, cfg).error().message, HasSubstr("not 0 (high) or 1 (low)"));
+}
+
+TEST(HostFiles, PreparesDirectoryLimitsFileAndPreload) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("vgpu"));
+  std::ofstream(dir.file("vgpu/libvgpu.so")) << "ELF";
+  PluginConfig cfg;
+  auto p = plan_container(input(dir.path()), cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  // A previous instance's state must not survive into the new container.
+  std::filesystem::create_directories(p->container_dir);
+  std::ofstream(p->container_dir + "/old.cache") << "stale";
+  auto r = prepare_host(*p);
+  ASSERT_TRUE(r) << r.error().message;
+  struct stat st {};
+  ASSERT_EQ(::stat(p->container_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0777u);
+  EXPECT_FALSE(std::filesystem::exists(p->container_dir + "/old.cache"));
+  EXPECT_EQ(slurp(p->limits_file), p->limits_text);
+  ASSERT_EQ(::stat(p->limits_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  EXPECT_EQ(slurp(p->preload_file), p->library + "\n");
+  EXPECT_TRUE(std::filesystem::is_directory(p->lock_dir));
+  // The limits file is outside what the container can write.
+  EXPECT_EQ(p->limits_file.rfind(p->container_dir, 0), std::string::npos);
+}
+
+TEST(HostFiles, MissingLibraryIsAnError) {
+  test::TempDir dir;
+  PluginConfig cfg;
+  auto p = plan_container(input(dir.path()), cfg);
+  ASSERT_TRUE(p);
+  auto r = prepare_host(*p);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("libvgpu.so is missing"));
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin

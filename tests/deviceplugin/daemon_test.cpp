@@ -1,0 +1,498 @@
+// hami-device-plugin as a real process: the simulated NVML (two GPUs on NUMA
+// nodes 0 and 1, scripted failures), the kubelet harness on real unix sockets
+// and the test API server over HTTPS. Registration and the device list, a
+// kubelet restart, a GPU lost and back, the node annotation, and Allocate for
+// pods annotated the way upstream's scheduler annotates them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "deviceplugin/node_register.hpp"
+#include "support/apiserver/api_server.hpp"
+#include "support/kubelet/fake_kubelet.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+
+namespace hami::deviceplugin {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::StartsWith;
+using namespace std::chrono_literals;
+
+constexpr const char* kA = "GPU-5a3e0000-0000-4000-8000-0000000000a1";
+constexpr const char* kB = "GPU-5a3e0000-0000-4000-8000-0000000000b2";
+constexpr const char* kNode = "node-1";
+constexpr const char* kRes = "nvidia.com/gpu";
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string annotation(const std::optional<json>& obj, const std::string& key) {
+  if (!obj) return "<no object>";
+  const json& an = (*obj)["metadata"].value("annotations", json::object());
+  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
+}
+
+std::string lock_for(const std::string& ns, const std::string& name) {
+  char buf[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return std::string(buf) + "," + ns + "," + name;
+}
+
+class DevicePluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    plugins_ = root_.file("plugins");
+    hook_ = root_.file("hook");
+    std::filesystem::create_directories(plugins_);
+    std::filesystem::create_directories(hook_ + "/vgpu");
+    std::ofstream(hook_ + "/vgpu/libvgpu.so") << "not really a library";
+    write_script("");
+    api_.put("nodes", {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}});
+    kubeconfig_ = api_.write_kubeconfig(root_.file("kubeconfig"));
+    kubelet_ = std::make_unique<test::FakeKubelet>(plugins_);
+  }
+
+  void TearDown() override {
+    if (!plugin_) return;
+    plugin_->kill(SIGTERM);
+    const test::ProcessResult r = plugin_->finish();
+    EXPECT_EQ(r.exit_code, 0) << "the plugin did not stop cleanly on SIGTERM";
+    if (HasFailure() || std::getenv("DP_LOG"))
+      std::fprintf(stderr, "--- hami-device-plugin log ---\n%s", r.err.c_str());
+  }
+
+  void start_plugin(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {DEVICE_PLUGIN_BINARY,
+                                     "--node-name=" + std::string(kNode),
+                                     "--kubeconfig=" + kubeconfig_,
+                                     "--device-plugin-path=" + plugins_,
+                                     "--hook-path=" + hook_,
+                                     "--lock-dir=" + root_.file("vgpulock"),
+                                     "--nvml-library=" + std::string(SIMNVML),
+                                     "--health-interval=50ms",
+                                     "--register-interval=200ms",
+                                     "-v4"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    plugin_.emplace(
+        test::Child::spawn(argv, {{"SIMGPU_STATE", root_.file("gpu.state")},
+                                  {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
+                                  {"SIMGPU_NUMA", "0,1"},
+                                  {"SIMGPU_NVML_SCRIPT", root_.file("nvml.script")},
+                                  {"SIMGPU_FAIL", test::kUnset},
+                                  {"KUBECONFIG", test::kUnset}}));
+  }
+
+  // Replaced in one step (a new inode), as the simulated NVML asks.
+  void write_script(const std::string& text) {
+    const std::string path = root_.file("nvml.script");
+    std::ofstream(path + ".tmp") << text;
+    ASSERT_EQ(std::rename((path + ".tmp").c_str(), path.c_str()), 0);
+  }
+
+  void wait_registered() {
+    ASSERT_TRUE(kubelet_->wait_for_registrations(1)) << "the plugin never registered";
+    ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
+      return l.devices_size() == 20;
+    })) << "no device list of 20 devices";
+  }
+
+  std::optional<json> node() const { return api_.get("nodes", "", kNode); }
+  std::optional<json> pod(const std::string& name) const {
+    return api_.get("pods", "default", name);
+  }
+
+  void lock_node(const std::string& value) {
+    json n = *node();
+    n["metadata"]["annotations"]["hami.io/mutex.lock"] = value;
+    api_.put("nodes", n);
+  }
+
+  // A pod after upstream's scheduler has filtered and bound it (hami-k8s.md
+  // §3.6, §3.8): decision annotations, bind-phase allocating, bound to the node.
+  json scheduled_pod(const std::string& name, const std::string& devices, json containers,
+                     json init_containers = json::array()) {
+    json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata",
+               {{"name", name},
+                {"namespace", "default"},
+                {"annotations",
+                 {{"hami.io/vgpu-node", kNode},
+                  {"hami.io/vgpu-time", std::to_string(std::time(nullptr))},
+                  {"hami.io/bind-time", std::to_string(std::time(nullptr))},
+                  {"hami.io/bind-phase", "allocating"},
+                  {"hami.io/vgpu-devices-to-allocate", devices},
+                  {"hami.io/vgpu-devices-allocated", devices}}}}},
+              {"spec", {{"nodeName", kNode}, {"containers", containers}}},
+              {"status", {{"phase", "Pending"}}}};
+    if (!init_containers.empty()) p["spec"]["initContainers"] = init_containers;
+    return api_.put("pods", p);
+  }
+
+  static json container(const std::string& name, json limits = json::object(),
+                        json env = json::array()) {
+    json c = {{"name", name}, {"image", "cuda"}};
+    if (!limits.empty()) c["resources"] = {{"limits", limits}};
+    if (!env.empty()) c["env"] = env;
+    return c;
+  }
+
+  static std::map<std::string, std::string> envs(const v1beta1::ContainerAllocateResponse& r) {
+    return {r.envs().begin(), r.envs().end()};
+  }
+
+  static std::map<std::string, std::pair<std::string, bool>> mounts(
+      const v1beta1::ContainerAllocateResponse& r) {
+    std::map<std::string, std::pair<std::string, bool>> out;
+    for (const auto& m : r.mounts())
+      out[m.container_path()] = {m.host_path(), m.read_only()};
+    return out;
+  }
+
+  test::TempDir root_;
+  std::string plugins_;
+  std::string hook_;
+  std::string kubeconfig_;
+  test::ApiServer api_;
+  std::unique_ptr<test::FakeKubelet> kubelet_;
+  std::optional<test::Child> plugin_;
+};
+
+TEST_F(DevicePluginTest, RegistersAndAdvertisesSplitDevicesWithNuma) {
+  start_plugin();
+  wait_registered();
+  const auto regs = kubelet_->registrations();
+  ASSERT_EQ(regs.size(), 1u);
+  EXPECT_EQ(regs[0].version(), "v1beta1");
+  EXPECT_EQ(regs[0].endpoint(), "nvidia-gpu.sock");
+  EXPECT_EQ(regs[0].resource_name(), kRes);
+  EXPECT_TRUE(regs[0].options().get_preferred_allocation_available());
+  EXPECT_FALSE(regs[0].options().pre_start_required());
+  EXPECT_TRUE(kubelet_->options(kRes).get_preferred_allocation_available());
+
+  const auto list = kubelet_->devices(kRes);
+  ASSERT_EQ(list.devices_size(), 20);  // 2 GPUs × split count 10
+  for (int i = 0; i < 20; ++i) {
+    const auto& d = list.devices(i);
+    const bool on_a = i < 10;
+    EXPECT_EQ(d.id(), std::string(on_a ? kA : kB) + "-" + std::to_string(i % 10));
+    EXPECT_EQ(d.health(), "Healthy");
+    ASSERT_EQ(d.topology().nodes_size(), 1);
+    EXPECT_EQ(d.topology().nodes(0).id(), on_a ? 0 : 1);
+  }
+}
+
+TEST_F(DevicePluginTest, ConfigFileSetsSplitCountAndResourceName) {
+  std::ofstream(root_.file("cfg.yaml"))
+      << "nvidia:\n  resourceCountName: example.com/vgpu\n  deviceSplitCount: 3\n"
+      << "nodeconfig:\n  - name: node-1\n    enablenumatopology: false\n";
+  start_plugin({"--config-file=" + root_.file("cfg.yaml")});
+  ASSERT_TRUE(kubelet_->wait_for_registrations(1));
+  EXPECT_EQ(kubelet_->registrations()[0].endpoint(), "nvidia-vgpu.sock");
+  ASSERT_TRUE(kubelet_->wait_for_devices("example.com/vgpu",
+                                         [](const auto& l) { return l.devices_size() == 6; }));
+  EXPECT_FALSE(kubelet_->devices("example.com/vgpu").devices(0).has_topology());
+}
+
+TEST_F(DevicePluginTest, BadConfigExitsWithTheReason) {
+  std::ofstream(root_.file("cfg.yaml")) << "nvidia:\n  deviceSplitCount: many\n";
+  const auto r = test::run_process(
+      {DEVICE_PLUGIN_BINARY, "--node-name=n", "--config-file=" + root_.file("cfg.yaml")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("cfg.yaml:2: nvidia.deviceSplitCount: expected a whole number"));
+}
+
+TEST_F(DevicePluginTest, ReRegistersAfterKubeletRestart) {
+  start_plugin();
+  wait_registered();
+  const std::string our_socket = plugins_ + "/nvidia-gpu.sock";
+  ASSERT_TRUE(std::filesystem::exists(our_socket));
+  for (int round = 2; round <= 3; ++round) {
+    const auto before = std::chrono::steady_clock::now();
+    kubelet_->restart();  // our socket is deleted, kubelet.sock recreated
+    ASSERT_TRUE(kubelet_->wait_for_registrations(static_cast<size_t>(round), 5s))
+        << "no re-registration within 5 s";
+    EXPECT_LT(std::chrono::steady_clock::now() - before, 5s);
+    ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
+      return l.devices_size() == 20;
+    })) << "kubelet could not watch the re-served plugin";
+    EXPECT_TRUE(std::filesystem::exists(our_socket));
+  }
+}
+
+TEST_F(DevicePluginTest, RegistersOnceKubeletAppears) {
+  kubelet_->stop();
+  std::filesystem::remove(kubelet_->socket_path());
+  start_plugin();
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(plugins_ + "/nvidia-gpu.sock"); }));
+  kubelet_->start();
+  ASSERT_TRUE(kubelet_->wait_for_registrations(1, 5s));
+}
+
+TEST_F(DevicePluginTest, LostGpuIsUnhealthyThenHealthyAgain) {
+  start_plugin();
+  wait_registered();
+  auto gpu_b_is = [](const char* health) {
+    return [health](const v1beta1::ListAndWatchResponse& l) {
+      for (const auto& d : l.devices()) {
+        const bool on_b = d.id().rfind(kB, 0) == 0;
+        if (d.health() != (on_b ? health : "Healthy")) return false;
+      }
+      return l.devices_size() == 20;
+    };
+  };
+  write_script("gpu_lost nvmlDeviceGetMemoryInfo_v2 1\ngpu_lost nvmlDeviceGetMemoryInfo 1\n");
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpu_b_is("Unhealthy")))
+      << "GPU 1 never reported Unhealthy";
+  // The scheduler learns it too: health is omitted (false) for GPU 1.
+  ASSERT_TRUE(wait_until([&] {
+    auto d = decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
+    return d && d->size() == 2 && (*d)[0].health && !(*d)[1].health;
+  }));
+  write_script("");
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpu_b_is("Healthy"))) << "GPU 1 never came back";
+  write_script("fail nvmlDeviceGetMemoryInfo_v2 0\nfail nvmlDeviceGetMemoryInfo 0\n");
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
+    return l.devices(0).health() == "Unhealthy" && l.devices(10).health() == "Healthy";
+  })) << "an NVML_ERROR_UNKNOWN did not make GPU 0 unhealthy";
+}
+
+TEST_F(DevicePluginTest, NodeAnnotationIsUpstreamJsonWithHandshake) {
+  start_plugin();
+  const std::string want =
+      std::string(R"([{"id":")") + kA +
+      R"(","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA-Simulated GPU 0",)"
+      R"("mode":"hami-core","health":true},{"id":")" +
+      kB +
+      R"(","index":1,"count":10,"devmem":40960,"devcore":100,"type":"NVIDIA-Simulated GPU 1",)"
+      R"("numa":1,"mode":"hami-core","health":true}])";
+  ASSERT_TRUE(wait_until([&] {
+    return annotation(node(), "hami.io/node-nvidia-register") == want;
+  })) << annotation(node(), "hami.io/node-nvidia-register");
+  EXPECT_THAT(annotation(node(), "hami.io/node-handshake"),
+              MatchesRegex("Reported_[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}"));
+
+  // The scheduler answers; the plugin reports again within a period.
+  json n = *node();
+  n["metadata"]["annotations"]["hami.io/node-handshake"] = "Requesting_2024-05-01 10:00:00";
+  n["metadata"]["annotations"].erase("hami.io/node-nvidia-register");
+  api_.put("nodes", n);
+  ASSERT_TRUE(wait_until([&] {
+    return annotation(node(), "hami.io/node-handshake").rfind("Reported_", 0) == 0 &&
+           annotation(node(), "hami.io/node-nvidia-register") == want;
+  }));
+}
+
+TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
+  start_plugin();
+  wait_registered();
+  scheduled_pod("p1", std::string(kB) + ",NVIDIA,3000,30:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"},
+                                                {"nvidia.com/gpumem", "3000"},
+                                                {"nvidia.com/gpucores", "30"},
+                                                {"nvidia.com/priority", "0"}})}));
+  lock_node(lock_for("default", "p1"));
+  const std::string uid = (*pod("p1"))["metadata"]["uid"];
+
+  // kubelet first asks which IDs the plugin prefers: one on the annotated GPU.
+  v1beta1::PreferredAllocationRequest preq;
+  auto* c = preq.add_container_requests();
+  const v1beta1::ListAndWatchResponse listed = kubelet_->devices(kRes);
+  for (const auto& d : listed.devices())
+    c->add_available_deviceids(d.id());
+  c->set_allocation_size(1);
+  v1beta1::PreferredAllocationResponse presp;
+  ASSERT_TRUE(kubelet_->preferred(kRes, preq, &presp).ok());
+  ASSERT_EQ(presp.container_responses_size(), 1);
+  ASSERT_EQ(presp.container_responses(0).deviceids_size(), 1);
+  EXPECT_THAT(presp.container_responses(0).deviceids(0), StartsWith(kB));
+
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st =
+      kubelet_->allocate(kRes, {{presp.container_responses(0).deviceids(0)}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 1);
+  const auto& r = resp.container_responses(0);
+  const auto env = envs(r);
+  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), kB);
+  EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
+  EXPECT_EQ(env.at("CUDA_DEVICE_SM_LIMIT"), "30");
+  EXPECT_EQ(env.at("CUDA_TASK_PRIORITY"), "0");
+  EXPECT_THAT(env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE"),
+              MatchesRegex(hook_ + "/vgpu/[0-9a-f-]{36}\\.cache"));
+  EXPECT_EQ(env.count("GPU_CORE_UTILIZATION_POLICY"), 0u);
+
+  const std::string vgpu = hook_ + "/vgpu";
+  const std::string key = uid + "_main";
+  const auto m = mounts(r);
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m.at(vgpu + "/libvgpu.so"), std::make_pair(vgpu + "/libvgpu.so", true));
+  EXPECT_EQ(m.at(vgpu), std::make_pair(vgpu + "/containers/" + key, false));
+  EXPECT_EQ(m.at("/tmp/vgpulock"), std::make_pair(root_.file("vgpulock"), false));
+  EXPECT_EQ(m.at("/etc/ld.so.preload"), std::make_pair(vgpu + "/ld.so.preload", true));
+  EXPECT_EQ(m.at("/etc/vgpu/limits"), std::make_pair(vgpu + "/limits/" + key, true));
+
+  // The host side exists before kubelet mounts it.
+  struct stat sb {};
+  ASSERT_EQ(::stat((vgpu + "/containers/" + key).c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 0777, 0777u);
+  EXPECT_EQ(slurp(vgpu + "/limits/" + key),
+            "# written by hami-device-plugin for pod " + uid +
+                ", container main\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT=30\n"
+                "CUDA_TASK_PRIORITY=0\n");
+  EXPECT_EQ(slurp(vgpu + "/ld.so.preload"), vgpu + "/libvgpu.so\n");
+
+  // The protocol's end: bind-phase success, devices consumed, lock released.
+  EXPECT_EQ(annotation(pod("p1"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(annotation(pod("p1"), "hami.io/vgpu-devices-to-allocate"), ";");
+  EXPECT_EQ(annotation(pod("p1"), "hami.io/vgpu-devices-allocated"),
+            std::string(kB) + ",NVIDIA,3000,30:;");
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+TEST_F(DevicePluginTest, AllocateServesInitAndAppContainersInOrder) {
+  start_plugin();
+  wait_registered();
+  // hami-k8s.md §3.6's example: an init container without GPU, two app containers.
+  scheduled_pod(
+      "p2", std::string(";") + kA + ",NVIDIA,2500,25:;" + kB + ",NVIDIA,2500,25:;",
+      json::array(
+          {container("app", {{"nvidia.com/gpu", "1"}}),
+           container("sidecar", {{"nvidia.com/gpu", "1"}},
+                     json::array({{{"name", "CUDA_DISABLE_CONTROL"}, {"value", "true"}}}))}),
+      json::array({container("init")}));
+  lock_node(lock_for("default", "p2"));
+  const std::string uid = (*pod("p2"))["metadata"]["uid"];
+
+  v1beta1::AllocateResponse first;
+  ASSERT_TRUE(kubelet_->allocate(kRes, {{std::string(kA) + "-4"}}, &first).ok());
+  EXPECT_EQ(envs(first.container_responses(0)).at("NVIDIA_VISIBLE_DEVICES"), kA);
+  EXPECT_EQ(mounts(first.container_responses(0)).at(hook_ + "/vgpu").first,
+            hook_ + "/vgpu/containers/" + uid + "_app");
+  EXPECT_EQ(mounts(first.container_responses(0)).count("/etc/ld.so.preload"), 1u);
+  // One container left: still allocating, the lock still held.
+  EXPECT_EQ(annotation(pod("p2"), "hami.io/bind-phase"), "allocating");
+  EXPECT_EQ(annotation(pod("p2"), "hami.io/vgpu-devices-to-allocate"),
+            std::string(";;") + kB + ",NVIDIA,2500,25:;");
+  EXPECT_THAT(annotation(node(), "hami.io/mutex.lock"), HasSubstr(",default,p2"));
+
+  v1beta1::AllocateResponse second;
+  ASSERT_TRUE(kubelet_->allocate(kRes, {{std::string(kB) + "-0"}}, &second).ok());
+  const auto& s = second.container_responses(0);
+  EXPECT_EQ(envs(s).at("NVIDIA_VISIBLE_DEVICES"), kB);
+  EXPECT_EQ(envs(s).at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2500m");
+  EXPECT_EQ(mounts(s).count("/etc/ld.so.preload"), 0u) << "CUDA_DISABLE_CONTROL=true";
+  EXPECT_EQ(mounts(s).count("/etc/vgpu/limits"), 1u);
+  EXPECT_EQ(annotation(pod("p2"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+TEST_F(DevicePluginTest, AllocateMapsEntriesWithoutInitSlotsToAppContainers) {
+  start_plugin();
+  wait_registered();
+  // HAMi#2899: a v2.10 scheduler may write no slot for GPU-less init containers.
+  scheduled_pod("p4", std::string(kA) + ",NVIDIA,1000,10:;",
+                json::array({container("app", {{"nvidia.com/gpu", "1"}})}),
+                json::array({container("init-a"), container("init-b")}));
+  lock_node(lock_for("default", "p4"));
+  const std::string uid = (*pod("p4"))["metadata"]["uid"];
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st = kubelet_->allocate(kRes, {{std::string(kA) + "-2"}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(mounts(resp.container_responses(0)).at(hook_ + "/vgpu").first,
+            hook_ + "/vgpu/containers/" + uid + "_app");
+  EXPECT_EQ(annotation(pod("p4"), "hami.io/bind-phase"), "success");
+}
+
+TEST_F(DevicePluginTest, AllocateFindsThePodWithoutALock) {
+  start_plugin();
+  wait_registered();
+  scheduled_pod("p3", std::string(kA) + ",NVIDIA,1000,10:" + kB + ",NVIDIA,1000,10:;",
+                json::array({container("main", {{"nvidia.com/gpu", "2"}})}));
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st =
+      kubelet_->allocate(kRes, {{std::string(kB) + "-1", std::string(kA) + "-1"}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const auto env = envs(resp.container_responses(0));
+  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), std::string(kA) + "," + kB);
+  EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "1000m");
+  EXPECT_EQ(annotation(pod("p3"), "hami.io/bind-phase"), "success");
+}
+
+TEST_F(DevicePluginTest, MalformedAnnotationFailsThePodAndReleasesTheLock) {
+  start_plugin();
+  wait_registered();
+  scheduled_pod("bad", std::string(kB) + ",NVIDIA,lots,30:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"}})}));
+  lock_node(lock_for("default", "bad"));
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st = kubelet_->allocate(kRes, {{std::string(kB) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("pod default/bad"));
+  EXPECT_THAT(st.error_message(), HasSubstr("hami.io/vgpu-devices-to-allocate"));
+  EXPECT_THAT(st.error_message(), HasSubstr("memory (MiB) 'lots' is not a whole number"));
+  EXPECT_EQ(annotation(pod("bad"), "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+TEST_F(DevicePluginTest, MissingPodIsAClearErrorAndTheLockIsReleased) {
+  start_plugin();
+  wait_registered();
+  lock_node(lock_for("default", "ghost"));
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("no pod waiting for GPUs on node node-1"));
+  EXPECT_THAT(st.error_message(), HasSubstr("names pod default/ghost, which does not exist"));
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+TEST_F(DevicePluginTest, GpuNotOnThisNodeFailsThePod) {
+  start_plugin();
+  wait_registered();
+  scheduled_pod("elsewhere", "GPU-00000000-0000-4000-8000-000000000000,NVIDIA,100,10:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"}})}));
+  lock_node(lock_for("default", "elsewhere"));
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("is not on node node-1"));
+  EXPECT_EQ(annotation(pod("elsewhere"), "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
