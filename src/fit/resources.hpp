@@ -1,0 +1,47 @@
+#pragma once
+// What one container asks for, from its resource quantities, by upstream's
+// rules (GenerateResourceRequests): the count (nvidia.com/gpu) makes it a GPU
+// container; gpumem is MiB per GPU times the memory factor; gpumem-percentage
+// over 100 is 100 and 0 or less means "not given"; with neither, the
+// configured default memory, else the whole card (100 %); cores default to the
+// configured default. Each resource is read from the limits, else the requests.
+//
+//   auto req = hami::fit::container_request(limits_lookup, requests_lookup, config);
+//   if (!req) return deny(req.error().message);  // "nvidia.com/gpumem='3.5': …"
+//   if (!*req) return;                           // not a GPU container
+//   use(**req);                                  // ContainerRequest
+//
+// Where upstream drops a malformed value silently (so the container looks as
+// if it asked for no GPU, or for the whole card), this is an error naming the
+// resource.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/function_ref.hpp"
+#include "common/result.hpp"
+#include "fit/types.hpp"
+
+namespace hami::fit {
+
+struct ResourceConfig {
+  std::string count_name = "nvidia.com/gpu";
+  std::string memory_name = "nvidia.com/gpumem";
+  std::string memory_percentage_name = "nvidia.com/gpumem-percentage";
+  std::string cores_name = "nvidia.com/gpucores";
+  int32_t default_memory_mib = 0;  // defaultMemory; used as is, not scaled
+  int32_t default_cores = 0;       // defaultCores
+  int32_t memory_factor = 1;       // memoryFactor, ≥ 1
+};
+
+// Resource name → its quantity text, or nullopt where the container has none.
+using QuantityLookup = FunctionRef<std::optional<std::string_view>(std::string_view name)>;
+
+// nullopt: not a GPU container (no count, or a count of 0).
+Result<std::optional<ContainerRequest>> container_request(QuantityLookup limits,
+                                                          QuantityLookup requests,
+                                                          const ResourceConfig& config);
+
+}  // namespace hami::fit

@@ -1,0 +1,71 @@
+#pragma once
+// The plain data the fitting core works on: a node's GPUs with their usage, and
+// what a pod asks for. No Kubernetes types: the extender fills these from
+// registration and allocation annotations, `vgpu run` from NVML and the local
+// state files, tests by hand.
+//
+//   hami::fit::NodeDevices node{"node-a", {{.uuid = "GPU-0", .index = 0,
+//                                           .type = "NVIDIA H200", .total_mem_mib = 143771}}};
+//   hami::fit::PodRequest pod{{{.nums = 1, .mem_mib = 3000, .cores = 30}}};
+//
+// Numbers are int32 like upstream's (MiB, percent, tenants), so every value an
+// upstream component writes fits, and sums are taken in 64 bits.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hami::fit {
+
+// The vendor key NVIDIA requests carry; a device belongs to it when its type
+// contains the key case-insensitively (upstream getNodeResources).
+inline constexpr const char* kVendorNvidia = "NVIDIA";
+inline constexpr const char* kModeHamiCore = "hami-core";
+inline constexpr const char* kModeMig = "mig";
+
+// gpumem-percentage's "not given" sentinel, as upstream stores it.
+inline constexpr int32_t kMemPercentUnset = 101;
+
+struct GpuDevice {
+  std::string uuid;                  // "GPU-…", the device's identity everywhere
+  int32_t index = 0;                 // NVML index on the node
+  std::string type;                  // model as registered: "NVIDIA H200", "NVIDIA-Tesla T4"
+  std::string mode = kModeHamiCore;  // "hami-core" or "mig"
+  int32_t numa = 0;                  // NUMA node (negative registered as 0)
+  bool healthy = true;
+  bool cordoned = false;      // listed in the node's hami.io/device-cordon
+  int32_t split_count = 10;   // most tenants (upstream Count)
+  int32_t total_mem_mib = 0;  // after deviceMemoryScaling
+  int32_t total_cores = 100;  // after deviceCoreScaling
+  int32_t used_tenants = 0;   // slices handed out (upstream Used)
+  int32_t used_mem_mib = 0;
+  int32_t used_cores = 0;
+};
+
+struct NodeDevices {
+  std::string name;
+  std::vector<GpuDevice> devices;
+};
+
+// How a container runs relative to the others, which decides how its devices
+// count: an init container runs alone before the app containers (its usage is
+// a peak, not a sum); a sidecar is an init container with restartPolicy
+// Always, so it keeps running beside them (its usage adds up).
+enum class ContainerKind : uint8_t { kApp, kInit, kSidecar };
+
+struct ContainerRequest {
+  int32_t nums = 0;                        // distinct GPUs; 0 = the container asks for none
+  std::string type = kVendorNvidia;        // vendor key
+  int32_t mem_mib = 0;                     // per GPU; 0 = not given
+  int32_t mem_percent = kMemPercentUnset;  // per GPU, 1..100, or kMemPercentUnset
+  int32_t cores = 0;                       // percent of each GPU's SMs; 100 = exclusive
+  ContainerKind kind = ContainerKind::kApp;
+};
+
+// One entry per container, positional like the allocation annotation: init
+// containers (and sidecars) first, in spec order, then app containers.
+struct PodRequest {
+  std::vector<ContainerRequest> containers;
+};
+
+}  // namespace hami::fit

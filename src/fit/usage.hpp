@@ -1,0 +1,54 @@
+#pragma once
+// Bookkeeping: what a placed pod holds on each GPU, added to or taken from a
+// node's usage. The extender's cache applies a pod when its allocation
+// annotation appears (or when bind reserves it) and removes it when the pod
+// ends; `vgpu run` applies the local containers the same way.
+//
+// Init containers collapse as upstream's CollapseInitContainerUsage does: an
+// init container runs alone, so per GPU a pod holds
+//   memory/cores = max(the largest init container + the sidecars started
+//                      before it, the sum of the sidecars and app containers),
+//   tenants      = max(1 if an init container used it + those sidecars,
+//                      the number of sidecars and app containers on it).
+// Once the init containers have finished, only the sidecars and app
+// containers count (init_finished).
+//
+//   auto charges = hami::fit::pod_charges(devices, kinds);
+//   hami::fit::apply_charges(node, charges);    // pod appeared
+//   hami::fit::remove_charges(node, charges);   // pod gone
+//
+// This is also what upstream's Filter leaves in its usage after fitting a pod
+// (applyPeakUsage), so a pod placed by fit_pod and applied here is counted the
+// way the fit counted it.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fit/device_codec.hpp"
+#include "fit/types.hpp"
+
+namespace hami::fit {
+
+struct DeviceCharge {
+  std::string uuid;
+  int32_t tenants = 0;
+  int32_t mem_mib = 0;
+  int32_t cores = 0;
+  bool operator==(const DeviceCharge&) const = default;
+};
+
+// kinds[i] is container i's kind; containers beyond kinds count as app
+// containers. One charge per GPU, in the order GPUs first appear.
+std::vector<DeviceCharge> pod_charges(const PodDevices& devices,
+                                      std::span<const ContainerKind> kinds,
+                                      bool init_finished = false);
+
+// Both return how many charges named a GPU the node does not have (0 when
+// all applied); those are skipped. Removal never takes usage below zero.
+size_t apply_charges(NodeDevices& node, std::span<const DeviceCharge> charges);
+size_t remove_charges(NodeDevices& node, std::span<const DeviceCharge> charges);
+
+}  // namespace hami::fit
