@@ -17,8 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto pd = hami::deviceplugin::decode_pod_devices(devices);
   if (pd) {
-    const std::string again = hami::deviceplugin::encode_pod_devices(*pd);
-    auto back = hami::deviceplugin::decode_pod_devices(again);
+    auto again = hami::deviceplugin::encode_pod_devices(*pd);
+    if (!again) __builtin_trap();
+    auto back = hami::deviceplugin::decode_pod_devices(*again);
     if (!back || *back != *pd) __builtin_trap();
     for (const auto& c : *pd) {
       for (const auto& d : c) {

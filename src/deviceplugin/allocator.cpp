@@ -124,8 +124,11 @@ Result<std::vector<ContainerPlan>> Allocator::serve(
     plans.push_back(std::move(*plan));
   }
   const bool done = !any_devices(p.to_allocate);
-  std::map<std::string, std::optional<std::string>> changes{
-      {kDevicesToAllocate, encode_pod_devices(p.to_allocate)}};
+  // It was decoded from the annotation, so it encodes; checked all the same.
+  auto remaining = encode_pod_devices(p.to_allocate);
+  if (!remaining)
+    return Error{"cannot encode what is left to allocate: " + remaining.error().message};
+  std::map<std::string, std::optional<std::string>> changes{{kDevicesToAllocate, *remaining}};
   if (done) changes[kBindPhase] = std::string(kPhaseSuccess);
   auto patched = client_.patch_annotations(k8s::pod_path(p.pod.meta.ns, p.pod.meta.name), changes,
                                            k8s::PatchRetry{});

@@ -1,5 +1,7 @@
 #include "fit/device_codec.hpp"
 
+#include <cctype>
+
 #include <charconv>
 #include <optional>
 
@@ -49,6 +51,12 @@ Result<PodDevices> decode_pod_devices(std::string_view text) {
                  " bytes is larger than any allocation (" + std::to_string(kMaxPodDevicesText) +
                  ")"};
   }
+  // Surrounding whitespace is not part of the value (a YAML block scalar
+  // written by hand ends in a newline).
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   PodDevices pod;
   std::optional<Error> err;
   for_each_terminated(text, ';', [&](std::string_view ctr, size_t ci) {

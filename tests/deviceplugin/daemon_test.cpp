@@ -463,7 +463,7 @@ TEST_F(DevicePluginTest, MalformedAnnotationFailsThePodAndReleasesTheLock) {
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.error_message(), HasSubstr("pod default/bad"));
   EXPECT_THAT(st.error_message(), HasSubstr("hami.io/vgpu-devices-to-allocate"));
-  EXPECT_THAT(st.error_message(), HasSubstr("memory (MiB) 'lots' is not a whole number"));
+  EXPECT_THAT(st.error_message(), HasSubstr("memory is not a non-negative 32-bit integer"));
   EXPECT_EQ(annotation(pod("bad"), "hami.io/bind-phase"), "failed");
   EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
 }

@@ -43,6 +43,16 @@ TEST(Codec, MissingFinalTerminatorsAreAccepted) {
   EXPECT_EQ(pd->size(), 2u);
 }
 
+TEST(Codec, SurroundingWhitespaceIsIgnored) {
+  auto pd = decode_pod_devices(" GPU-a,NVIDIA,1,2:;\n");
+  ASSERT_TRUE(pd) << pd.error().message;
+  ASSERT_EQ(pd->size(), 1u);
+  EXPECT_EQ((*pd)[0].at(0).uuid, "GPU-a");
+  auto blank = decode_pod_devices("  \n");
+  ASSERT_TRUE(blank);
+  EXPECT_TRUE(blank->empty());
+}
+
 TEST(Codec, MalformedInputsSayWhere) {
   struct Bad {
     const char* text;
