@@ -15,7 +15,7 @@ secs=${1:-10}
 out=${2:-${OUT:-/tmp/sm-limit-results}}
 mkdir -p "$out"
 build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF >/dev/null &&
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF -DHAMI_LIBVGPU_ONLY=ON >/dev/null &&
   cmake --build "$build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
 lib=$PWD/$build/src/libvgpu.so
 nvcc -O2 -arch=sm_90 -o "$build/launch_bench" bench/sm_limit/launch_bench.cu || exit 1

@@ -21,7 +21,7 @@ echo "# CUDA: $(nvcc --version | tail -1)"
 echo "# PyTorch: $(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)')"
 
 build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF >/dev/null &&
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF -DHAMI_LIBVGPU_ONLY=ON >/dev/null &&
   cmake --build "$build" -j "$(nproc)" --target vgpu_lib vgpu >/dev/null || { echo "FAIL build"; exit 1; }
 lib=$PWD/$build/src/libvgpu.so
 export VGPU_BIN=$PWD/$build/src/vgpu
