@@ -62,7 +62,6 @@ echo "free: $(cat "$hook/free.out")  thirty: $(cat "$hook/thirty.out")"
 
 val() { grep "^$1{" "$hook/metrics.txt" | grep "pod=\"$2\"" | grep 'vdevice_index="0"' | awk '{print $NF}' | head -1; }
 for pod in pod-free pod-thirty; do
-  pid_line=$(grep "^# container main" "$hook/metrics.txt" | head -0)
   u=$(val hami_container_device_utilization_ratio $pod)
   m=$(val hami_container_device_nvml_memory_bytes $pod)
   [ -n "$u" ] && [ "$u" -gt 0 ] && pass "$pod utilisation attributed ($u %)" || fail "$pod utilisation ($u)"
