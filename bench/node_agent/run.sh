@@ -11,8 +11,12 @@ cmake --build --preset release -j "$(nproc)" --target scrape-bench hami-node-age
 {
   echo "# node-agent benchmark, commit $(git rev-parse --short HEAD), $(date -u +%FT%TZ)"
   echo "# machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  nvml=build/release/tests/support/simgpu/lib/libnvidia-ml.so.1
   build/release/bench/node_agent/scrape-bench --containers "${CONTAINERS:-1024}" --gpus 8 \
     --scrapes 200 --passes 20 \
-    --agent build/release/src/hami-node-agent --idle-seconds "${IDLE_SECONDS:-30}" \
-    --nvml build/release/tests/support/simgpu/lib/libnvidia-ml.so.1
+    --agent build/release/src/hami-node-agent --idle-seconds "${IDLE_SECONDS:-30}" --nvml "$nvml"
+  echo "## an empty node (no containers)"
+  build/release/bench/node_agent/scrape-bench --containers 0 --gpus 8 --scrapes 50 --passes 5 \
+    --agent build/release/src/hami-node-agent --idle-seconds "${IDLE_SECONDS:-30}" --nvml "$nvml"
 } | tee "$out"
