@@ -1,11 +1,14 @@
 // vgpu: the command-line tool of HAMi in C++. Subcommands:
 //   inspect FILE [--json]   show what a per-container state file holds
+//   top [--once] ...        live view of the node's GPUs and containers
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <string>
 
 #include "cli/inspect.hpp"
+#include "cli/top.hpp"
+#include "common/size_parse.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -21,6 +24,19 @@ int main(int argc, char** argv) {
   inspect->add_option("FILE", file, "State file, e.g. /usr/local/vgpu/<id>.cache")->required();
   inspect->add_flag("--json", json, "Machine-readable output");
 
+  hami::cli::TopOptions top_opt;
+  std::string interval = "1s";
+  CLI::App* top = app.add_subcommand(
+      "top", "Live view of the GPUs and the containers sharing them (read-only)");
+  top->add_option("--hook-path", top_opt.hook_path,
+                  "Directory holding containers/<podUID>_<container>/*.cache")
+      ->capture_default_str();
+  top->add_option("--interval", interval, "Refresh period (e.g. 1s, 500ms)")->capture_default_str();
+  top->add_flag("--once", top_opt.once, "Print one frame and exit");
+  top->add_flag("--no-nvml", top_opt.no_nvml, "Show the state files only");
+  top->add_option("--nvml-library", top_opt.nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -28,5 +44,15 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : hami::cli::kExitUsage;
   }
   if (inspect->parsed()) return hami::cli::run_inspect(file, json);
+  if (top->parsed()) {
+    auto d = hami::parse_duration(interval);
+    if (!d || d->count() < 100'000) {
+      std::cerr << "vgpu top: --interval: "
+                << (d ? std::string("must be at least 100ms") : d.error().message) << "\n";
+      return hami::cli::kExitUsage;
+    }
+    top_opt.interval_ms = static_cast<int>(d->count() / 1000);
+    return hami::cli::run_top(top_opt);
+  }
   return hami::cli::kExitUsage;
 }
