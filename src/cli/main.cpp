@@ -1,12 +1,14 @@
 // vgpu: the command-line tool of HAMi in C++. Subcommands:
 //   inspect FILE [--json]   show what a per-container state file holds
 //   top [--once] ...        live view of the node's GPUs and containers
+//   run [options] -- CMD    run CMD on a slice of a GPU of this machine
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <string>
 
 #include "cli/inspect.hpp"
+#include "cli/run.hpp"
 #include "cli/top.hpp"
 #include "common/size_parse.hpp"
 
@@ -37,6 +39,33 @@ int main(int argc, char** argv) {
   top->add_option("--nvml-library", top_opt.nvml_library, "NVML library to dlopen")
       ->capture_default_str();
 
+  hami::cli::RunOptions run_opt;
+  CLI::App* run = app.add_subcommand(
+      "run", "Run a command on a slice of one GPU of this machine, under libvgpu.so");
+  run->add_option("--memory", run_opt.memory,
+                  "Device-memory limit, e.g. 4g, 3000m (default: none)");
+  run->add_option("--cores", run_opt.cores, "SM share in percent; 100 = exclusive (default: none)")
+      ->check(CLI::Range(0, 100));
+  run->add_option("--gpu", run_opt.gpu, "GPU index or UUID (default: chosen by --policy)");
+  run->add_option("--priority", run_opt.priority, "high or low: who yields when both are busy")
+      ->check(CLI::IsMember({"high", "low"}))
+      ->capture_default_str();
+  run->add_option("--policy", run_opt.policy, "How the GPU is chosen: spread, binpack, ...")
+      ->capture_default_str();
+  run->add_option("--hook-path", run_opt.hook_path,
+                  "State root (default /usr/local/vgpu when writable, else a per-user directory)");
+  run->add_option("--name", run_opt.name, "Name of this job in the state directory")
+      ->capture_default_str();
+  run->add_option("--library", run_opt.library,
+                  "libvgpu.so (default: next to this binary, else /usr/local/vgpu/libvgpu.so)");
+  run->add_option("--nvml-library", run_opt.nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
+  run->add_flag("--overcommit", run_opt.overcommit, "Run even when the GPU has no room left");
+  run->add_flag("--print-env", run_opt.print_env,
+                "Print the environment (KEY=VALUE, for docker run --env-file) instead of running");
+  run->add_flag("--keep-state", run_opt.keep_state, "Keep the job's state directory afterwards");
+  run->add_option("command", run_opt.command, "The command and its arguments (after --)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -44,6 +73,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : hami::cli::kExitUsage;
   }
   if (inspect->parsed()) return hami::cli::run_inspect(file, json);
+  if (run->parsed()) return hami::cli::run_command(run_opt);
   if (top->parsed()) {
     auto d = hami::parse_duration(interval);
     if (!d || d->count() < 100'000) {

@@ -1,5 +1,7 @@
 #include "deviceplugin/node_register.hpp"
 
+#include "fit/types.hpp"
+
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -78,8 +80,7 @@ Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text) 
 }
 
 std::string device_type(std::string_view nvml_name) {
-  if (nvml_name.substr(0, 6) == "NVIDIA") return std::string(nvml_name);
-  return "NVIDIA-" + std::string(nvml_name);
+  return fit::registered_type(nvml_name);
 }
 
 }  // namespace hami::deviceplugin

@@ -1,0 +1,262 @@
+#include "cli/run.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "cli/inspect.hpp"
+#include "common/size_parse.hpp"
+#include "fit/fit.hpp"
+#include "nvml/nvml.hpp"
+#include "region/layout_v1.hpp"
+#include "region/region.hpp"
+
+namespace hami::cli {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kExitCannotRun = 1;
+
+int32_t mib_up(uint64_t bytes) {
+  return static_cast<int32_t>(std::min<uint64_t>((bytes + (1 << 20) - 1) >> 20, INT32_MAX));
+}
+
+bool writable_dir(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  return !ec && ::access(path.c_str(), W_OK) == 0;
+}
+
+// /usr/local/vgpu as the device plugin lays it out; a user who cannot write
+// there gets a directory of their own (and `vgpu top --hook-path` shows it).
+std::string default_hook_path() {
+  if (writable_dir("/usr/local/vgpu/containers")) return "/usr/local/vgpu";
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime != nullptr && *runtime != '\0') return std::string(runtime) + "/vgpu";
+  return "/tmp/vgpu-" + std::to_string(::getuid());
+}
+
+std::string default_library() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(self.parent_path() / "libvgpu.so")) {
+    return (self.parent_path() / "libvgpu.so").string();
+  }
+  return "/usr/local/vgpu/libvgpu.so";
+}
+
+std::string random_id() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "local-%08x-%04x", rd(), rd() & 0xffff);
+  return buf;
+}
+
+// The job's state file, made before the command starts and holding only the
+// chosen GPU. NVML on this machine lists every GPU, and the library would
+// otherwise record them all (in a container NVML sees only the container's);
+// with the file made, it uses the recorded list, so the job's limits and
+// usage sit on its GPU alone, where `vgpu top` and the next `vgpu run` look.
+Result<void> make_state_file(const std::string& dir, const std::string& uuid, uint64_t memory,
+                             const RunOptions& o) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Error{"cannot create " + dir + ": " + ec.message()};
+  ::chmod(dir.c_str(), 0777);  // the command may run as another user (sudo -u)
+  region::OpenOptions opt;
+  opt.initial.memory_limit.fill(memory);
+  opt.initial.sm_limit.fill(o.cores > 0 && o.cores < 100 ? static_cast<uint64_t>(o.cores) : 100);
+  opt.initial.priority = o.priority == "high" ? 0 : 1;
+  auto region = region::Region::open(dir + "/vgpu.cache", opt);
+  if (!region) return region.error();
+  if (auto ok = region->set_device_uuid(0, uuid); !ok) return ok.error();
+  region->set_device_count(1);
+  return {};
+}
+
+volatile sig_atomic_t g_child = 0;
+void forward(int sig) {
+  if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
+}
+
+}  // namespace
+
+fit::NodeDevices local_node(const std::vector<LocalGpu>& gpus,
+                            const std::vector<monitor::ContainerState>& containers) {
+  fit::NodeDevices node;
+  node.name = "localhost";
+  for (const LocalGpu& g : gpus) {
+    fit::GpuDevice d;
+    d.uuid = g.uuid;
+    d.index = g.index;
+    d.type = fit::registered_type(g.name);
+    d.total_mem_mib = mib_up(g.memory_total);
+    node.devices.push_back(d);
+  }
+  for (const monitor::ContainerState& c : containers) {
+    const region::RegionSnapshot& s = c.snapshot;
+    const bool live = std::any_of(s.slots.begin(), s.slots.end(), [](const auto& slot) {
+      return slot.status != region::kSlotFree && slot.liveness != region::Liveness::kDead &&
+             slot.pid > 0;
+    });
+    if (!live) continue;
+    const int ndev = static_cast<int>(std::min<uint64_t>(s.device_num, region::kMaxDevices));
+    for (int i = 0; i < ndev; ++i) {
+      for (fit::GpuDevice& d : node.devices) {
+        if (d.uuid.compare(0, 40, s.uuids[i], 0, 40) != 0) continue;
+        d.used_tenants += 1;
+        d.used_mem_mib += s.memory_limit[i] == 0 ? d.total_mem_mib : mib_up(s.memory_limit[i]);
+        if (s.sm_limit[i] > 0 && s.sm_limit[i] < 100) {
+          d.used_cores += static_cast<int32_t>(s.sm_limit[i]);
+        }
+      }
+    }
+  }
+  return node;
+}
+
+int run_command(const RunOptions& o) {
+  auto fail = [](int code, const std::string& msg) {
+    std::fprintf(stderr, "vgpu run: %s\n", msg.c_str());
+    return code;
+  };
+  if (o.command.empty() && !o.print_env)
+    return fail(kExitUsage, "no command given (vgpu run [options] -- CMD ...)");
+  uint64_t memory = 0;
+  if (!o.memory.empty()) {
+    auto m = parse_size(o.memory);
+    if (!m) return fail(kExitUsage, "--memory: " + m.error().message);
+    if (*m == 0) return fail(kExitUsage, "--memory must be more than 0");
+    memory = *m;
+  }
+  if (o.cores < 0 || o.cores > 100) return fail(kExitUsage, "--cores must be 0-100");
+  if (o.priority != "high" && o.priority != "low") {
+    return fail(kExitUsage, "--priority must be high or low");
+  }
+  auto policy = fit::parse_gpu_policy(o.policy);
+  if (!policy) return fail(kExitUsage, "--policy: " + policy.error().message);
+
+  // The machine: its GPUs, and what the running containers reserve on them.
+  auto nvml = nvml::Library::open(o.nvml_library);
+  if (!nvml) return fail(kExitCannotRun, "cannot list the GPUs: " + nvml.error().message);
+  auto count = (*nvml)->device_count();
+  if (!count) return fail(kExitCannotRun, count.error().message);
+  std::vector<LocalGpu> gpus;
+  for (int i = 0; i < *count; ++i) {
+    auto info = (*nvml)->device(i);
+    if (!info) return fail(kExitCannotRun, info.error().message);
+    gpus.push_back({i, info->uuid, info->name, info->memory_total});
+  }
+  if (gpus.empty()) return fail(kExitCannotRun, "NVML reports no GPU on this machine");
+  const std::string hook = o.hook_path.empty() ? default_hook_path() : o.hook_path;
+  monitor::ContainerFiles files(hook);
+  const fit::NodeDevices node = local_node(gpus, files.scan());
+
+  fit::PodOptions options;
+  options.gpu_policy = *policy;
+  if (!o.gpu.empty()) {
+    std::string uuid = o.gpu;
+    if (o.gpu.find_first_not_of("0123456789") == std::string::npos) {
+      const size_t i = std::stoul(o.gpu);
+      if (i >= gpus.size()) {
+        return fail(kExitUsage, "--gpu " + o.gpu + ": this machine has " +
+                                    std::to_string(gpus.size()) + " GPU(s)");
+      }
+      uuid = gpus[i].uuid;
+    }
+    options.use_uuids = {uuid};
+  }
+  fit::ContainerRequest req;
+  req.nums = 1;
+  req.mem_mib = memory == 0 ? 0 : mib_up(memory);
+  // No memory limit: the command may take the whole GPU's memory, so it needs
+  // all of it free (upstream's rule for a pod that names no memory).
+  if (memory == 0) req.mem_percent = 100;
+  req.cores = o.cores;
+  auto pod = fit::PreparedPod::make(fit::PodRequest{{req}}, options);
+  if (!pod) return fail(kExitUsage, pod.error().message);
+  auto placed = fit::place_pod(node, *pod);
+  std::string uuid;
+  if (placed) {
+    uuid = placed->at(0).at(0).uuid;
+  } else if (o.overcommit) {
+    uuid = options.use_uuids.empty() ? gpus[0].uuid : options.use_uuids[0];
+    std::fprintf(stderr, "vgpu run: over-committing %s (%s)\n", uuid.c_str(),
+                 placed.error().message.c_str());
+  } else {
+    return fail(kExitCannotRun,
+                "no GPU has room for this request: " + placed.error().message +
+                    ". Running containers reserve their limits (vgpu top --hook-path " + hook +
+                    " shows them); pass --overcommit to run anyway.");
+  }
+
+  // The command's own state directory, named as the device plugin names them.
+  const std::string dir = hook + "/containers/" + random_id() + "_" + o.name;
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"CUDA_VISIBLE_DEVICES", uuid},
+      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir + "/vgpu.cache"},
+      {"CUDA_TASK_PRIORITY", o.priority == "high" ? "0" : "1"},
+  };
+  if (memory != 0) env.push_back({"CUDA_DEVICE_MEMORY_LIMIT", std::to_string(memory)});
+  if (o.cores > 0 && o.cores < 100)
+    env.push_back({"CUDA_DEVICE_SM_LIMIT", std::to_string(o.cores)});
+  const std::string library = o.library.empty() ? default_library() : o.library;
+  if (o.print_env) {
+    // For `docker run --env-file`: the library must then be mounted at the same path.
+    for (const auto& [k, v] : env)
+      std::printf("%s=%s\n", k.c_str(), v.c_str());
+    std::printf("LD_PRELOAD=%s\n", library.c_str());
+    std::fprintf(stderr, "vgpu run: mount %s and %s into the container at the same paths\n",
+                 library.c_str(), dir.c_str());
+    if (auto made = make_state_file(dir, uuid, memory, o); !made) {
+      return fail(kExitCannotRun, made.error().message);
+    }
+    return kExitOk;
+  }
+  if (::access(library.c_str(), R_OK) != 0) {
+    return fail(kExitCannotRun, library + ": " + std::strerror(errno) + " (pass --library)");
+  }
+  if (auto made = make_state_file(dir, uuid, memory, o); !made) {
+    return fail(kExitCannotRun, made.error().message);
+  }
+  std::error_code ec;
+
+  const pid_t child = ::fork();
+  if (child < 0) return fail(kExitCannotRun, std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    for (const auto& [k, v] : env)
+      ::setenv(k.c_str(), v.c_str(), 1);
+    const char* preload = std::getenv("LD_PRELOAD");
+    const std::string p =
+        preload != nullptr && *preload != '\0' ? library + ":" + preload : library;
+    ::setenv("LD_PRELOAD", p.c_str(), 1);
+    std::vector<char*> argv;
+    for (const std::string& a : o.command)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "vgpu run: %s: %s\n", o.command[0].c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  g_child = child;
+  struct sigaction sa {};
+  sa.sa_handler = forward;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+    sigaction(sig, &sa, nullptr);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!o.keep_state) fs::remove_all(dir, ec);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : kExitCannotRun;
+}
+
+}  // namespace hami::cli
