@@ -324,4 +324,56 @@ Result<void> apply_config_file(PluginConfig& cfg, const std::string& path,
   return apply_config_text(cfg, *text, path, node_name);
 }
 
+bool XidPolicy::critical(uint64_t xid) const {
+  if (!watch) return false;
+  return std::find(std::begin(kApplicationXids), std::end(kApplicationXids), xid) ==
+             std::end(kApplicationXids) &&
+         std::find(ignored.begin(), ignored.end(), xid) == ignored.end();
+}
+
+std::string XidPolicy::describe() const {
+  if (!watch) return "Xid events are not watched (--ignore-xids all)";
+  std::string s = "ignoring Xids ";
+  for (uint64_t x : kApplicationXids)
+    s += std::to_string(x) + ",";
+  for (uint64_t x : ignored)
+    s += std::to_string(x) + ",";
+  s.pop_back();
+  s += "; a critical Xid makes its GPU unhealthy ";
+  if (recovery.count() == 0) return s + "until the plugin restarts";
+  return s + "for " + std::to_string(recovery.count()) + " ms";
+}
+
+Result<void> parse_ignore_xids(std::string_view list, XidPolicy& policy) {
+  std::vector<uint64_t> ids;
+  bool all = false;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view item = list.substr(start, end - start);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front())))
+      item.remove_prefix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back())))
+      item.remove_suffix(1);
+    start = end + 1;
+    if (item.empty()) continue;
+    const std::string word = lower(std::string(item));
+    if (word == "all" || word == "xids") {
+      all = true;
+      continue;
+    }
+    uint64_t v = 0;
+    const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || p != item.data() + item.size()) {
+      return Error{"--ignore-xids: '" + std::string(item) +
+                   "' is not an Xid number (expected e.g. 48,79, or all)"};
+    }
+    ids.push_back(v);
+  }
+  policy.watch = !all;
+  policy.ignored = std::move(ids);
+  return {};
+}
+
 }  // namespace hami::deviceplugin

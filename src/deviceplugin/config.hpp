@@ -13,6 +13,8 @@
 //   if (!r) { log(r.error().message); exit(2); }          // "/device-config.yaml:4:
 //   nvidia.deviceSplitCount: ..." for (auto& w : cfg.warnings) log(w);
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +51,30 @@ struct PluginConfig {
   // One line for the log: every effective value.
   std::string describe() const;
 };
+
+// Xid critical errors that do not make a GPU unhealthy whatever the flags say:
+// the application errors NVIDIA's own device plugin skips (the GPU is fine,
+// a program failed): 13 graphics engine exception, 31 GPU memory page fault,
+// 43 GPU stopped processing, 45 preemptive cleanup, 68 video processor
+// exception, 109 context switch timeout.
+inline constexpr uint64_t kApplicationXids[] = {13, 31, 43, 45, 68, 109};
+
+// What the health checker does with Xid events (--ignore-xids, --xid-recovery).
+struct XidPolicy {
+  bool watch = true;              // false: --ignore-xids all (no events at all)
+  std::vector<uint64_t> ignored;  // on top of kApplicationXids
+  // How long a critical Xid keeps a GPU unhealthy; 0: until the plugin restarts.
+  std::chrono::milliseconds recovery{std::chrono::minutes(5)};
+
+  bool critical(uint64_t xid) const;
+  // For the log: "ignoring 13,31,...; unhealthy for 300 s after a critical Xid".
+  std::string describe() const;
+};
+
+// Parses --ignore-xids (and upstream's DP_DISABLE_HEALTHCHECKS): a comma list
+// of Xid numbers, blanks allowed; "all" or "xids" anywhere ignores every Xid;
+// "" ignores none beyond kApplicationXids. Anything else is an Error.
+Result<void> parse_ignore_xids(std::string_view list, XidPolicy& policy);
 
 // Applies one YAML (or JSON) document; `source` names it in messages.
 Result<void> apply_config_text(PluginConfig& cfg, std::string_view text, const std::string& source,

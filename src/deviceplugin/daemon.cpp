@@ -8,10 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -232,12 +230,15 @@ int run_daemon(const DaemonOptions& o) {
 
   // NVML belongs to this thread alone from here on (the library is not thread-safe).
   std::jthread health([&](std::stop_token st) {
-    std::mutex m;
-    std::condition_variable_any cv;
+    HealthChecker checker(**nvml, state, o.xids);
+    checker.watch_xids();
     while (!st.stop_requested()) {
-      check_health(**nvml, state);
-      std::unique_lock lk(m);
-      cv.wait_for(lk, st, o.health_interval, [] { return false; });
+      checker.check();
+      // Until the next check: Xid events as they come, in slices short
+      // enough to notice the stop.
+      const auto next = Clock::now() + o.health_interval;
+      while (!st.stop_requested() && Clock::now() < next)
+        checker.wait_xids(std::min(next, Clock::now() + milliseconds(200)));
     }
   });
   std::jthread reg([&](std::stop_token st) { registrar.run(st, o.register_interval); });

@@ -27,6 +27,7 @@ struct DaemonOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::chrono::milliseconds health_interval{5000};
   std::chrono::milliseconds register_interval{30000};
+  XidPolicy xids;       // --ignore-xids, --xid-recovery
   PluginConfig config;  // flags and config files already applied
 };
 

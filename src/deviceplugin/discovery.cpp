@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <thread>
 
 #include "common/log.hpp"
 #include "common/small_file.hpp"
@@ -55,15 +56,100 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
 }
 
 void check_health(nvml::Library& nvml, DeviceState& state) {
-  for (const Gpu& g : state.gpus()) {
-    auto mem = nvml.memory(g.index);
-    if (mem) {
-      if (state.set_health(g.index, true, {}))
-        log::info("GPU %d (%s) is healthy again", g.index, g.uuid.c_str());
-    } else if (state.set_health(g.index, false, mem.error().message)) {
-      log::error("GPU %d (%s) is unhealthy: %s", g.index, g.uuid.c_str(),
-                 mem.error().message.c_str());
+  HealthChecker(nvml, state, XidPolicy{}).check();  // no Xid windows: NVML alone
+}
+
+bool HealthChecker::watch_xids() {
+  log::info("%s", policy_.describe().c_str());
+  if (!policy_.watch) return false;
+  auto n = nvml_.watch_xid_events();
+  if (!n) {
+    log::warn("Xid events are not watched, only the periodic NVML checks run: %s",
+              n.error().message.c_str());
+    return false;
+  }
+  log::info("watching Xid critical-error events on %d of %zu GPUs", *n, state_.gpus().size());
+  watching_ = true;
+  return true;
+}
+
+void HealthChecker::check() {
+  const auto now = Clock::now();
+  for (const Gpu& g : state_.gpus()) {
+    auto mem = nvml_.memory(g.index);
+    if (!mem) {
+      if (state_.set_health(g.index, false, mem.error().message)) {
+        log::error("GPU %d (%s) is unhealthy: %s", g.index, g.uuid.c_str(),
+                   mem.error().message.c_str());
+      }
+      continue;
     }
+    if (auto it = xid_until_.find(g.index); it != xid_until_.end()) {
+      if (now < it->second) continue;  // within its Xid window
+      xid_until_.erase(it);
+      if (state_.set_health(g.index, true, {})) {
+        log::info("GPU %d (%s) is healthy again: no critical Xid for %lld ms since Xid %llu",
+                  g.index, g.uuid.c_str(), static_cast<long long>(policy_.recovery.count()),
+                  static_cast<unsigned long long>(last_xid_[g.index]));
+      }
+      continue;
+    }
+    if (state_.set_health(g.index, true, {}))
+      log::info("GPU %d (%s) is healthy again", g.index, g.uuid.c_str());
+  }
+}
+
+void HealthChecker::on_xid(int index, uint64_t xid) {
+  const auto x = static_cast<unsigned long long>(xid);
+  if (!policy_.critical(xid)) {
+    log::info("GPU %d: Xid %llu ignored (an application error, or --ignore-xids)", index, x);
+    return;
+  }
+  const std::string reason = "Xid " + std::to_string(xid);
+  const auto until =
+      policy_.recovery.count() == 0 ? Clock::time_point::max() : Clock::now() + policy_.recovery;
+  bool known = false;
+  for (const Gpu& g : state_.gpus()) {
+    if (index >= 0 && g.index != index) continue;
+    known = true;
+    xid_until_[g.index] = until;
+    last_xid_[g.index] = xid;
+    state_.set_health(g.index, false, reason);
+    if (policy_.recovery.count() == 0) {
+      log::error(
+          "GPU %d (%s) is unhealthy: critical Xid %llu; it stays so until the plugin "
+          "restarts (--xid-recovery 0)",
+          g.index, g.uuid.c_str(), x);
+    } else {
+      log::error(
+          "GPU %d (%s) is unhealthy: critical Xid %llu; it may be healthy again in "
+          "%lld ms (--xid-recovery)",
+          g.index, g.uuid.c_str(), x, static_cast<long long>(policy_.recovery.count()));
+    }
+  }
+  if (!known) log::warn("Xid %llu on GPU %d, which this plugin does not advertise", x, index);
+}
+
+void HealthChecker::wait_xids(Clock::time_point deadline) {
+  while (true) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) return;
+    if (!watching_) {
+      std::this_thread::sleep_for(left);
+      return;
+    }
+    auto ev = nvml_.wait_xid(left);
+    if (!ev) {
+      if (!wait_failing_) {
+        log::warn("waiting for Xid events: %s; the periodic checks go on",
+                  ev.error().message.c_str());
+      }
+      wait_failing_ = true;
+      std::this_thread::sleep_for(left);  // no busy loop on a lasting error
+      return;
+    }
+    wait_failing_ = false;
+    if (*ev) on_xid((*ev)->index, (*ev)->xid);
   }
 }
 

@@ -6,18 +6,33 @@
 // /sys/bus/pci/devices/<bus id>/numa_node as upstream reads it (negative:
 // unknown). A GPU NVML cannot describe is left out with an error in the log.
 //
-// Health: each check asks NVML for every GPU's memory; a GPU whose call fails
-// (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_UNKNOWN, anything) is unhealthy until a
-// later check succeeds again. Upstream never brings a GPU back (HAMi#2200).
-// Xid events (nvmlEventSet) are not watched yet: a GPU that reports an Xid but
-// still answers NVML stays healthy.
+// Health, two sources:
+// - each periodic check asks NVML for every GPU's memory; a GPU whose call
+//   fails (NVML_ERROR_GPU_IS_LOST, NVML_ERROR_UNKNOWN, anything) is unhealthy
+//   until a later check succeeds again (upstream never brings a GPU back,
+//   HAMi#2200);
+// - between checks the HealthChecker waits on NVML's Xid critical-error
+//   events: a critical Xid (not an application error, not --ignore-xids)
+//   makes its GPU unhealthy ("Xid 79") for XidPolicy::recovery even though
+//   NVML still answers (0: until restart, as NVIDIA's plugin); after that the
+//   periodic check may mark it healthy again. An event that names no device
+//   makes every GPU unhealthy. Without event support (old driver) only the
+//   periodic checks run.
 //
 //   auto nvml = hami::nvml::Library::open(path);
 //   auto gpus = discover_gpus(**nvml, cfg);               // Result<std::vector<Gpu>>
 //   DeviceState state(*gpus);
-//   check_health(**nvml, state);                          // once per --health-interval
+//   HealthChecker health(**nvml, state, policy);
+//   health.watch_xids();                                  // logs when it cannot
+//   while (...) { health.check(); health.wait_xids(next_check); }   // short
+//                                                   // deadlines to notice shutdown
+//
+// One thread owns the HealthChecker, as it owns the nvml::Library.
 
+#include <chrono>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/result.hpp"
@@ -31,7 +46,39 @@ namespace hami::deviceplugin {
 Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& cfg,
                                        const std::string& sysfs_pci = "/sys/bus/pci/devices");
 
-// One pass over every GPU in `state`; logs each change.
+// One pass over every GPU in `state`; logs each change. (NVML only: no Xids.)
 void check_health(nvml::Library& nvml, DeviceState& state);
+
+class HealthChecker {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  HealthChecker(nvml::Library& nvml, DeviceState& state, XidPolicy policy)
+      : nvml_(nvml), state_(state), policy_(std::move(policy)) {}
+
+  // Registers for Xid events; false (logged once) when the policy ignores
+  // every Xid or the driver cannot deliver them.
+  bool watch_xids();
+  // The periodic pass: NVML for every GPU; a GPU within its Xid window stays
+  // unhealthy, one past it is healthy again when NVML answers.
+  void check();
+  // Handles the Xid events that arrive until `deadline`, then returns; it
+  // sleeps to the deadline when not watching or after an NVML error (logged
+  // once until a wait succeeds again). Owners pass short deadlines (< 1 s)
+  // to notice shutdown.
+  void wait_xids(Clock::time_point deadline);
+  // What one Xid event does: logs it; a critical one marks its GPU (every GPU
+  // for index -1) unhealthy until its window ends.
+  void on_xid(int index, uint64_t xid);
+
+ private:
+  nvml::Library& nvml_;
+  DeviceState& state_;
+  XidPolicy policy_;
+  bool watching_ = false;
+  bool wait_failing_ = false;                   // logged once until a wait succeeds
+  std::map<int, Clock::time_point> xid_until_;  // GPU index -> end of its Xid window
+  std::map<int, uint64_t> last_xid_;
+};
 
 }  // namespace hami::deviceplugin

@@ -31,6 +31,18 @@ CLI::Validator duration_check() {
       "DURATION");
 }
 
+// The same, where 0 means "never" ("0", "0s").
+CLI::Validator duration_or_zero_check() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        auto d = hami::parse_duration(s);
+        if (!d) return d.error().message;
+        if (d->count() < 0) return "must not be negative";
+        return {};
+      },
+      "DURATION");
+}
+
 std::chrono::milliseconds to_ms(const std::string& s) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(s));
 }
@@ -54,6 +66,8 @@ int main(int argc, char** argv) try {
   std::string node_config_file = "/config/config.json";
   std::string health_interval = "5s";
   std::string register_interval = "30s";
+  std::string ignore_xids;
+  std::string xid_recovery = "5m";
   int log_level = 3;
   std::optional<int> split;
   std::optional<double> mem_scaling;
@@ -96,6 +110,16 @@ int main(int argc, char** argv) try {
   app.add_option("--register-interval", register_interval,
                  "How often the node annotation is checked and refreshed")
       ->check(duration_check())
+      ->capture_default_str();
+  app.add_option("--ignore-xids", ignore_xids,
+                 "Xid errors that do not make a GPU unhealthy, comma-separated, on top of the "
+                 "application errors 13,31,43,45,68,109; 'all' watches no Xid events. Env "
+                 "DP_DISABLE_HEALTHCHECKS as NVIDIA's plugin ('xids' = all)")
+      ->envname("DP_DISABLE_HEALTHCHECKS");
+  app.add_option("--xid-recovery", xid_recovery,
+                 "How long a critical Xid keeps its GPU unhealthy before NVML checks may mark "
+                 "it healthy again; 0: until the plugin restarts")
+      ->check(duration_or_zero_check())
       ->capture_default_str();
   app.add_option("--device-split-count", split,
                  "Devices advertised per GPU (default 10; the config file wins)")
@@ -153,6 +177,11 @@ int main(int argc, char** argv) try {
   if (!kubeconfig.empty()) o.kubeconfig = kubeconfig;
   o.health_interval = to_ms(health_interval);
   o.register_interval = to_ms(register_interval);
+  if (auto r = hami::deviceplugin::parse_ignore_xids(ignore_xids, o.xids); !r) {
+    std::cerr << "hami-device-plugin: " << r.error().message << "\n";
+    return kExitUsage;
+  }
+  o.xids.recovery = to_ms(xid_recovery);
   return hami::deviceplugin::run_daemon(o);
 } catch (const std::exception& e) {
   // Daemon code may throw (gRPC, the standard library); it ends here, said plainly.

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -113,6 +114,23 @@ struct Library::Api {
   nvmlReturn_t (*pci_v3)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*numa)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*compute_capability)(nvmlDevice_t, int*, int*) = nullptr;
+  // Events: optional as a group.
+  nvmlReturn_t (*event_set_create)(nvmlEventSet_t*) = nullptr;
+  nvmlReturn_t (*supported_events)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t) = nullptr;
+  const char* event_wait_name = "nvmlEventSetWait_v2";
+  nvmlReturn_t (*event_wait)(nvmlEventSet_t, nvmlEventData_t*, unsigned int) = nullptr;
+  nvmlReturn_t (*event_set_free)(nvmlEventSet_t) = nullptr;
+
+  // The first event function the library lacks, or nullptr.
+  const char* missing_event_function() const {
+    if (event_set_create == nullptr) return "nvmlEventSetCreate";
+    if (supported_events == nullptr) return "nvmlDeviceGetSupportedEventTypes";
+    if (register_events == nullptr) return "nvmlDeviceRegisterEvents";
+    if (event_wait == nullptr) return "nvmlEventSetWait_v2";
+    if (event_set_free == nullptr) return "nvmlEventSetFree";
+    return nullptr;
+  }
 
   // Fills every pointer the library has; the name of a required symbol it
   // lacks, or nullptr.
@@ -154,6 +172,12 @@ struct Library::Api {
     numa = lookup<decltype(numa)>(dl, "nvmlDeviceGetNumaNodeId");
     compute_capability =
         lookup<decltype(compute_capability)>(dl, "nvmlDeviceGetCudaComputeCapability");
+    event_set_create = lookup<decltype(event_set_create)>(dl, "nvmlEventSetCreate");
+    supported_events = lookup<decltype(supported_events)>(dl, "nvmlDeviceGetSupportedEventTypes");
+    register_events = lookup<decltype(register_events)>(dl, "nvmlDeviceRegisterEvents");
+    event_wait = lookup_first<decltype(event_wait)>(dl, {"nvmlEventSetWait_v2", "nvmlEventSetWait"},
+                                                    &event_wait_name);
+    event_set_free = lookup<decltype(event_set_free)>(dl, "nvmlEventSetFree");
 
     if (init == nullptr) return "nvmlInit_v2";
     if (shutdown == nullptr) return "nvmlShutdown";
@@ -195,6 +219,7 @@ Library::Library(std::string path, void* handle, std::unique_ptr<Api> api)
     : path_(std::move(path)), dl_(handle), api_(std::move(api)) {}
 
 Library::~Library() {
+  if (events_ != nullptr) api_->event_set_free(static_cast<nvmlEventSet_t>(events_));
   api_->shutdown();
   ::dlclose(dl_);
 }
@@ -217,6 +242,8 @@ std::string Library::code_name(int rc) {
       return "NVML_ERROR_INSUFFICIENT_SIZE";
     case NVML_ERROR_DRIVER_NOT_LOADED:
       return "NVML_ERROR_DRIVER_NOT_LOADED";
+    case NVML_ERROR_TIMEOUT:
+      return "NVML_ERROR_TIMEOUT";
     case NVML_ERROR_LIBRARY_NOT_FOUND:
       return "NVML_ERROR_LIBRARY_NOT_FOUND";
     case NVML_ERROR_FUNCTION_NOT_FOUND:
@@ -431,6 +458,60 @@ Result<std::string> Library::driver_version() {
   if (const nvmlReturn_t rc = api_->driver_version(buf, sizeof buf); rc != NVML_SUCCESS)
     return fail("nvmlSystemGetDriverVersion", -1, rc);
   return std::string(buf);
+}
+
+Result<int> Library::watch_xid_events() {
+  if (const char* missing = api_->missing_event_function()) {
+    last_error_ = NVML_ERROR_FUNCTION_NOT_FOUND;
+    return Error{path_ + ": NVML events are not available (" + missing +
+                 " not found: driver too old); Xid errors are not watched"};
+  }
+  if (events_ != nullptr) {
+    api_->event_set_free(static_cast<nvmlEventSet_t>(events_));
+    events_ = nullptr;
+  }
+  auto n = device_count();
+  if (!n) return n.error();
+  nvmlEventSet_t set = nullptr;
+  if (const nvmlReturn_t rc = api_->event_set_create(&set); rc != NVML_SUCCESS)
+    return fail("nvmlEventSetCreate", -1, rc);
+  events_ = set;
+  int watched = 0;
+  for (int i = 0; i < *n; ++i) {
+    // A device that cannot be asked or registered is not watched; the
+    // caller's periodic checks still cover it.
+    auto hr = handle(i);
+    if (!hr) continue;
+    auto* h = static_cast<nvmlDevice_t>(*hr);
+    unsigned long long supported = 0;
+    if (api_->supported_events(h, &supported) != NVML_SUCCESS ||
+        (supported & nvmlEventTypeXidCriticalError) == 0)
+      continue;
+    if (api_->register_events(h, nvmlEventTypeXidCriticalError, set) == NVML_SUCCESS) ++watched;
+  }
+  return watched;
+}
+
+Result<std::optional<XidEvent>> Library::wait_xid(std::chrono::milliseconds timeout) {
+  if (events_ == nullptr) {
+    last_error_ = NVML_ERROR_UNINITIALIZED;
+    return Error{"wait_xid: no event set (watch_xid_events has not succeeded)"};
+  }
+  const auto ms = static_cast<unsigned>(
+      std::clamp<int64_t>(timeout.count(), 0, std::numeric_limits<unsigned>::max()));
+  nvmlEventData_t data{};
+  data.gpuInstanceId = data.computeInstanceId = 0xFFFFFFFFu;
+  const nvmlReturn_t rc = api_->event_wait(static_cast<nvmlEventSet_t>(events_), &data, ms);
+  if (rc == NVML_ERROR_TIMEOUT) return std::optional<XidEvent>{};
+  if (rc != NVML_SUCCESS) return fail(api_->event_wait_name, -1, rc);
+  // Only Xid critical errors are registered; anything else is no Xid.
+  if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<XidEvent>{};
+  XidEvent ev;
+  ev.xid = data.eventData;
+  const auto it = std::find(handles_.begin(), handles_.end(), static_cast<void*>(data.device));
+  if (data.device != nullptr && it != handles_.end())
+    ev.index = static_cast<int>(it - handles_.begin());
+  return std::optional<XidEvent>{ev};
 }
 
 }  // namespace hami::nvml

@@ -19,8 +19,17 @@
 //     if (!procs && (*nvml)->last_error() == hami::nvml::kGpuIsLost) mark_unhealthy(i);
 //   }
 //
-// Not thread-safe: one thread (the sampler) owns a Library.
+// Xid critical errors (nvmlEventSet): register once, then wait in the loop.
+// The event functions are optional too: without them watch_xid_events() is
+// an Error and the rest works.
+//
+//   auto watched = (*nvml)->watch_xid_events();       // devices registered
+//   auto ev = (*nvml)->wait_xid(500ms);                // nullopt: none in 500 ms
+//   if (ev && *ev) mark_unhealthy((*ev)->index, (*ev)->xid);
+//
+// Not thread-safe: one thread (the sampler, the health checker) owns a Library.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -35,6 +44,8 @@ namespace hami::nvml {
 inline constexpr int kSuccess = 0;
 inline constexpr int kNotSupported = 3;
 inline constexpr int kNotFound = 6;
+inline constexpr int kTimeout = 10;
+inline constexpr int kFunctionNotFound = 13;
 inline constexpr int kGpuIsLost = 15;
 inline constexpr int kUnknown = 999;
 
@@ -79,12 +90,18 @@ struct ProcessSample {
   unsigned mem = 0;  // memory controller, percent
 };
 
+// An Xid critical error the driver reported (nvmlEventTypeXidCriticalError).
+struct XidEvent {
+  int index = -1;    // the device's NVML index; -1 when the driver did not say which
+  uint64_t xid = 0;  // 999: an Xid the driver does not know
+};
+
 class Library {
  public:
   // dlopen(path), resolve the symbols, nvmlInit_v2. The Error says which
   // library, symbol or NVML error failed and what to check.
   static Result<std::unique_ptr<Library>> open(const std::string& path = "libnvidia-ml.so.1");
-  ~Library();  // nvmlShutdown + dlclose
+  ~Library();  // nvmlEventSetFree, nvmlShutdown, dlclose
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
 
@@ -99,6 +116,17 @@ class Library {
   // seen as the next since_us.
   Result<std::vector<ProcessSample>> process_samples(int index, uint64_t since_us);
   Result<std::string> driver_version();
+
+  // Creates the event set and registers Xid critical errors on every device
+  // that supports them; returns how many are watched (0 when none can be).
+  // Calling it again starts over with a new set. An Error, with last_error()
+  // kFunctionNotFound, when the library has no event functions (driver too
+  // old): callers go on without events.
+  Result<int> watch_xid_events();
+  // Waits up to `timeout` for the next Xid on a watched device: nullopt when
+  // none came (NVML_ERROR_TIMEOUT). An Error if watch_xid_events() has not
+  // succeeded, or for any other NVML failure.
+  Result<std::optional<XidEvent>> wait_xid(std::chrono::milliseconds timeout);
 
   // The raw nvmlReturn_t behind the last Error returned (kSuccess if none
   // yet), for callers that mark devices unhealthy.
@@ -120,6 +148,7 @@ class Library {
   void* dl_ = nullptr;
   std::unique_ptr<Api> api_;
   std::vector<void*> handles_;
+  void* events_ = nullptr;  // nvmlEventSet_t; freed by the destructor
   int last_error_ = kSuccess;
 };
 

@@ -23,6 +23,7 @@ struct CUmemPoolHandle_st;
 struct CUexecAffinityParam_st;
 struct CUctxCreateParams_st;
 struct nvmlDevice_st;
+struct nvmlEventSet_st;
 struct CUfunc_st;
 struct CUevent_st;
 struct CUgraph_st;
@@ -156,6 +157,7 @@ struct CUDA_ARRAY_MEMORY_REQUIREMENTS {
 
 using nvmlReturn_t = int;
 using nvmlDevice_t = ::nvmlDevice_st*;
+using nvmlEventSet_t = ::nvmlEventSet_st*;
 inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
 inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
 inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
@@ -164,6 +166,7 @@ inline constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
 inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
 inline constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
+inline constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
 inline constexpr nvmlReturn_t NVML_ERROR_LIBRARY_NOT_FOUND = 12;
 inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
 inline constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
@@ -235,6 +238,18 @@ struct nvmlProcessUtilizationSample_t {
   unsigned int memUtil;
   unsigned int encUtil;
   unsigned int decUtil;
+};
+
+// Events (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2).
+// nvml.h spells the event types as macros.
+inline constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x0000000000000008ull;
+// The _v2 layout; the unversioned nvmlEventSetWait fills the first three fields.
+struct nvmlEventData_t {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;    // the Xid, for nvmlEventTypeXidCriticalError (999: unknown)
+  unsigned int gpuInstanceId;      // MIG; 0xFFFFFFFF otherwise
+  unsigned int computeInstanceId;  // MIG; 0xFFFFFFFF otherwise
 };
 
 }  // namespace hami::cuda

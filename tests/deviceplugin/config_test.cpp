@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "support/temp_dir.hpp"
@@ -169,6 +170,42 @@ TEST(Config, MissingFileSaysWhich) {
   auto r = apply_config_file(c, "/nonexistent/device-config.yaml", "n");
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message, HasSubstr("/nonexistent/device-config.yaml"));
+}
+
+TEST(XidPolicy, ApplicationErrorsAreNeverCritical) {
+  XidPolicy p;
+  for (uint64_t x : {13, 31, 43, 45, 68, 109})
+    EXPECT_FALSE(p.critical(x)) << x;
+  for (uint64_t x : {48, 63, 64, 74, 79, 92, 94, 95, 999})
+    EXPECT_TRUE(p.critical(x)) << x;
+  EXPECT_EQ(p.recovery, std::chrono::minutes(5));
+}
+
+TEST(XidPolicy, IgnoreXidsTakesAListOrAll) {
+  XidPolicy p;
+  ASSERT_TRUE(parse_ignore_xids(" 48, 94,,", p));
+  EXPECT_TRUE(p.watch);
+  EXPECT_FALSE(p.critical(48));
+  EXPECT_FALSE(p.critical(94));
+  EXPECT_TRUE(p.critical(79));
+  EXPECT_THAT(p.describe(), HasSubstr("ignoring Xids 13,31,43,45,68,109,48,94"));
+
+  ASSERT_TRUE(parse_ignore_xids("", p));
+  EXPECT_TRUE(p.watch);
+  EXPECT_TRUE(p.critical(48));
+
+  // Upstream's DP_DISABLE_HEALTHCHECKS values: "all", or "xids" in the list.
+  for (const char* all : {"all", "ALL", "xids", "48,xids"}) {
+    XidPolicy q;
+    ASSERT_TRUE(parse_ignore_xids(all, q)) << all;
+    EXPECT_FALSE(q.watch) << all;
+    EXPECT_FALSE(q.critical(79)) << all;
+  }
+
+  auto bad = parse_ignore_xids("48,7x9", p);
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("'7x9' is not an Xid number"));
+  EXPECT_FALSE(parse_ignore_xids("-1", p));
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // hami-device-plugin as a real process: the simulated NVML (two GPUs on NUMA
 // nodes 0 and 1, scripted failures), the kubelet harness on real unix sockets
 // and the test API server over HTTPS. Registration and the device list, a
-// kubelet restart, a GPU lost and back, the node annotation, and Allocate for
-// pods annotated the way upstream's scheduler annotates them.
+// kubelet restart, a GPU lost and back, Xid critical errors (scripted `xid`
+// lines), the node annotation, and Allocate for pods annotated the way
+// upstream's scheduler annotates them.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -94,7 +95,7 @@ class DevicePluginTest : public ::testing::Test {
       std::fprintf(stderr, "--- hami-device-plugin log ---\n%s", r.err.c_str());
   }
 
-  void start_plugin(std::vector<std::string> extra = {}) {
+  void start_plugin(std::vector<std::string> extra = {}, bool scripted = true) {
     std::vector<std::string> argv = {DEVICE_PLUGIN_BINARY,
                                      "--node-name=" + std::string(kNode),
                                      "--kubeconfig=" + kubeconfig_,
@@ -106,13 +107,14 @@ class DevicePluginTest : public ::testing::Test {
                                      "--register-interval=200ms",
                                      "-v4"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    plugin_.emplace(
-        test::Child::spawn(argv, {{"SIMGPU_STATE", root_.file("gpu.state")},
-                                  {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
-                                  {"SIMGPU_NUMA", "0,1"},
-                                  {"SIMGPU_NVML_SCRIPT", root_.file("nvml.script")},
-                                  {"SIMGPU_FAIL", test::kUnset},
-                                  {"KUBECONFIG", test::kUnset}}));
+    plugin_.emplace(test::Child::spawn(
+        argv, {{"SIMGPU_STATE", root_.file("gpu.state")},
+               {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
+               {"SIMGPU_NUMA", "0,1"},
+               {"SIMGPU_NVML_SCRIPT", scripted ? root_.file("nvml.script") : test::kUnset},
+               {"SIMGPU_FAIL", test::kUnset},
+               {"DP_DISABLE_HEALTHCHECKS", test::kUnset},
+               {"KUBECONFIG", test::kUnset}}));
   }
 
   // Replaced in one step (a new inode), as the simulated NVML asks.
@@ -288,6 +290,80 @@ TEST_F(DevicePluginTest, LostGpuIsUnhealthyThenHealthyAgain) {
   ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
     return l.devices(0).health() == "Unhealthy" && l.devices(10).health() == "Healthy";
   })) << "an NVML_ERROR_UNKNOWN did not make GPU 0 unhealthy";
+}
+
+// Every device of GPU 1 (kB) has `b`, every device of GPU 0 has `a`.
+test::DeviceListPredicate gpus_are(const char* a, const char* b) {
+  return [a, b](const v1beta1::ListAndWatchResponse& l) {
+    for (const auto& d : l.devices()) {
+      const bool on_b = d.id().rfind(kB, 0) == 0;
+      if (d.health() != (on_b ? b : a)) return false;
+    }
+    return l.devices_size() == 20;
+  };
+}
+
+TEST_F(DevicePluginTest, CriticalXidMakesOnlyItsGpuUnhealthy) {
+  start_plugin();
+  wait_registered();
+  // Lines are delivered in order: by the time GPU 1 is unhealthy, GPU 0's
+  // application error (Xid 13) has been seen and ignored.
+  write_script("xid 0 13\nxid 1 79\n");
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpus_are("Healthy", "Unhealthy")))
+      << "Xid 79 did not make GPU 1 (alone) unhealthy";
+  ASSERT_TRUE(wait_until([&] {
+    auto d = decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
+    return d && d->size() == 2 && (*d)[0].health && !(*d)[1].health;
+  })) << "the scheduler was not told";
+  // NVML still answers, yet within --xid-recovery (5m) GPU 1 stays unhealthy
+  // (20 periodic checks of 50 ms).
+  EXPECT_FALSE(kubelet_->wait_for_devices(kRes, gpus_are("Healthy", "Healthy"), 1s));
+  EXPECT_TRUE(gpus_are("Healthy", "Unhealthy")(kubelet_->devices(kRes)));
+}
+
+TEST_F(DevicePluginTest, IgnoredXidsLeaveTheGpuHealthy) {
+  start_plugin({"--ignore-xids=48, 94"});
+  wait_registered();
+  // 13, 31, 43, 45, 68, 109 (application errors) and the listed ones are
+  // skipped; the 63 after them is the first to count.
+  write_script(
+      "xid 0 13\nxid 0 31\nxid 0 43\nxid 0 45\nxid 0 68\nxid 0 109\nxid 0 48\nxid 0 94\n"
+      "xid 1 63\n");
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpus_are("Healthy", "Unhealthy")))
+      << "GPU 0 went unhealthy on an ignored Xid, or GPU 1 never on Xid 63";
+}
+
+TEST_F(DevicePluginTest, XidGpuIsHealthyAgainAfterTheRecoveryWindow) {
+  start_plugin({"--xid-recovery=1s"});
+  wait_registered();
+  const auto written = std::chrono::steady_clock::now();
+  write_script("xid 1 79\n");
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpus_are("Healthy", "Unhealthy")));
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpus_are("Healthy", "Healthy")))
+      << "GPU 1 never came back after --xid-recovery=1s";
+  EXPECT_GE(std::chrono::steady_clock::now() - written, 1s) << "back before its window ended";
+  // A later Xid starts a new window.
+  write_script("xid 1 79\nxid 1 92\n");
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpus_are("Healthy", "Unhealthy")));
+}
+
+TEST_F(DevicePluginTest, WithoutXidEventsThePeriodicChecksGoOn) {
+  // No script: the simulated NVML cannot create an event set, as an old driver.
+  start_plugin({}, /*scripted=*/false);
+  wait_registered();
+  plugin_->kill(SIGTERM);
+  const test::ProcessResult r = plugin_->finish();
+  plugin_.reset();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("Xid events are not watched, only the periodic NVML checks run"));
+  EXPECT_THAT(r.err, HasSubstr("NVML_ERROR_NOT_SUPPORTED"));
+}
+
+TEST_F(DevicePluginTest, BadIgnoreXidsIsAUsageError) {
+  const auto r =
+      test::run_process({DEVICE_PLUGIN_BINARY, "--node-name=n", "--ignore-xids=48,seventy-nine"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'seventy-nine' is not an Xid number"));
 }
 
 TEST_F(DevicePluginTest, NodeAnnotationIsUpstreamJsonWithHandshake) {

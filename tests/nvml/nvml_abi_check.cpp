@@ -19,6 +19,7 @@ constexpr unsigned kDriverVersion = h::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
 constexpr unsigned kBusId = h::NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE;
 constexpr unsigned kBusIdLegacy = h::NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE;
 constexpr unsigned kMemoryV2 = h::nvmlMemory_v2;
+constexpr unsigned long long kXidCriticalError = h::nvmlEventTypeXidCriticalError;
 }  // namespace ours
 
 // The versioned and unversioned functions under their own names.
@@ -78,9 +79,16 @@ SAME(nvmlDeviceGetMinorNumber, Dev, unsigned*)
 SAME(nvmlDeviceGetPciInfo_v3, Dev, h::nvmlPciInfo_t*)
 SAME(nvmlDeviceGetNumaNodeId, Dev, unsigned*)
 SAME(nvmlDeviceGetCudaComputeCapability, Dev, int*, int*)
+SAME(nvmlEventSetCreate, h::nvmlEventSet_t*)
+SAME(nvmlDeviceGetSupportedEventTypes, Dev, unsigned long long*)
+SAME(nvmlDeviceRegisterEvents, Dev, unsigned long long, h::nvmlEventSet_t)
+SAME(nvmlEventSetWait_v2, h::nvmlEventSet_t, h::nvmlEventData_t*, unsigned)
+SAME(nvmlEventSetWait, h::nvmlEventSet_t, h::nvmlEventData_t*, unsigned)
+SAME(nvmlEventSetFree, h::nvmlEventSet_t)
 #undef SAME
 static_assert(std::is_same_v<decltype(&::nvmlErrorString), const char* (*)(::nvmlReturn_t)>);
 static_assert(std::is_same_v<h::nvmlDevice_t, ::nvmlDevice_t>);
+static_assert(std::is_same_v<h::nvmlEventSet_t, ::nvmlEventSet_t>);
 static_assert(sizeof(h::nvmlReturn_t) == sizeof(::nvmlReturn_t));
 
 static_assert(h::NVML_SUCCESS == ::NVML_SUCCESS);
@@ -91,6 +99,7 @@ static_assert(h::NVML_ERROR_NO_PERMISSION == ::NVML_ERROR_NO_PERMISSION);
 static_assert(h::NVML_ERROR_NOT_FOUND == ::NVML_ERROR_NOT_FOUND);
 static_assert(h::NVML_ERROR_INSUFFICIENT_SIZE == ::NVML_ERROR_INSUFFICIENT_SIZE);
 static_assert(h::NVML_ERROR_DRIVER_NOT_LOADED == ::NVML_ERROR_DRIVER_NOT_LOADED);
+static_assert(h::NVML_ERROR_TIMEOUT == ::NVML_ERROR_TIMEOUT);
 static_assert(h::NVML_ERROR_LIBRARY_NOT_FOUND == ::NVML_ERROR_LIBRARY_NOT_FOUND);
 static_assert(h::NVML_ERROR_FUNCTION_NOT_FOUND == ::NVML_ERROR_FUNCTION_NOT_FOUND);
 static_assert(h::NVML_ERROR_GPU_IS_LOST == ::NVML_ERROR_GPU_IS_LOST);
@@ -107,6 +116,7 @@ static_assert(ours::kDriverVersion == NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE);
 static_assert(ours::kBusId == NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE);
 static_assert(ours::kBusIdLegacy == NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE);
 static_assert(ours::kMemoryV2 == nvmlMemory_v2);
+static_assert(ours::kXidCriticalError == nvmlEventTypeXidCriticalError);
 
 #define SAME_FIELD(ours_t, real_t, field)                                  \
   static_assert(offsetof(h::ours_t, field) == offsetof(::real_t, field) && \
@@ -145,6 +155,12 @@ SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, timeS
 SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, smUtil)
 SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, memUtil)
 SAME_FIELD(nvmlProcessUtilizationSample_t, nvmlProcessUtilizationSample_t, decUtil)
+static_assert(sizeof(h::nvmlEventData_t) == sizeof(::nvmlEventData_t));
+SAME_FIELD(nvmlEventData_t, nvmlEventData_t, device)
+SAME_FIELD(nvmlEventData_t, nvmlEventData_t, eventType)
+SAME_FIELD(nvmlEventData_t, nvmlEventData_t, eventData)
+SAME_FIELD(nvmlEventData_t, nvmlEventData_t, gpuInstanceId)
+SAME_FIELD(nvmlEventData_t, nvmlEventData_t, computeInstanceId)
 #undef SAME_FIELD
 
 }  // namespace

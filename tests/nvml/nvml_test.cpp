@@ -1,7 +1,8 @@
 // src/nvml against the simulated libnvidia-ml.so.1 (tests/support/simgpu):
 // loading and its errors, device enumeration, memory, scripted processes,
-// samples and failures (SIMGPU_NVML_SCRIPT), buffer growth, and per-process
-// SM utilisation measured from a real CUDA client's simulated GPU engine.
+// samples and failures (SIMGPU_NVML_SCRIPT), buffer growth, per-process SM
+// utilisation measured from a real CUDA client's simulated GPU engine, and Xid
+// events (scripted `xid` lines; a library without the event functions).
 #include "nvml/nvml.hpp"
 
 #include <gmock/gmock.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +26,7 @@ namespace hami::nvml {
 namespace {
 
 using ::testing::HasSubstr;
+using namespace std::chrono_literals;
 
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr uint64_t kMiB = 1ull << 20;
@@ -284,6 +287,101 @@ TEST_F(NvmlTest, ReportsTheBusyTimeOfARealClientsEngine) {
   EXPECT_GE(find_pid(procs, pid)->used_bytes, 300 * kMiB);  // SIMGPU_CONTEXT_SIZE default
   EXPECT_EQ(find_pid(ok(lib_->process_samples(1, 0)), pid), nullptr);
   EXPECT_EQ(find_pid(ok(lib_->processes(1)), pid), nullptr);
+}
+
+// Waits for the next Xid within `within`, failing the test when none comes.
+std::optional<XidEvent> next_xid(Library& lib, std::chrono::milliseconds within = 5s) {
+  auto ev = lib.wait_xid(within);
+  EXPECT_TRUE(ev) << ev.error().message;
+  if (!ev) return std::nullopt;
+  return *ev;
+}
+
+TEST_F(NvmlTest, XidEventsArriveInOrderWithTheirDeviceIndex) {
+  ASSERT_EQ(ok(lib_->watch_xid_events()), 3);
+  write_script("xid 1 79\nxid 2 48\n");
+  auto first = next_xid(*lib_);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->index, 1);
+  EXPECT_EQ(first->xid, 79u);
+  auto second = next_xid(*lib_);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->index, 2);
+  EXPECT_EQ(second->xid, 48u);
+
+  // Each line once; a rewritten script delivers only its new lines.
+  auto none = lib_->wait_xid(30ms);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(*none, std::nullopt);
+  write_script("xid 1 79\nxid 2 48\nxid 0 94\n");
+  auto third = next_xid(*lib_);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->index, 0);
+  EXPECT_EQ(third->xid, 94u);
+}
+
+TEST_F(NvmlTest, XidWaitTimesOutWithNullopt) {
+  ASSERT_EQ(ok(lib_->watch_xid_events()), 3);
+  const auto start = std::chrono::steady_clock::now();
+  auto none = lib_->wait_xid(100ms);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_EQ(*none, std::nullopt);
+  EXPECT_GE(waited, 100ms);
+  EXPECT_LT(waited, 5s);
+  auto now = lib_->wait_xid(0ms);  // a poll
+  ASSERT_TRUE(now);
+  EXPECT_EQ(*now, std::nullopt);
+}
+
+TEST_F(NvmlTest, XidWatchSkipsDevicesThatCannotRegister) {
+  write_script("fail nvmlDeviceRegisterEvents 1\n");
+  ASSERT_EQ(ok(lib_->watch_xid_events()), 2);
+  // Device 1's event is lost (not registered); device 2's arrives.
+  write_script("xid 1 79\nxid 2 63\n");
+  auto ev = next_xid(*lib_);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->index, 2);
+  EXPECT_EQ(ev->xid, 63u);
+}
+
+TEST_F(NvmlTest, XidWaitErrorsCarryTheNvmlCode) {
+  auto before = lib_->wait_xid(0ms);
+  ASSERT_FALSE(before);
+  EXPECT_THAT(before.error().message, HasSubstr("watch_xid_events"));
+  ASSERT_EQ(ok(lib_->watch_xid_events()), 3);
+  write_script("gpu_lost nvmlEventSetWait_v2\n");
+  auto lost = lib_->wait_xid(10ms);
+  ASSERT_FALSE(lost);
+  EXPECT_EQ(lib_->last_error(), kGpuIsLost);
+  EXPECT_THAT(lost.error().message, HasSubstr("nvmlEventSetWait_v2: NVML_ERROR_GPU_IS_LOST"));
+}
+
+TEST_F(NvmlTest, XidEventsNeedAScriptInTheSimulator) {
+  ::unsetenv("SIMGPU_NVML_SCRIPT");
+  auto r = lib_->watch_xid_events();
+  ::setenv("SIMGPU_NVML_SCRIPT", sim().script().c_str(), 1);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(lib_->last_error(), kNotSupported);
+  EXPECT_THAT(r.error().message, HasSubstr("nvmlEventSetCreate: NVML_ERROR_NOT_SUPPORTED"));
+}
+
+TEST(NvmlOpen, LibraryWithoutEventFunctionsSaysEventsAreNotAvailable) {
+  sim();
+  write_script("");
+  const std::string path = std::string(SIMGPU_LIB_DIR) + "/libnvidia-ml-noevents.so.1";
+  auto lib = Library::open(path);
+  ASSERT_TRUE(lib) << lib.error().message;
+  auto n = (*lib)->device_count();  // the rest works
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(*n, 3);
+  auto r = (*lib)->watch_xid_events();
+  ASSERT_FALSE(r);
+  EXPECT_EQ((*lib)->last_error(), kFunctionNotFound);
+  EXPECT_THAT(r.error().message, HasSubstr(path));
+  EXPECT_THAT(r.error().message, HasSubstr("NVML events are not available"));
+  EXPECT_THAT(r.error().message, HasSubstr("nvmlEventSetCreate not found"));
+  EXPECT_FALSE((*lib)->wait_xid(0ms));
 }
 
 }  // namespace

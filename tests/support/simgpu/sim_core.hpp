@@ -49,6 +49,18 @@
 //       that NVML function returns NVML_ERROR_UNKNOWN (for that device only)
 //   gpu_lost <function-name> [<device-index>]
 //       the same with NVML_ERROR_GPU_IS_LOST
+//   xid <device-index> <code>
+//       one Xid critical-error event (nvmlEventTypeXidCriticalError, eventData
+//       = code) for nvmlEventSetWait_v2 / nvmlEventSetWait, which poll the
+//       script every 2 ms until their timeout (then NVML_ERROR_TIMEOUT). Lines
+//       are delivered once each, in file order, to the event set that waits
+//       first; each process counts the xid lines it has taken, so a rewritten
+//       script with more xid lines delivers only the new ones, and one with
+//       fewer sets the count back (an emptied script starts over). A line for
+//       a device not registered on the waiting set is dropped. Without
+//       SIMGPU_NVML_SCRIPT, nvmlEventSetCreate answers NVML_ERROR_NOT_SUPPORTED.
+//       The same library built as libnvidia-ml-noevents.so.1 has no event
+//       functions at all (a driver too old for them).
 // Blank lines and lines starting with '#' are ignored; a malformed line is
 // reported on stderr and ignored. A missing file is an empty script.
 //

@@ -2,12 +2,15 @@
 // CUDA_VISIBLE_DEVICES), memory as the shared simulator state has it,
 // per-process usage (optionally with untranslated PIDs), utilisation from the
 // engines' recorded busy time, and the scripted processes and failures of
-// SIMGPU_NVML_SCRIPT (sim_core.hpp describes both).
+// SIMGPU_NVML_SCRIPT, and the Xid events its `xid` lines deliver (sim_core.hpp
+// describes them). Built a second time with SIMGPU_NVML_NO_EVENTS as
+// libnvidia-ml-noevents.so.1, a driver too old for the event functions.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +19,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -41,9 +45,14 @@ struct ScriptFailure {
   int device;  // -1: every device
   nvmlReturn_t rc;
 };
+struct ScriptXid {
+  int device;
+  unsigned long long xid;
+};
 struct Script {
   std::vector<ScriptProcess> processes;
   std::vector<ScriptFailure> failures;
+  std::vector<ScriptXid> xids;  // in file order
 };
 
 Script parse_script(const std::string& path) {
@@ -67,6 +76,11 @@ Script parse_script(const std::string& path) {
       ok = static_cast<bool>(words >> f.function);
       if (ok && !(words >> f.device)) f.device = -1;
       if (ok) s.failures.push_back(f);
+    } else if (kind == "xid") {
+      ScriptXid x{};
+      ok = static_cast<bool>(words >> x.device >> x.xid) && x.device >= 0 &&
+           x.device < simgpu::kMaxDevices;
+      if (ok) s.xids.push_back(x);
     }
     if (!ok)
       std::fprintf(stderr, "simgpu: %s:%d: ignored: %s\n", path.c_str(), number, line.c_str());
@@ -74,9 +88,15 @@ Script parse_script(const std::string& path) {
   return s;
 }
 
-// The script as of now: re-read when the file's identity, size or mtime changed.
-std::shared_ptr<const Script> script() {
-  static std::mutex mu;
+std::mutex g_script_mu;
+// How many of the script's xid lines this process has delivered (or dropped:
+// the device was not registered). Guarded by g_script_mu.
+size_t g_xids_taken = 0;
+
+// The script as of now: re-read when the file's identity, size or mtime
+// changed. A script with fewer xid lines than were taken sets the count back,
+// so an emptied script starts the events over.
+std::shared_ptr<const Script> script_locked() {
   static std::string cached_path;
   static struct stat cached_stat {};
   static bool cached_present = false;
@@ -84,7 +104,6 @@ std::shared_ptr<const Script> script() {
   static std::shared_ptr<const Script> cached = empty;
   const char* path = std::getenv("SIMGPU_NVML_SCRIPT");
   if (path == nullptr || *path == '\0') return empty;
-  std::lock_guard lock(mu);
   struct stat sb {};
   const bool present = ::stat(path, &sb) == 0;
   const bool same =
@@ -98,8 +117,23 @@ std::shared_ptr<const Script> script() {
     cached_path = path;
     cached_stat = sb;
     cached_present = present;
+    g_xids_taken = std::min(g_xids_taken, cached->xids.size());
   }
   return cached;
+}
+
+std::shared_ptr<const Script> script() {
+  std::lock_guard lock(g_script_mu);
+  return script_locked();
+}
+
+// The next xid line not yet taken, taking it; false when there is none.
+[[maybe_unused]] bool take_xid(ScriptXid* out) {
+  std::lock_guard lock(g_script_mu);
+  const auto s = script_locked();
+  if (g_xids_taken >= s->xids.size()) return false;
+  *out = s->xids[g_xids_taken++];
+  return true;
 }
 
 // What the script says `fn` returns on `dev` (-1: not a device call).
@@ -463,3 +497,107 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
 }
 
 }  // extern "C"
+
+// ---------------------------------------------------------------- events
+
+#ifndef SIMGPU_NVML_NO_EVENTS
+
+namespace {
+
+constexpr unsigned long long kSupportedEvents = 0x1f;  // ECC, PState, Xid, clock
+constexpr uint32_t kEventSetMagic = 0x5e7e5e75;
+
+struct EventSet {
+  uint32_t magic = kEventSetMagic;
+  std::atomic<unsigned long long> registered[simgpu::kMaxDevices] = {};
+};
+
+EventSet* event_set(nvmlEventSet_t set) {
+  auto* e = reinterpret_cast<EventSet*>(set);
+  return e != nullptr && e->magic == kEventSetMagic ? e : nullptr;
+}
+
+// Polls the script every 2 ms for an xid line of a device registered on `set`.
+nvmlReturn_t wait_event(const char* fn, nvmlEventSet_t set, nvmlEventData_t* data,
+                        unsigned int timeoutms, bool v2) {
+  if (nvmlReturn_t rc = enter(fn); rc != NVML_SUCCESS) return rc;
+  EventSet* e = event_set(set);
+  if (e == nullptr || data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutms);
+  while (true) {
+    ScriptXid x{};
+    while (take_xid(&x)) {
+      simgpu::State& st = simgpu::state();
+      if (static_cast<uint32_t>(x.device) >= st.device_count ||
+          (e->registered[x.device].load() & nvmlEventTypeXidCriticalError) == 0)
+        continue;  // nobody listens: the event is lost, as with a real driver
+      data->device = reinterpret_cast<nvmlDevice_t>(&st.devices[x.device]);
+      data->eventType = nvmlEventTypeXidCriticalError;
+      data->eventData = x.xid;
+      if (v2) data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+      return NVML_SUCCESS;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return NVML_ERROR_TIMEOUT;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        deadline - now, std::chrono::milliseconds(2)));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Without SIMGPU_NVML_SCRIPT there is nothing to deliver events from: the
+// set cannot be created (NVML_ERROR_NOT_SUPPORTED), as on a GPU without them.
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  if (nvmlReturn_t rc = enter("nvmlEventSetCreate"); rc != NVML_SUCCESS) return rc;
+  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* path = std::getenv("SIMGPU_NVML_SCRIPT");
+  if (path == nullptr || *path == '\0') return NVML_ERROR_NOT_SUPPORTED;
+  *set = reinterpret_cast<nvmlEventSet_t>(new EventSet);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  if (nvmlReturn_t rc = enter("nvmlEventSetFree"); rc != NVML_SUCCESS) return rc;
+  EventSet* e = event_set(set);
+  if (e == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  e->magic = 0;
+  delete e;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t h, unsigned long long* types) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetSupportedEventTypes", h, &d); rc != NVML_SUCCESS)
+    return rc;
+  if (types == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *types = kSupportedEvents;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t h, unsigned long long types,
+                                      nvmlEventSet_t set) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceRegisterEvents", h, &d); rc != NVML_SUCCESS) return rc;
+  EventSet* e = event_set(set);
+  if (e == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if ((types & ~kSupportedEvents) != 0) return NVML_ERROR_NOT_SUPPORTED;
+  e->registered[index_of(d)].fetch_or(types);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                 unsigned int timeoutms) {
+  return wait_event("nvmlEventSetWait_v2", set, data, timeoutms, true);
+}
+
+// The v1 struct ends after eventData.
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms) {
+  return wait_event("nvmlEventSetWait", set, data, timeoutms, false);
+}
+
+}  // extern "C"
+
+#endif  // SIMGPU_NVML_NO_EVENTS
