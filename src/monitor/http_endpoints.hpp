@@ -33,9 +33,6 @@ struct HttpOptions {
   MetricsOptions metrics;
 };
 
-// "host:port" / ":port" / "[v6]:port" → host ("0.0.0.0" when empty) and port.
-Result<std::pair<std::string, int>> parse_bind_address(const std::string& bind);
-
 std::string view_json(const NodeView& view);
 
 class HttpEndpoints {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/bind_address.hpp"
 #include "region/region.hpp"
 #include "support/temp_dir.hpp"
 
