@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <cctype>
 #include <set>
 #include <sstream>
 
@@ -15,12 +15,58 @@ namespace {
 
 // Checks what a Prometheus scraper requires of text format 0.0.4: each family
 // has one TYPE line before its samples, samples of a family are contiguous,
-// names and label syntax are valid. Returns "" or the first problem.
+// names and label syntax are valid. Returns "" or the first problem. (Hand-
+// written: std::regex trips GCC 12's -Wmaybe-uninitialized under ASan.)
+bool name_char(char c, bool first) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':' ||
+         (!first && std::isdigit(static_cast<unsigned char>(c)));
+}
+
+// Consumes a metric or label name at `pos`; false when there is none.
+bool take_name(const std::string& l, size_t& pos, bool colon_ok) {
+  const size_t start = pos;
+  while (pos < l.size() && name_char(l[pos], pos == start) && (colon_ok || l[pos] != ':'))
+    ++pos;
+  return pos > start;
+}
+
+// "" or what is wrong with one sample line; `name` receives the metric name.
+std::string check_sample(const std::string& l, std::string& name) {
+  size_t pos = 0;
+  if (!take_name(l, pos, true)) return "bad metric name";
+  name = l.substr(0, pos);
+  if (pos < l.size() && l[pos] == '{') {
+    ++pos;
+    while (pos < l.size() && l[pos] != '}') {
+      if (!take_name(l, pos, false)) return "bad label name";
+      if (l.compare(pos, 2, "=\"") != 0) return "label without =\"";
+      pos += 2;
+      while (pos < l.size() && l[pos] != '"') {
+        if (l[pos] == '\\') {
+          if (pos + 1 >= l.size() || std::string("\\\"n").find(l[pos + 1]) == std::string::npos)
+            return "bad escape";
+          ++pos;
+        } else if (l[pos] == '\n') {
+          return "raw newline in a label value";
+        }
+        ++pos;
+      }
+      if (pos >= l.size()) return "unterminated label value";
+      ++pos;
+      if (pos < l.size() && l[pos] == ',') ++pos;
+    }
+    if (pos >= l.size()) return "unterminated labels";
+    ++pos;
+  }
+  if (pos >= l.size() || l[pos] != ' ') return "no space before the value";
+  const std::string value = l.substr(pos + 1);
+  if (value == "NaN" || value == "+Inf" || value == "-Inf") return "";
+  if (value.empty() || value.find_first_not_of("0123456789.e+-") != std::string::npos)
+    return "bad value";
+  return "";
+}
+
 std::string validate_exposition(const std::string& text) {
-  static const std::regex sample(
-      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*",?)*\})? )"
-      R"((-?[0-9.e+]+|NaN|[+-]Inf)$)");
-  static const std::regex type(R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter|untyped)$)");
   std::set<std::string> done;
   std::string current;
   std::istringstream in(text);
@@ -28,15 +74,22 @@ std::string validate_exposition(const std::string& text) {
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
-    std::smatch m;
+    const std::string where = "line " + std::to_string(n) + ": ";
     if (line.rfind("# HELP ", 0) == 0) continue;
-    if (std::regex_match(line, m, type)) {
-      if (!done.insert(m[1]).second) return "line " + std::to_string(n) + ": family repeated";
-      current = m[1];
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream t(line.substr(7));
+      std::string fam, type, extra;
+      t >> fam >> type;
+      if (fam.empty() || (type != "gauge" && type != "counter" && type != "untyped") ||
+          (t >> extra))
+        return where + line;
+      if (!done.insert(fam).second) return where + "family repeated";
+      current = fam;
       continue;
     }
-    if (!std::regex_match(line, m, sample)) return "line " + std::to_string(n) + ": " + line;
-    if (m[1] != current) return "line " + std::to_string(n) + ": sample outside its family";
+    std::string name;
+    if (std::string why = check_sample(line, name); !why.empty()) return where + why + ": " + line;
+    if (name != current) return where + "sample outside its family";
   }
   return "";
 }
