@@ -24,9 +24,9 @@ done
 step "build tsan"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests \
-  vgpu_limiter_thread_tests k8s_tests
-step "test tsan (concurrency, the Kubernetes client)"
-ctest --preset tsan -L "concurrency|k8s"
+  vgpu_limiter_thread_tests k8s_tests scheduler_tests scheduler_api_tests
+step "test tsan (concurrency, the Kubernetes client, the scheduler's cache and server)"
+ctest --preset tsan -L "concurrency|k8s|scheduler"
 
 step "clang-format check"
 scripts/format.sh --check

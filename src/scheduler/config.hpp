@@ -1,0 +1,40 @@
+#pragma once
+// The scheduler's settings that the extender, the webhook and bind share:
+// resource names and defaults (upstream's device config `nvidia:` block),
+// policy defaults (flags), the scheduler name and node-lock timeout.
+//
+//   hami::scheduler::SchedulerConfig cfg;              // upstream's defaults
+//   auto r = hami::scheduler::apply_device_config_file(cfg, "/device-config.yaml");
+//   if (!r) die(r.error().message);
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/result.hpp"
+#include "fit/options.hpp"
+#include "fit/resources.hpp"
+
+namespace hami::scheduler {
+
+struct SchedulerConfig {
+  fit::ResourceConfig resources;
+  std::string priority_name = "nvidia.com/priority";
+  int32_t default_gpu_num = 1;              // injected when only mem/cores are given
+  std::string gpu_core_policy = "default";  // default | force | disable
+  fit::PolicyDefaults policy;               // --node-scheduler-policy, --gpu-scheduler-policy
+  std::string scheduler_name = "hami-scheduler";
+  bool force_overwrite_default_scheduler = true;
+  std::chrono::seconds node_lock_timeout{300};
+};
+
+// Reads upstream's device config YAML (its `nvidia:` block: resourceCountName,
+// resourceMemoryName, resourceMemoryPercentageName, resourceCoreName,
+// resourcePriorityName, defaultMemory, defaultCores, defaultGPUNum,
+// memoryFactor, gpuCorePolicy). Keys match case-insensitively; other keys
+// are ignored (the device plugin reads them). Errors name the key.
+Result<void> apply_device_config_text(SchedulerConfig& cfg, const std::string& text,
+                                      const std::string& source);
+Result<void> apply_device_config_file(SchedulerConfig& cfg, const std::string& path);
+
+}  // namespace hami::scheduler

@@ -1,0 +1,108 @@
+#pragma once
+// The extender's three verbs on plain data, against the cache:
+//
+//  - filter: every candidate node the pod fits, and a reason for each other
+//    (upstream returned only its own single best node, HAMi#2264, so
+//    kube-scheduler's scoring never counted). Nothing is reserved here; a
+//    reservation the pod still holds from an earlier attempt is dropped.
+//  - prioritize: each node's score under the pod's node policy, 0..10.
+//  - bind: fits the pod on the chosen node and reserves the devices in the
+//    cache under its exclusive lock (the next filter sees them at once), then
+//    through the BindBackend takes the node lock, writes upstream's
+//    annotations and binds. Any failure releases the lock and the reservation.
+//
+//   Extender ext(cache, config, &backend, &metrics);
+//   FilterResult f = ext.filter(pod, node_names);
+//   std::vector<HostPriority> p = ext.prioritize(pod, f.nodes);
+//   std::string err = ext.bind({.ns = "default", .name = "p", .uid = uid, .node = f.nodes[0]});
+//
+// Thread-safe: the verbs may run concurrently from any number of threads.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+#include "k8s/objects.hpp"
+#include "scheduler/cache.hpp"
+#include "scheduler/config.hpp"
+#include "scheduler/metrics.hpp"
+#include "scheduler/parallel.hpp"
+
+namespace hami::scheduler {
+
+// What bind needs from the API server. The daemon's implementation uses the
+// Kubernetes client (k8s_backend.hpp); the benchmark's answers in memory.
+class BindBackend {
+ public:
+  virtual ~BindBackend() = default;
+  virtual Result<k8s::Pod> get_pod(const std::string& ns, const std::string& name) = 0;
+  // Upstream's node lock (§3.8); an error says who holds it.
+  virtual Result<void> lock_node(const std::string& node, const std::string& ns,
+                                 const std::string& name) = 0;
+  // Best effort; only a lock this pod holds is released.
+  virtual void unlock_node(const std::string& node, const std::string& ns,
+                           const std::string& name) = 0;
+  virtual Result<void> patch_pod_annotations(const std::string& ns, const std::string& name,
+                                             const std::map<std::string, std::string>& set) = 0;
+  virtual Result<void> bind(const std::string& ns, const std::string& name, const std::string& uid,
+                            const std::string& node) = 0;
+};
+
+struct FilterResult {
+  bool ours = true;                // false: the pod asks for none of our resources
+  std::vector<std::string> nodes;  // fitting, in the order given
+  std::map<std::string, std::string> failed;
+  std::string error;  // the request could not be handled (bad pod)
+};
+
+struct HostPriority {
+  std::string host;
+  int64_t score = 0;
+};
+
+struct BindRequest {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  std::string node;
+};
+
+inline constexpr int kMaxExtenderPriority = 10;
+
+class Extender {
+ public:
+  Extender(ClusterCache& cache, const SchedulerConfig& config, BindBackend* backend,
+           Metrics* metrics);
+
+  // Whether this replica may bind (leader election); default: always.
+  void set_leader_check(std::function<bool()> f) { is_leader_ = std::move(f); }
+  // Splits filter and prioritize over many nodes across the pool's threads;
+  // without one, the request's own thread does all.
+  void set_pool(ParallelFor* pool) { pool_ = pool; }
+  // Wall clock for vgpu-time/bind-time; tests inject one.
+  void set_clock(std::function<std::chrono::system_clock::time_point()> f) { now_ = std::move(f); }
+
+  FilterResult filter(const k8s::Pod& pod, std::span<const std::string> node_names);
+  // Nodes unknown to the cache score 0; a pod not ours scores 0 everywhere.
+  Result<std::vector<HostPriority>> prioritize(const k8s::Pod& pod,
+                                               std::span<const std::string> node_names);
+  // "" on success, else the error for ExtenderBindingResult.Error.
+  std::string bind(const BindRequest& request);
+
+ private:
+  void drop_previous(const std::string& uid);
+
+  ClusterCache& cache_;
+  const SchedulerConfig& config_;
+  BindBackend* backend_;
+  Metrics* metrics_;
+  ParallelFor* pool_ = nullptr;
+  std::function<bool()> is_leader_;
+  std::function<std::chrono::system_clock::time_point()> now_;
+};
+
+}  // namespace hami::scheduler

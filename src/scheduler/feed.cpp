@@ -1,0 +1,161 @@
+#include "scheduler/feed.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.hpp"
+#include "deviceplugin/annotations.hpp"
+#include "deviceplugin/node_register.hpp"
+#include "fit/device_codec.hpp"
+#include "fit/options.hpp"
+
+namespace hami::scheduler {
+
+namespace dp = hami::deviceplugin;
+
+Result<std::vector<fit::GpuDevice>> node_inventory(const k8s::Node& node) {
+  std::vector<fit::GpuDevice> out;
+  auto it = node.meta.annotations.find(dp::kNodeRegister);
+  if (it == node.meta.annotations.end() || it->second.empty()) return out;
+  auto devices = dp::decode_node_devices(it->second);
+  if (!devices) {
+    return Error{"node " + node.meta.name + ": " + dp::kNodeRegister + ": " +
+                 devices.error().message};
+  }
+  std::vector<std::string> cordoned;
+  if (auto c = node.meta.annotations.find(kAnnoDeviceCordon); c != node.meta.annotations.end()) {
+    cordoned = fit::parse_list(c->second);
+  }
+  out.reserve(devices->size());
+  for (const dp::NodeDevice& d : *devices) {
+    fit::GpuDevice g;
+    g.uuid = d.id;
+    g.index = d.index;
+    g.type = d.type;
+    if (!d.mode.empty()) g.mode = d.mode;
+    g.numa = std::max(0, d.numa);
+    g.healthy = d.health;
+    g.cordoned = std::find(cordoned.begin(), cordoned.end(), d.id) != cordoned.end();
+    g.split_count = d.count;
+    g.total_mem_mib = d.devmem;
+    g.total_cores = d.devcore;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod) {
+  if (pod.phase == "Succeeded" || pod.phase == "Failed") return std::optional<PodCharge>{};
+  const auto& a = pod.meta.annotations;
+  auto node = a.find(dp::kAssignedNode);
+  auto alloc = a.find(dp::kDevicesAllocated);
+  if (node == a.end() || alloc == a.end() || node->second.empty()) {
+    return std::optional<PodCharge>{};
+  }
+  // A bind that failed before the pod was bound leaves its annotations with
+  // bind-phase failed: nothing runs there, so nothing is held.
+  if (auto ph = a.find(dp::kBindPhase);
+      pod.node_name.empty() && ph != a.end() && ph->second == dp::kPhaseFailed) {
+    return std::optional<PodCharge>{};
+  }
+  auto devices = fit::decode_pod_devices(alloc->second);
+  if (!devices) {
+    return Error{"pod " + pod.meta.ns + "/" + pod.meta.name + ": " + dp::kDevicesAllocated + ": " +
+                 devices.error().message};
+  }
+  std::vector<fit::ContainerKind> kinds(pod.init_containers.size(), fit::ContainerKind::kInit);
+  PodCharge c;
+  c.node = node->second;
+  c.charges = fit::pod_charges(*devices, kinds);
+  c.ns = pod.meta.ns;
+  c.name = pod.meta.name;
+  return std::optional<PodCharge>(std::move(c));
+}
+
+void CacheFeed::node_changed(const nlohmann::json& json) {
+  auto node = k8s::Node::from_json(json);
+  if (!node) {
+    ++bad_;
+    log::warn("ignoring a node: %s", node.error().message.c_str());
+    return;
+  }
+  auto inv = node_inventory(*node);
+  if (!inv) {
+    ++bad_;
+    log::warn("%s; the node counts as having no GPUs", inv.error().message.c_str());
+    cache_.set_node(node->meta.name, {});
+    return;
+  }
+  cache_.set_node(node->meta.name, std::move(*inv));
+}
+
+namespace {
+
+const nlohmann::json* node_annotation(const nlohmann::json& node, const char* key) {
+  auto m = node.find("metadata");
+  if (m == node.end() || !m->is_object()) return nullptr;
+  auto a = m->find("annotations");
+  if (a == m->end() || !a->is_object()) return nullptr;
+  auto v = a->find(key);
+  return v == a->end() ? nullptr : &*v;
+}
+
+bool same_annotation(const nlohmann::json& a, const nlohmann::json& b, const char* key) {
+  const nlohmann::json* x = node_annotation(a, key);
+  const nlohmann::json* y = node_annotation(b, key);
+  if (x == nullptr || y == nullptr) return x == y;
+  return *x == *y;
+}
+
+}  // namespace
+
+void CacheFeed::node_updated(const nlohmann::json& old_node, const nlohmann::json& node) {
+  if (same_annotation(old_node, node, dp::kNodeRegister) &&
+      same_annotation(old_node, node, kAnnoDeviceCordon)) {
+    return;
+  }
+  node_changed(node);
+}
+
+void CacheFeed::node_deleted(const nlohmann::json& json) {
+  auto node = k8s::Node::from_json(json);
+  if (!node) return;
+  cache_.remove_node(node->meta.name);
+}
+
+void CacheFeed::pod_changed(const nlohmann::json& json) {
+  auto pod = k8s::Pod::from_json(json);
+  if (!pod) {
+    ++bad_;
+    log::warn("ignoring a pod: %s", pod.error().message.c_str());
+    return;
+  }
+  auto charge = pod_charge(*pod);
+  if (!charge) {
+    ++bad_;
+    log::warn("%s; the pod counts as holding nothing", charge.error().message.c_str());
+    cache_.remove_pod(pod->meta.uid);
+    return;
+  }
+  if (!*charge) {
+    // No allocation: a finished pod holds nothing; a pending one keeps a
+    // reservation bind has just made (its annotations are on their way), but
+    // not charges whose annotations were removed.
+    if (pod->phase == "Succeeded" || pod->phase == "Failed") {
+      cache_.remove_pod(pod->meta.uid);
+    } else {
+      cache_.remove_confirmed(pod->meta.uid);
+    }
+    return;
+  }
+  cache_.set_pod(pod->meta.uid, std::move(**charge));
+}
+
+void CacheFeed::pod_deleted(const nlohmann::json& json) {
+  auto pod = k8s::Pod::from_json(json);
+  if (!pod) return;
+  cache_.remove_pod(pod->meta.uid);
+}
+
+}  // namespace hami::scheduler

@@ -1,0 +1,62 @@
+#pragma once
+// Watch events → cache updates: a node's GPUs from its registration annotation
+// (hami.io/node-nvidia-register, with hami.io/device-cordon), a pod's usage
+// from its allocation annotation (hami.io/vgpu-devices-allocated on the node
+// named by hami.io/vgpu-node). These are the Reflector callbacks of the
+// daemon, and what tests and the benchmark call to load a cluster.
+//
+//   hami::k8s::Reflector pods(client, "/api/v1/pods", {}, {
+//       .on_add = [&](const json& p) { feed.pod_changed(p); },
+//       .on_update = [&](const json&, const json& p) { feed.pod_changed(p); },
+//       .on_delete = [&](const json& p) { feed.pod_deleted(p); }});
+//   (nodes: .on_update = [&](const json& o, const json& n) { feed.node_updated(o, n); })
+//
+// Bad annotations are logged (once per change) and the object is treated as
+// carrying none: a node without a readable inventory is unregistered, a pod
+// with an unreadable allocation holds nothing.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/result.hpp"
+#include "fit/types.hpp"
+#include "k8s/objects.hpp"
+#include "scheduler/cache.hpp"
+
+namespace hami::scheduler {
+
+inline constexpr const char* kAnnoDeviceCordon = "hami.io/device-cordon";
+inline constexpr const char* kAnnoVgpuTime = "hami.io/vgpu-time";
+
+// The node's GPUs, healthy or not, cordon applied. Empty when it has no
+// registration annotation.
+Result<std::vector<fit::GpuDevice>> node_inventory(const k8s::Node& node);
+
+// The pod's charges, or nullopt when it holds nothing (no annotation, not
+// assigned, or finished).
+Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod);
+
+class CacheFeed {
+ public:
+  explicit CacheFeed(ClusterCache& cache) : cache_(cache) {}
+  void node_changed(const nlohmann::json& node);
+  // An update that leaves the registration and cordon annotations as they
+  // were (the node lock, the handshake, status heartbeats: most node
+  // updates) changes nothing and takes no lock.
+  void node_updated(const nlohmann::json& old_node, const nlohmann::json& node);
+  void node_deleted(const nlohmann::json& node);
+  void pod_changed(const nlohmann::json& pod);
+  void pod_deleted(const nlohmann::json& pod);
+
+  uint64_t bad_objects() const { return bad_.load(); }
+
+ private:
+  ClusterCache& cache_;
+  std::atomic<uint64_t> bad_{0};
+};
+
+}  // namespace hami::scheduler

@@ -1,0 +1,228 @@
+// hami-scheduler: the HAMi scheduler extender and mutating webhook in C++ (see
+// docs/scheduler.md). Watches nodes and pods into an incremental cache,
+// answers kube-scheduler's filter/prioritize/bind and the API server's
+// AdmissionReview over HTTPS, and binds only while it leads (Lease).
+// Exit codes: 0 after SIGTERM/SIGINT, 1 when it cannot run, 2 for bad flags.
+#include <signal.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/log.hpp"
+#include "common/size_parse.hpp"
+#include "k8s/client.hpp"
+#include "k8s/config.hpp"
+#include "k8s/leader_election.hpp"
+#include "k8s/paths.hpp"
+#include "k8s/reflector.hpp"
+#include "scheduler/cache.hpp"
+#include "scheduler/extender.hpp"
+#include "scheduler/feed.hpp"
+#include "scheduler/k8s_backend.hpp"
+#include "scheduler/parallel.hpp"
+#include "scheduler/server.hpp"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+CLI::Validator duration_check() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        auto d = hami::parse_duration(s);
+        if (!d) return d.error().message;
+        if (d->count() <= 0) return "must be more than zero";
+        return {};
+      },
+      "DURATION");
+}
+
+std::string default_identity() {
+  if (const char* p = std::getenv("POD_NAME"); p && *p) return p;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0 && host[0]) return host;
+  return "hami-scheduler";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  using namespace hami::scheduler;
+  hami::log::set_component("hami-scheduler");
+  CLI::App app{
+      "hami-scheduler: the HAMi scheduler extender (filter, prioritize, bind) and mutating "
+      "webhook, over HTTPS.\nExit codes: 0 stopped by a signal, 1 cannot run, 2 bad flags or "
+      "config."};
+  app.set_version_flag("--version", std::string(HAMI_VERSION));
+  app.get_formatter()->column_width(40);
+
+  SchedulerConfig cfg;
+  ServerOptions so;
+  std::string kubeconfig, device_config, node_policy = "binpack", gpu_policy = "spread";
+  std::string lock_timeout = "5m";
+  bool leader_elect = false;
+  std::string lease_name = "hami-scheduler";
+  const char* pod_ns = std::getenv("POD_NAMESPACE");
+  std::string lease_ns = pod_ns && *pod_ns ? pod_ns : "kube-system";
+  std::string identity = default_identity();
+  std::string lease_duration = "15s", renew_deadline = "10s", retry_period = "2s";
+  int log_level = 3;
+
+  app.add_option("--http_bind,--http-bind", so.bind, "Address of the extender and webhook")
+      ->capture_default_str();
+  app.add_option("--cert_file,--cert-file", so.cert_file, "TLS certificate (PEM); with --key_file");
+  app.add_option("--key_file,--key-file", so.key_file, "TLS private key (PEM)");
+  app.add_option("--metrics-bind-address", so.metrics_bind,
+                 "Address of /metrics (\"none\": no listener)")
+      ->capture_default_str();
+  app.add_option("--scheduler-name", cfg.scheduler_name, "Set on pods by the webhook")
+      ->capture_default_str();
+  app.add_option("--node-scheduler-policy", node_policy, "binpack or spread")
+      ->capture_default_str();
+  app.add_option("--gpu-scheduler-policy", gpu_policy,
+                 "binpack, spread, mutex, topology-aware, numa, or a chain like numa,binpack")
+      ->capture_default_str();
+  app.add_option("--node-lock-timeout", lock_timeout, "A node lock older than this is stale")
+      ->check(duration_check())
+      ->capture_default_str();
+  app.add_option("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
+                 "Take pods whose schedulerName is default-scheduler")
+      ->capture_default_str();
+  app.add_option("--device-config-file", device_config, "Upstream's device config YAML");
+  app.add_option("--kubeconfig", kubeconfig, "kubeconfig (default: in-cluster, then $KUBECONFIG)");
+  app.add_flag("--leader-elect", leader_elect, "Bind only while holding the Lease");
+  app.add_option("--leader-elect-resource-name", lease_name)->capture_default_str();
+  app.add_option("--leader-elect-resource-namespace", lease_ns)->capture_default_str();
+  app.add_option("--leader-elect-identity", identity, "Default: $POD_NAME, else the host name")
+      ->capture_default_str();
+  app.add_option("--leader-elect-lease-duration", lease_duration)
+      ->check(duration_check())
+      ->capture_default_str();
+  app.add_option("--leader-elect-renew-deadline", renew_deadline)
+      ->check(duration_check())
+      ->capture_default_str();
+  app.add_option("--leader-elect-retry-period", retry_period)
+      ->check(duration_check())
+      ->capture_default_str();
+  app.add_option("-v,--log-level", log_level, "0 error … 4 debug")
+      ->check(CLI::Range(0, 4))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  hami::log::set_level(static_cast<hami::log::Level>(log_level));
+  auto usage = [](const std::string& m) {
+    std::cerr << "hami-scheduler: " << m << "\n";
+    return kExitUsage;
+  };
+  if (so.metrics_bind == "none") so.metrics_bind.clear();
+  auto np = hami::fit::parse_node_policy(node_policy);
+  if (!np) return usage("--node-scheduler-policy: " + np.error().message);
+  auto gp = hami::fit::parse_gpu_policy(gpu_policy);
+  if (!gp) return usage("--gpu-scheduler-policy: " + gp.error().message);
+  cfg.policy = {*np, *gp};
+  cfg.node_lock_timeout =
+      std::chrono::duration_cast<std::chrono::seconds>(*hami::parse_duration(lock_timeout));
+  if (!device_config.empty()) {
+    if (auto r = apply_device_config_file(cfg, device_config); !r) return usage(r.error().message);
+  }
+  auto secs = [](const std::string& s) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(s));
+  };
+
+  // Signals go to sigwait on this thread only.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  auto kc = hami::k8s::Config::auto_detect(
+      kubeconfig.empty() ? std::nullopt : std::optional<std::string>(kubeconfig));
+  if (!kc) {
+    std::cerr << "hami-scheduler: Kubernetes config: " << kc.error().message << "\n";
+    return 1;
+  }
+  auto client = hami::k8s::Client::from_config(*kc);
+  if (!client) {
+    std::cerr << "hami-scheduler: Kubernetes client: " << client.error().message << "\n";
+    return 1;
+  }
+
+  ClusterCache cache;
+  CacheFeed feed(cache);
+  Metrics metrics;
+  K8sBindBackend backend(*client, cfg.node_lock_timeout);
+  Extender extender(cache, cfg, &backend, &metrics);
+  // One request's nodes split over every core (the request's thread + these).
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  ParallelFor pool(cores - 1);
+  extender.set_pool(&pool);
+
+  using nlohmann::json;
+  hami::k8s::Reflector nodes(
+      *client, hami::k8s::node_path(), {},
+      {.on_add = [&](const json& n) { feed.node_changed(n); },
+       .on_update = [&](const json& o, const json& n) { feed.node_updated(o, n); },
+       .on_delete = [&](const json& n) { feed.node_deleted(n); }});
+  hami::k8s::Reflector pods(*client, hami::k8s::core_path("pods"), {},
+                            {.on_add = [&](const json& p) { feed.pod_changed(p); },
+                             .on_update = [&](const json&, const json& p) { feed.pod_changed(p); },
+                             .on_delete = [&](const json& p) { feed.pod_deleted(p); }});
+  nodes.start();
+  pods.start();
+
+  std::optional<hami::k8s::LeaderElector> elector;
+  if (leader_elect) {
+    elector.emplace(*client,
+                    hami::k8s::LeaderElectionConfig{
+                        .lease_namespace = lease_ns,
+                        .lease_name = lease_name,
+                        .identity = identity,
+                        .lease_duration =
+                            std::chrono::duration_cast<std::chrono::seconds>(secs(lease_duration)),
+                        .renew_deadline = secs(renew_deadline),
+                        .retry_period = secs(retry_period),
+                        .on_started_leading =
+                            [&] {
+                              metrics.set_leader(true);
+                              hami::log::info("%s: leading; binding", identity.c_str());
+                            },
+                        .on_stopped_leading =
+                            [&] {
+                              metrics.set_leader(false);
+                              hami::log::info("%s: not leading; bind refused", identity.c_str());
+                            }});
+    extender.set_leader_check([&] { return elector->is_leader(); });
+    elector->start();
+  } else {
+    metrics.set_leader(true);
+  }
+  so.ready = [&] { return nodes.has_synced() && pods.has_synced(); };
+  SchedulerServer server(extender, cfg, metrics, cache, so);
+  if (auto r = server.start(); !r) {
+    std::cerr << "hami-scheduler: " << r.error().message << "\n";
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&set, &sig);
+  hami::log::info("signal %d: shutting down", sig);
+  server.stop();
+  if (elector) elector->stop();
+  pods.stop();
+  nodes.stop();
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "hami-scheduler: " << e.what() << "\n";
+  return 1;
+}

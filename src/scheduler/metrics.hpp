@@ -1,0 +1,63 @@
+#pragma once
+// The scheduler's own metrics, served on --metrics-bind-address: request
+// latency histograms per verb (filter, prioritize, bind, webhook), decisions
+// and failures by reason (what upstream lacks, HAMi#2458), and per-GPU
+// allocation gauges under upstream's §3.10 names, built at scrape time from
+// the cache.
+//
+//   Metrics m;
+//   auto t0 = std::chrono::steady_clock::now();
+//   ... m.observe(Verb::kFilter, std::chrono::steady_clock::now() - t0, ok);
+//   m.failure(Verb::kBind, "NodeLockContention");
+//   std::string body = m.render(cache);
+//
+// Recording is lock-free (atomics) except failures by reason, whose label set
+// is small and open-ended (a mutex-guarded map).
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "scheduler/cache.hpp"
+
+namespace hami::scheduler {
+
+enum class Verb : uint8_t { kFilter, kPrioritize, kBind, kWebhook, kCount };
+const char* verb_name(Verb v);
+
+class Metrics {
+ public:
+  static constexpr std::array<double, 14> kBuckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+
+  void observe(Verb v, std::chrono::nanoseconds d, bool ok);
+  void failure(Verb v, std::string_view reason);
+  // A node filter rejected, counted under each reason it gave.
+  void node_rejected(std::string_view reason, uint64_t n = 1);
+  void set_leader(bool leader) { leader_.store(leader); }
+
+  std::string render(const ClusterCache& cache) const;
+
+  uint64_t requests(Verb v) const;
+  uint64_t failures(Verb v, const std::string& reason) const;
+
+ private:
+  struct Histogram {
+    std::array<std::atomic<uint64_t>, kBuckets.size()> buckets{};
+    std::atomic<uint64_t> count{0};
+    std::atomic<uint64_t> sum_ns{0};
+    std::atomic<uint64_t> errors{0};
+  };
+  std::array<Histogram, static_cast<size_t>(Verb::kCount)> hist_;
+  std::atomic<bool> leader_{false};
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> failures_;  // (verb, reason)
+  std::map<std::string, uint64_t> rejections_;
+};
+
+}  // namespace hami::scheduler

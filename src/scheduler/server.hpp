@@ -1,0 +1,72 @@
+#pragma once
+// The scheduler's HTTP(S) endpoints (cpp-httplib): POST /filter, /prioritize,
+// /bind (kube-scheduler's extender verbs), POST /webhook (AdmissionReview),
+// GET /healthz, /readyz; and, on its own listener, GET /metrics. Every
+// handler catches what it calls, so a bad request gets an answer in the
+// protocol's error field, never a dropped connection; answers are HTTP 200
+// with the error inside, as kube-scheduler expects (upstream does the same).
+//
+//   ServerOptions o{.bind = "0.0.0.0:443", .cert_file = "tls.crt", .key_file = "tls.key"};
+//   SchedulerServer server(extender, config, metrics, cache, o);
+//   if (auto r = server.start(); !r) die(r.error().message);
+//   ... server.port();  server.stop();
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/result.hpp"
+#include "scheduler/cache.hpp"
+#include "scheduler/config.hpp"
+#include "scheduler/extender.hpp"
+#include "scheduler/metrics.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace hami::scheduler {
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1:8080";  // --http_bind; port 0 picks a free one
+  std::string cert_file;                // both set: HTTPS
+  std::string key_file;
+  std::string metrics_bind = ":9395";  // empty: no metrics listener
+  // /readyz answers 503, and filter and bind an error, until this is true
+  // (the caches have synced).
+  std::function<bool()> ready = [] { return true; };
+};
+
+class SchedulerServer {
+ public:
+  SchedulerServer(Extender& extender, const SchedulerConfig& config, Metrics& metrics,
+                  const ClusterCache& cache, ServerOptions options);
+  ~SchedulerServer();
+  SchedulerServer(const SchedulerServer&) = delete;
+  SchedulerServer& operator=(const SchedulerServer&) = delete;
+
+  Result<void> start();
+  void stop();
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+
+ private:
+  Result<int> listen(httplib::Server& s, const std::string& bind, std::thread& thread);
+  void routes(httplib::Server& s);
+
+  Extender& extender_;
+  const SchedulerConfig& config_;
+  Metrics& metrics_;
+  const ClusterCache& cache_;
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<httplib::Server> metrics_server_;
+  std::thread thread_;
+  std::thread metrics_thread_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+};
+
+}  // namespace hami::scheduler

@@ -1,0 +1,247 @@
+#include "scheduler/webhook.hpp"
+
+#include "fit/quantity.hpp"
+#include "k8s/base64.hpp"
+#include "k8s/objects.hpp"
+#include "scheduler/pod_request.hpp"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+
+const json* member(const json& o, const char* key) {
+  if (!o.is_object()) return nullptr;
+  auto it = o.find(key);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+// The limit or request of `name`, limits first (as the fitting reads it).
+const json* resource(const json& container, const std::string& name) {
+  const json* res = member(container, "resources");
+  if (res == nullptr) return nullptr;
+  for (const char* part : {"limits", "requests"}) {
+    const json* m = member(*res, part);
+    if (m != nullptr) {
+      if (const json* v = member(*m, name.c_str())) return v;
+    }
+  }
+  return nullptr;
+}
+
+std::string quantity_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  return v.dump();
+}
+
+struct ContainerEdit {
+  std::string path;  // "/spec/containers/0"
+  const json* container;
+  bool ours = false;
+};
+
+}  // namespace
+
+// Adds `name: value` to the container's limits, creating resources (or
+// resources/limits) when absent; afterwards the limits exist.
+static void add_limit(json& patch, const ContainerEdit& c, bool& has_resources, bool& has_limits,
+                      const std::string& name, const std::string& value) {
+  if (!has_resources) {
+    patch.push_back(
+        {{"op", "add"}, {"path", c.path + "/resources"}, {"value", {{"limits", {{name, value}}}}}});
+  } else if (!has_limits) {
+    patch.push_back(
+        {{"op", "add"}, {"path", c.path + "/resources/limits"}, {"value", {{name, value}}}});
+  } else {
+    patch.push_back({{"op", "add"},
+                     {"path", c.path + "/resources/limits/" + json_pointer_escape(name)},
+                     {"value", value}});
+  }
+  has_resources = has_limits = true;
+}
+
+std::string json_pointer_escape(std::string_view token) {
+  std::string out;
+  out.reserve(token.size());
+  for (char ch : token) {
+    if (ch == '~') {
+      out += "~0";
+    } else if (ch == '/') {
+      out += "~1";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config) {
+  AdmissionDecision d;
+  auto deny = [&](std::string why) {
+    d.allowed = false;
+    d.message = std::move(why);
+    d.patch = json::array();
+    return d;
+  };
+  if (!pod.is_object()) return deny("the request's object is not a pod");
+  auto typed = k8s::Pod::from_json(pod);
+  if (!typed) return deny("pod: " + typed.error().message);
+  if (typed->containers.empty()) return deny("pod has no containers");
+  const std::string& sched = typed->scheduler_name;
+  if (!sched.empty() && sched != config.scheduler_name &&
+      (sched != "default-scheduler" || !config.force_overwrite_default_scheduler)) {
+    return d;  // another scheduler's pod (volcano, …): not ours to change
+  }
+  if (!requests_our_resources(*typed, config)) return d;
+
+  const auto& rc = config.resources;
+  const json* spec = member(pod, "spec");
+  std::vector<ContainerEdit> edits;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* cs = spec ? member(*spec, list) : nullptr;
+    if (cs == nullptr || !cs->is_array()) continue;
+    for (size_t i = 0; i < cs->size(); ++i) {
+      edits.push_back({"/spec/" + std::string(list) + "/" + std::to_string(i), &(*cs)[i]});
+    }
+  }
+  for (ContainerEdit& c : edits) {
+    const json& ct = *c.container;
+    const json* name_j = member(ct, "name");
+    const std::string name = name_j && name_j->is_string() ? name_j->get<std::string>() : "?";
+    const json* count = resource(ct, rc.count_name);
+    const json* mem = resource(ct, rc.memory_name);
+    const json* pct = resource(ct, rc.memory_percentage_name);
+    const json* cores = resource(ct, rc.cores_name);
+    const json* prio = resource(ct, config.priority_name);
+    if (!count && !mem && !pct && !cores) continue;
+    c.ours = true;
+    // Every quantity must be a whole number; say which one is not.
+    for (auto [n, v] : {std::pair{&rc.count_name, count},
+                        {&rc.memory_name, mem},
+                        {&rc.memory_percentage_name, pct},
+                        {&rc.cores_name, cores},
+                        {&config.priority_name, prio}}) {
+      if (v == nullptr) continue;
+      auto q = fit::parse_whole_quantity(quantity_text(*v));
+      if (!q) return deny("container " + name + ": " + *n + ": " + q.error().message);
+      if (*q < 0) return deny("container " + name + ": " + *n + " must not be negative");
+    }
+    int64_t pct_value = -1;
+    if (pct) {
+      pct_value = *fit::parse_whole_quantity(quantity_text(*pct));
+      if (pct_value > 100) {
+        return deny("container " + name + ": " + rc.memory_percentage_name + " is " +
+                    std::to_string(pct_value) + ", must be 0..100 (percent of one GPU's memory)");
+      }
+    }
+    if (cores) {
+      const int64_t v = *fit::parse_whole_quantity(quantity_text(*cores));
+      if (v > 100) {
+        return deny("container " + name + ": " + rc.cores_name + " is " + std::to_string(v) +
+                    ", must be 0..100 (percent of one GPU's compute; 100 = exclusive)");
+      }
+    }
+    const json* res = member(ct, "resources");
+    bool has_resources = res != nullptr;
+    bool has_limits = res != nullptr && member(*res, "limits") != nullptr;
+    bool has_count = count != nullptr;
+    if (!has_count && config.default_gpu_num > 0) {
+      add_limit(d.patch, c, has_resources, has_limits, rc.count_name,
+                std::to_string(config.default_gpu_num));
+      has_count = true;
+    }
+    if (has_count && cores == nullptr && (pct_value == 100 || (mem == nullptr && pct == nullptr))) {
+      // A pod that asks for a whole GPU's memory gets it exclusively
+      // (upstream defaultExclusiveCoreIfNeeded, PR #1354).
+      add_limit(d.patch, c, has_resources, has_limits, rc.cores_name, "100");
+    }
+    std::vector<std::pair<std::string, std::string>> env;
+    if (prio) env.emplace_back("CUDA_TASK_PRIORITY", quantity_text(*prio));
+    if (config.gpu_core_policy != "default") {
+      env.emplace_back("GPU_CORE_UTILIZATION_POLICY", config.gpu_core_policy);
+    }
+    const json* existing = member(ct, "env");
+    bool have_env = existing != nullptr && existing->is_array();
+    for (const auto& [k, v] : env) {
+      int replace_at = -1;
+      if (existing != nullptr) {
+        for (size_t i = 0; i < existing->size(); ++i) {
+          const json* n = member((*existing)[i], "name");
+          if (n && n->is_string() && n->get<std::string>() == k) replace_at = static_cast<int>(i);
+        }
+      }
+      const json var = {{"name", k}, {"value", v}};
+      if (replace_at >= 0) {
+        d.patch.push_back({{"op", "replace"},
+                           {"path", c.path + "/env/" + std::to_string(replace_at)},
+                           {"value", var}});
+      } else if (have_env) {
+        d.patch.push_back({{"op", "add"}, {"path", c.path + "/env/-"}, {"value", var}});
+      } else {
+        d.patch.push_back(
+            {{"op", "add"}, {"path", c.path + "/env"}, {"value", json::array({var})}});
+        have_env = true;
+        existing = nullptr;  // later variables append to the array just created
+      }
+    }
+  }
+  for (const ContainerEdit& c : edits) {
+    const json* sc = member(*c.container, "securityContext");
+    const json* priv = sc ? member(*sc, "privileged") : nullptr;
+    if (priv && priv->is_boolean() && priv->get<bool>()) {
+      const json* n = member(*c.container, "name");
+      return deny("container " + (n && n->is_string() ? n->get<std::string>() : "?") +
+                  " is privileged: a privileged container bypasses the GPU limits, so it cannot "
+                  "request " +
+                  rc.count_name);
+    }
+  }
+  if (!typed->node_name.empty()) {
+    return deny("pod has node " + typed->node_name + " assigned: it must be scheduled by " +
+                config.scheduler_name);
+  }
+  if (!config.scheduler_name.empty() && sched != config.scheduler_name) {
+    d.patch.push_back(
+        {{"op", sched.empty() && !(spec && member(*spec, "schedulerName")) ? "add" : "replace"},
+         {"path", "/spec/schedulerName"},
+         {"value", config.scheduler_name}});
+  }
+  return d;
+}
+
+std::string admit(std::string_view body, const SchedulerConfig& config) {
+  std::string api_version = "admission.k8s.io/v1";
+  std::string uid;
+  auto answer = [&](bool allowed, const std::string& message, const json& patch) {
+    json response = {{"uid", uid}, {"allowed", allowed}};
+    if (!allowed) response["status"] = {{"code", 403}, {"message", message}};
+    if (allowed && !patch.empty()) {
+      response["patchType"] = "JSONPatch";
+      response["patch"] =
+          k8s::base64_encode(patch.dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+    return json{{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  if (body.size() > kMaxAdmissionBody) return answer(false, "AdmissionReview: body too large", {});
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return answer(false, "AdmissionReview: body is not a JSON object", {});
+  }
+  if (const json* v = member(j, "apiVersion"); v && v->is_string()) {
+    const auto s = v->get<std::string>();
+    if (s == "admission.k8s.io/v1" || s == "admission.k8s.io/v1beta1") api_version = s;
+  }
+  const json* req = member(j, "request");
+  if (req == nullptr || !req->is_object()) {
+    return answer(false, "AdmissionReview: no request", {});
+  }
+  if (const json* u = member(*req, "uid"); u && u->is_string()) uid = u->get<std::string>();
+  const json* object = member(*req, "object");
+  if (object == nullptr) return answer(false, "AdmissionReview: request has no object", {});
+  AdmissionDecision d = mutate_pod(*object, config);
+  return answer(d.allowed, d.message, d.patch);
+}
+
+}  // namespace hami::scheduler

@@ -1,0 +1,52 @@
+#pragma once
+// The mutating admission webhook (upstream pkg/scheduler/webhook.go, §4), for
+// AdmissionReview admission.k8s.io/v1 and v1beta1, answered in the version it
+// came in. Only pods that name one of our resources are changed:
+//
+//  - nvidia.com/gpu: <defaultGPUNum> injected when only gpumem, -percentage or
+//    gpucores is given;
+//  - nvidia.com/gpucores: 100 (exclusive) when the count is given without
+//    cores and with no memory or 100 %;
+//  - env CUDA_TASK_PRIORITY from nvidia.com/priority, GPU_CORE_UTILIZATION_POLICY
+//    when gpuCorePolicy is not "default";
+//  - spec.schedulerName set to ours (unless the pod belongs to another
+//    scheduler);
+//  - refused with a clear message: gpumem-percentage outside 0..100, a malformed
+//    quantity, a privileged container, a pod with spec.nodeName already set.
+//
+// The changes are a JSONPatch (RFC 6902) with JSON-Pointer escaping (RFC 6901:
+// "~" → "~0", "/" → "~1", so nvidia.com/gpu is ".../limits/nvidia.com~1gpu").
+//
+//   std::string reply = hami::scheduler::admit(body, config);   // never throws
+//
+// A body that is not an AdmissionReview gets an answer with allowed=false and
+// the reason (uid echoed when it can be read), so the API server logs why.
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.hpp"
+#include "scheduler/config.hpp"
+
+namespace hami::scheduler {
+
+inline constexpr size_t kMaxAdmissionBody = 8u << 20;
+
+// RFC 6901 escaping of one reference token.
+std::string json_pointer_escape(std::string_view token);
+
+struct AdmissionDecision {
+  bool allowed = true;
+  std::string message;  // why, when refused
+  nlohmann::json patch = nlohmann::json::array();
+};
+
+// The decision for one pod object (the request's `object`).
+AdmissionDecision mutate_pod(const nlohmann::json& pod, const SchedulerConfig& config);
+
+// The whole exchange: AdmissionReview in, AdmissionReview out (JSON text).
+std::string admit(std::string_view body, const SchedulerConfig& config);
+
+}  // namespace hami::scheduler

@@ -1,0 +1,323 @@
+// Bind through the real Kubernetes client against the test API server (node
+// lock, annotations, pods/binding, every failure path releasing the lock), the
+// HTTPS server on loopback with kube-scheduler's bodies, and leader election
+// between two replicas sharing one Lease.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "deviceplugin/node_lock.hpp"
+#include "k8s/fixture.hpp"
+#include "k8s/leader_election.hpp"
+#include "k8s/reflector.hpp"
+#include "k8s/time.hpp"
+#include "scheduler/extender.hpp"
+#include "scheduler/feed.hpp"
+#include "scheduler/helpers.hpp"
+#include "scheduler/k8s_backend.hpp"
+#include "scheduler/server.hpp"
+
+namespace hami::scheduler {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string annotation(const std::optional<json>& obj, const std::string& key) {
+  if (!obj) return "<no object>";
+  const json an = (*obj)["metadata"].value("annotations", json::object());
+  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
+}
+
+class SchedulerApiTest : public test::ApiFixture {
+ protected:
+  void SetUp() override {
+    test::ApiFixture::SetUp();
+    for (const char* n : {"a", "b"}) {
+      api().put("nodes", test::sched_node(n, 2, 16000));
+      feed.node_changed(*api().get("nodes", "", n));
+    }
+    backend.emplace(client(), std::chrono::seconds(300));
+    ext.emplace(cache, config, &*backend, &metrics);
+  }
+  json create(const std::string& name, std::map<std::string, std::string> limits) {
+    return api().put("pods", test::sched_pod(name, limits));
+  }
+  std::string uid(const json& p) { return p["metadata"]["uid"]; }
+
+  ClusterCache cache;
+  CacheFeed feed{cache};
+  SchedulerConfig config;
+  Metrics metrics;
+  std::optional<K8sBindBackend> backend;
+  std::optional<Extender> ext;
+};
+
+TEST_F(SchedulerApiTest, BindAnnotatesLocksAndBinds) {
+  json p = create(
+      "p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}});
+  ASSERT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
+  auto after = api().get("pods", "default", "p");
+  EXPECT_EQ((*after)["spec"]["nodeName"], "a");
+  EXPECT_EQ(annotation(after, "hami.io/vgpu-node"), "a");
+  EXPECT_EQ(annotation(after, "hami.io/bind-phase"), "allocating");
+  const std::string alloc = annotation(after, "hami.io/vgpu-devices-allocated");
+  EXPECT_TRUE(alloc == "GPU-a-0,NVIDIA,3000,30:;" || alloc == "GPU-a-1,NVIDIA,3000,30:;") << alloc;
+  EXPECT_EQ(annotation(after, "hami.io/vgpu-devices-to-allocate"), alloc);
+  auto lock =
+      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+  ASSERT_TRUE(lock) << lock.error().message;
+  EXPECT_TRUE(lock->held_by("default", "p"));
+  // The watch bringing the annotated pod back replaces the reservation.
+  feed.pod_changed(*after);
+  cache.read([](const ClusterCache::View& v) {
+    int tenants = 0;
+    for (const auto& d : v.node("a")->devices)
+      tenants += d.used_tenants;
+    EXPECT_EQ(tenants, 1);
+    return 0;
+  });
+}
+
+TEST_F(SchedulerApiTest, LockHeldByALivePodIsContention) {
+  api().put("pods", test::sched_pod("owner", {}));
+  json n = *api().get("nodes", "", "a");
+  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
+      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
+  api().put("nodes", n);
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  const std::string err = ext->bind({"default", "p", uid(p), "a"});
+  EXPECT_NE(err.find("node lock contention"), std::string::npos) << err;
+  EXPECT_EQ((*api().get("pods", "default", "p"))["spec"].value("nodeName", ""), "");
+  // The reservation was released: a whole-node pod still fits.
+  json q = create("q", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "16000"}});
+  EXPECT_EQ(ext->filter(*k8s::Pod::from_json(q), std::vector<std::string>{"a"}).nodes.size(), 1u);
+}
+
+TEST_F(SchedulerApiTest, StaleOrOrphanedLocksAreTakenOver) {
+  json n = *api().get("nodes", "", "a");
+  n["metadata"]["annotations"]["hami.io/mutex.lock"] = deviceplugin::format_node_lock(
+      std::chrono::system_clock::now() - std::chrono::minutes(10), "default", "old");
+  api().put("nodes", n);
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  EXPECT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
+  json m = *api().get("nodes", "", "b");
+  m["metadata"]["annotations"]["hami.io/mutex.lock"] =
+      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "gone");
+  api().put("nodes", m);
+  json q = create("q", {{"nvidia.com/gpu", "1"}});
+  EXPECT_EQ(ext->bind({"default", "q", uid(q), "b"}), "") << "the owner pod does not exist";
+}
+
+TEST_F(SchedulerApiTest, BindingFailureReleasesTheLockAndMarksThePod) {
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  api().inject({.verb = "create",
+                .path_prefix = "/api/v1/namespaces/default/pods/p/binding",
+                .status = 500,
+                .count = 10});
+  const std::string err = ext->bind({"default", "p", uid(p), "a"});
+  EXPECT_NE(err.find("bind pod default/p"), std::string::npos) << err;
+  EXPECT_EQ(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"), "<absent>");
+  EXPECT_EQ(annotation(api().get("pods", "default", "p"), "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(metrics.failures(Verb::kBind, "BindFailed"), 1u);
+}
+
+TEST_F(SchedulerApiTest, PatchFailureReleasesTheLock) {
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  api().inject({.verb = "patch",
+                .path_prefix = "/api/v1/namespaces/default/pods/p",
+                .status = 422,
+                .count = 10});
+  const std::string err = ext->bind({"default", "p", uid(p), "a"});
+  EXPECT_NE(err.find("annotate pod default/p"), std::string::npos) << err;
+  EXPECT_EQ(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"), "<absent>");
+  EXPECT_EQ((*api().get("pods", "default", "p"))["spec"].value("nodeName", ""), "");
+}
+
+TEST_F(SchedulerApiTest, MissingPodIsAnError) {
+  const std::string err = ext->bind({"default", "nope", "u", "a"});
+  EXPECT_NE(err.find("get pod default/nope"), std::string::npos) << err;
+  EXPECT_EQ(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"), "<absent>");
+}
+
+// The server over real HTTPS, with a certificate from a test CA.
+class SchedulerHttpsTest : public SchedulerApiTest {
+ protected:
+  void SetUp() override {
+    SchedulerApiTest::SetUp();
+    const test::CertAndKey ck = api().ca().issue_server({"localhost"}, {"127.0.0.1"});
+    std::ofstream(dir_.file("tls.crt")) << ck.cert_pem;
+    std::ofstream(dir_.file("tls.key")) << ck.key_pem;
+    std::ofstream(dir_.file("ca.crt")) << api().ca_pem();
+    server.emplace(*ext, config, metrics, cache,
+                   ServerOptions{.bind = "127.0.0.1:0",
+                                 .cert_file = dir_.file("tls.crt"),
+                                 .key_file = dir_.file("tls.key"),
+                                 .metrics_bind = "127.0.0.1:0"});
+    auto r = server->start();
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  void TearDown() override { server.reset(); }
+
+  httplib::Result post(const std::string& path, const std::string& body) {
+    httplib::SSLClient c("127.0.0.1", server->port());
+    c.set_ca_cert_path(dir_.file("ca.crt").c_str());
+    c.enable_server_certificate_verification(true);
+    return c.Post(path.c_str(), body, "application/json");
+  }
+
+  std::optional<SchedulerServer> server;
+};
+
+TEST_F(SchedulerHttpsTest, FilterPrioritizeBindOverHttps) {
+  json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "12000"}});
+  // b is busier: binpack (the default node policy) prefers it.
+  feed.pod_changed(test::placed_pod("busy", "ub", "b", "GPU-b-0,NVIDIA,8000,50:;"));
+  const json args = {{"Pod", p}, {"Nodes", nullptr}, {"NodeNames", {"a", "b", "c"}}};
+  auto f = post("/filter", args.dump());
+  ASSERT_TRUE(f) << httplib::to_string(f.error());
+  ASSERT_EQ(f->status, 200);
+  json fr = json::parse(f->body);
+  EXPECT_EQ(fr["NodeNames"], json::array({"a", "b"}));
+  EXPECT_EQ(fr["FailedNodes"]["c"], "node unregistered");
+  EXPECT_EQ(fr["Error"], "");
+
+  auto pr = post("/prioritize", json{{"Pod", p}, {"NodeNames", {"a", "b"}}}.dump());
+  ASSERT_TRUE(pr);
+  json prio = json::parse(pr->body);
+  ASSERT_EQ(prio.size(), 2u);
+  EXPECT_EQ(prio[0]["Host"], "a");
+  EXPECT_GT(prio[1]["Score"].get<int>(), prio[0]["Score"].get<int>());
+
+  auto b =
+      post("/bind",
+           json{{"PodName", "p"}, {"PodNamespace", "default"}, {"PodUID", uid(p)}, {"Node", "b"}}
+               .dump());
+  ASSERT_TRUE(b);
+  EXPECT_EQ(json::parse(b->body)["Error"], "");
+  EXPECT_EQ((*api().get("pods", "default", "p"))["spec"]["nodeName"], "b");
+
+  // Filtering the same pod shape again: b's free GPU is now taken.
+  json q = create("q", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "12000"}});
+  auto f2 = post("/filter", json{{"Pod", q}, {"NodeNames", {"b"}}}.dump());
+  ASSERT_TRUE(f2);
+  EXPECT_EQ(json::parse(f2->body)["NodeNames"], json::array());
+}
+
+TEST_F(SchedulerHttpsTest, BadBodiesAreAnsweredNotDropped) {
+  auto f = post("/filter", "{not json");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 200);
+  EXPECT_NE(json::parse(f->body)["Error"].get<std::string>().find("not valid JSON"),
+            std::string::npos);
+  auto b = post("/bind", R"({"PodName":"p"})");
+  ASSERT_TRUE(b);
+  EXPECT_NE(json::parse(b->body)["Error"].get<std::string>().find("Node: missing"),
+            std::string::npos);
+  auto w = post("/webhook", "[]");
+  ASSERT_TRUE(w);
+  EXPECT_FALSE(json::parse(w->body)["response"]["allowed"]);
+}
+
+TEST_F(SchedulerHttpsTest, HealthAndMetrics) {
+  httplib::SSLClient c("127.0.0.1", server->port());
+  c.set_ca_cert_path(dir_.file("ca.crt").c_str());
+  c.enable_server_certificate_verification(true);
+  auto h = c.Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  ASSERT_TRUE(post("/filter", json{{"Pod", p}, {"NodeNames", {"a"}}}.dump()));
+  httplib::Client m("127.0.0.1", server->metrics_port());
+  auto r = m.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("hami_scheduler_request_duration_seconds_count{verb=\"filter\"} 1"),
+            std::string::npos)
+      << r->body.substr(0, 2000);
+  EXPECT_NE(
+      r->body.find("hami_gpu_memory_limit_bytes{node=\"a\",device_uuid=\"GPU-a-0\","
+                   "device_index=\"0\",device_type=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 16777216000"),
+      std::string::npos);
+}
+
+TEST_F(SchedulerHttpsTest, NotSyncedCacheRefusesFilterAndBind) {
+  server.reset();
+  std::atomic<bool> synced{false};
+  server.emplace(*ext, config, metrics, cache,
+                 ServerOptions{.bind = "127.0.0.1:0",
+                               .cert_file = dir_.file("tls.crt"),
+                               .key_file = dir_.file("tls.key"),
+                               .metrics_bind = "",
+                               .ready = [&] { return synced.load(); }});
+  ASSERT_TRUE(server->start());
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  auto f = post("/filter", json{{"Pod", p}, {"NodeNames", {"a"}}}.dump());
+  ASSERT_TRUE(f);
+  EXPECT_NE(json::parse(f->body)["Error"].get<std::string>().find("not synced"), std::string::npos);
+  httplib::SSLClient c("127.0.0.1", server->port());
+  c.set_ca_cert_path(dir_.file("ca.crt").c_str());
+  c.enable_server_certificate_verification(true);
+  auto r = c.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  synced = true;
+  f = post("/filter", json{{"Pod", p}, {"NodeNames", {"a"}}}.dump());
+  ASSERT_TRUE(f);
+  EXPECT_EQ(json::parse(f->body)["NodeNames"], json::array({"a"}));
+  server.reset();  // before `synced` goes out of scope
+}
+
+TEST_F(SchedulerHttpsTest, PlainClientIsRefused) {
+  httplib::Client c("127.0.0.1", server->port());
+  c.set_connection_timeout(2);
+  c.set_read_timeout(2);
+  auto r = c.Get("/healthz");
+  EXPECT_TRUE(!r || r->status != 200);
+}
+
+// Two replicas on one Lease: only the leader's bind succeeds; when it stops,
+// the other takes over.
+TEST_F(SchedulerApiTest, OnlyTheLeaderBinds) {
+  auto client2 = connect(kubeconfig_);
+  ASSERT_TRUE(client2);
+  K8sBindBackend backend2(*client2, std::chrono::seconds(300));
+  Extender ext2(cache, config, &backend2, &metrics);
+  auto make = [](k8s::Client& c, const std::string& id) {
+    return std::make_unique<k8s::LeaderElector>(
+        c, k8s::LeaderElectionConfig{.lease_namespace = "default",
+                                     .lease_name = "hami-scheduler",
+                                     .identity = id,
+                                     .lease_duration = std::chrono::seconds(2),
+                                     .renew_deadline = std::chrono::milliseconds(1500),
+                                     .retry_period = std::chrono::milliseconds(100)});
+  };
+  auto e1 = make(client(), "one");
+  auto e2 = make(*client2, "two");
+  ext->set_leader_check([&] { return e1->is_leader(); });
+  ext2.set_leader_check([&] { return e2->is_leader(); });
+  e1->start();
+  ASSERT_TRUE(test::wait_until([&] { return e1->is_leader(); }));
+  e2->start();
+  ASSERT_TRUE(test::wait_until([&] { return e2->holder() == "one"; }));
+  EXPECT_FALSE(e2->is_leader());
+
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  EXPECT_NE(ext2.bind({"default", "p", uid(p), "a"}).find("not the leader"), std::string::npos);
+  EXPECT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
+
+  e1->stop();  // releases the lease
+  ASSERT_TRUE(test::wait_until([&] { return e2->is_leader(); }, 10s));
+  EXPECT_FALSE(e1->is_leader());
+  json q = create("q", {{"nvidia.com/gpu", "1"}});
+  EXPECT_NE(ext->bind({"default", "q", uid(q), "b"}).find("not the leader"), std::string::npos);
+  EXPECT_EQ(ext2.bind({"default", "q", uid(q), "b"}), "");
+  e2->stop();
+}
+
+}  // namespace
+}  // namespace hami::scheduler

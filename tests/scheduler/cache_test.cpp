@@ -1,0 +1,199 @@
+// The incremental cache fed by watch events: node registration, pod
+// allocation annotations, reservations and their replacement, deletion.
+#include <gtest/gtest.h>
+
+#include "scheduler/cache.hpp"
+#include "scheduler/feed.hpp"
+#include "scheduler/helpers.hpp"
+
+namespace hami::scheduler {
+namespace {
+
+using test::placed_pod;
+using test::sched_node;
+
+struct Usage {
+  int tenants, mem, cores;
+  bool operator==(const Usage&) const = default;
+};
+
+Usage usage(const ClusterCache& c, const std::string& node, size_t gpu) {
+  return c.read([&](const ClusterCache::View& v) {
+    const fit::NodeDevices* n = v.node(node);
+    if (n == nullptr || gpu >= n->devices.size()) return Usage{-1, -1, -1};
+    const auto& d = n->devices[gpu];
+    return Usage{d.used_tenants, d.used_mem_mib, d.used_cores};
+  });
+}
+
+class CacheTest : public ::testing::Test {
+ protected:
+  ClusterCache cache;
+  CacheFeed feed{cache};
+};
+
+TEST_F(CacheTest, NodeRegistrationBecomesInventory) {
+  feed.node_changed(sched_node("a", 2, 16000));
+  cache.read([](const ClusterCache::View& v) {
+    const fit::NodeDevices* n = v.node("a");
+    EXPECT_NE(n, nullptr);
+    if (n == nullptr) return 0;
+    EXPECT_EQ(n->devices.size(), 2u);
+    EXPECT_EQ(n->devices[1].uuid, "GPU-a-1");
+    EXPECT_EQ(n->devices[1].total_mem_mib, 16000);
+    EXPECT_EQ(n->devices[1].split_count, 10);
+    EXPECT_EQ(n->devices[1].type, "NVIDIA-Tesla T4");
+    EXPECT_EQ(v.node_count(), 1u);
+    return 0;
+  });
+}
+
+TEST_F(CacheTest, NodeWithoutAnnotationIsUnregistered) {
+  feed.node_changed({{"metadata", {{"name", "plain"}}}});
+  EXPECT_EQ(cache.read([](const ClusterCache::View& v) { return v.node("plain"); }), nullptr);
+}
+
+TEST_F(CacheTest, BadRegistrationIsIgnoredNotFatal) {
+  auto n = sched_node("bad");
+  n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = "[{\"id\": 5}";
+  feed.node_changed(n);
+  EXPECT_EQ(cache.read([](const ClusterCache::View& v) { return v.node("bad"); }), nullptr);
+  EXPECT_EQ(feed.bad_objects(), 1u);
+}
+
+TEST_F(CacheTest, CordonMarksDevices) {
+  auto n = sched_node("a", 2);
+  n["metadata"]["annotations"]["hami.io/device-cordon"] = "GPU-a-1";
+  feed.node_changed(n);
+  cache.read([](const ClusterCache::View& v) {
+    EXPECT_FALSE(v.node("a")->devices[0].cordoned);
+    EXPECT_TRUE(v.node("a")->devices[1].cordoned);
+    return 0;
+  });
+}
+
+struct PodEventCase {
+  const char* name;
+  const char* allocated;
+  const char* phase;
+  Usage gpu0;
+  Usage gpu1;
+};
+
+class PodEventTest : public CacheTest, public ::testing::WithParamInterface<PodEventCase> {};
+
+TEST_P(PodEventTest, AllocationAnnotationCharges) {
+  const PodEventCase& c = GetParam();
+  feed.node_changed(sched_node("a", 2));
+  auto p = placed_pod("p", "uid-p", "a", c.allocated);
+  p["status"]["phase"] = c.phase;
+  feed.pod_changed(p);
+  EXPECT_EQ(usage(cache, "a", 0), c.gpu0);
+  EXPECT_EQ(usage(cache, "a", 1), c.gpu1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PodEventTest,
+    ::testing::Values(
+        PodEventCase{"one", "GPU-a-0,NVIDIA,3000,30:;", "Running", {1, 3000, 30}, {0, 0, 0}},
+        PodEventCase{"two_gpus",
+                     "GPU-a-0,NVIDIA,1000,10:GPU-a-1,NVIDIA,2000,20:;",
+                     "Pending",
+                     {1, 1000, 10},
+                     {1, 2000, 20}},
+        PodEventCase{"finished", "GPU-a-0,NVIDIA,3000,30:;", "Succeeded", {0, 0, 0}, {0, 0, 0}},
+        PodEventCase{"failed", "GPU-a-0,NVIDIA,3000,30:;", "Failed", {0, 0, 0}, {0, 0, 0}},
+        PodEventCase{"malformed", "GPU-a-0,NVIDIA,x,30:;", "Running", {0, 0, 0}, {0, 0, 0}},
+        PodEventCase{
+            "other_node_gpu", "GPU-b-0,NVIDIA,3000,30:;", "Running", {0, 0, 0}, {0, 0, 0}}),
+    [](const auto& pi) { return std::string(pi.param.name); });
+
+TEST_F(CacheTest, UpdateReplacesAndDeleteReleases) {
+  feed.node_changed(sched_node("a", 2));
+  feed.pod_changed(placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,3000,30:;"));
+  feed.pod_changed(placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,3000,30:;"));  // resync: no double
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 3000, 30}));
+  feed.pod_changed(placed_pod("p", "u1", "a", "GPU-a-1,NVIDIA,500,5:;"));
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{0, 0, 0}));
+  EXPECT_EQ(usage(cache, "a", 1), (Usage{1, 500, 5}));
+  feed.pod_deleted(placed_pod("p", "u1", "a", "GPU-a-1,NVIDIA,500,5:;"));
+  EXPECT_EQ(usage(cache, "a", 1), (Usage{0, 0, 0}));
+  EXPECT_EQ(cache.read([](const ClusterCache::View& v) { return v.pod_count(); }), 0u);
+}
+
+TEST_F(CacheTest, NodeUpdateWithoutRegistrationChangeTakesNoLock) {
+  const auto a = sched_node("a", 2);
+  feed.node_changed(a);
+  const uint64_t before = cache.stats().node_events;
+  auto locked = a;
+  locked["metadata"]["annotations"]["hami.io/mutex.lock"] = "2026-01-01T00:00:00Z,default,p";
+  feed.node_updated(a, locked);
+  EXPECT_EQ(cache.stats().node_events, before);
+  auto cordoned = locked;
+  cordoned["metadata"]["annotations"]["hami.io/device-cordon"] = "GPU-a-0";
+  feed.node_updated(locked, cordoned);
+  EXPECT_EQ(cache.stats().node_events, before + 1);
+  cache.read([](const ClusterCache::View& v) {
+    EXPECT_TRUE(v.node("a")->devices[0].cordoned);
+    return 0;
+  });
+}
+
+TEST_F(CacheTest, PodBeforeNodeCountsOnceNodeRegisters) {
+  feed.pod_changed(placed_pod("p", "u1", "late", "GPU-late-1,NVIDIA,700,7:;"));
+  feed.node_changed(sched_node("late", 2));
+  EXPECT_EQ(usage(cache, "late", 1), (Usage{1, 700, 7}));
+}
+
+TEST_F(CacheTest, NodeReRegistrationKeepsUsage) {
+  feed.node_changed(sched_node("a", 2, 16000));
+  feed.pod_changed(placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,3000,30:;"));
+  feed.node_changed(sched_node("a", 2, 32000));  // memory rescaled
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 3000, 30}));
+  cache.read([](const ClusterCache::View& v) {
+    EXPECT_EQ(v.node("a")->devices[0].total_mem_mib, 32000);
+    return 0;
+  });
+  feed.node_deleted(sched_node("a"));
+  EXPECT_EQ(cache.read([](const ClusterCache::View& v) { return v.node("a"); }), nullptr);
+  feed.node_changed(sched_node("a", 2));  // back: its pods count again
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 3000, 30}));
+}
+
+TEST_F(CacheTest, ReservationSurvivesAnnotationlessEventAndIsReplacedByTheRealOne) {
+  feed.node_changed(sched_node("a", 2));
+  cache.set_pod("u1", {.node = "a",
+                       .charges = {{.uuid = "GPU-a-0", .tenants = 1, .mem_mib = 100, .cores = 1}},
+                       .reserved = true});
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 100, 1}));
+  // The pod's own update from before bind's patch arrives: no allocation yet.
+  feed.pod_changed(test::sched_pod("p", {{"nvidia.com/gpu", "1"}}, "u1"));
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 100, 1}));
+  // Then the annotated pod: replaces the reservation, never adds to it.
+  feed.pod_changed(placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,100,1:;"));
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 100, 1}));
+  // A confirmed charge is no longer removable as a reservation (bind rollback).
+  EXPECT_FALSE(cache.remove_reservation("u1", "a"));
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 100, 1}));
+}
+
+TEST_F(CacheTest, FailedUnboundBindHoldsNothing) {
+  feed.node_changed(sched_node("a", 2));
+  auto p = placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,3000,30:;");
+  p["spec"].erase("nodeName");
+  p["metadata"]["annotations"]["hami.io/bind-phase"] = "failed";
+  feed.pod_changed(p);
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{0, 0, 0}));
+}
+
+TEST_F(CacheTest, InitContainersCollapse) {
+  feed.node_changed(sched_node("a", 1));
+  auto p = placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,5000,50:;GPU-a-0,NVIDIA,1000,10:;");
+  p["spec"]["initContainers"] = nlohmann::json::array({{{"name", "init"}, {"image", "x"}}});
+  feed.pod_changed(p);
+  // max(init 5000, app 1000), one tenant.
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 5000, 50}));
+}
+
+}  // namespace
+}  // namespace hami::scheduler

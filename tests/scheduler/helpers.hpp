@@ -1,0 +1,66 @@
+#pragma once
+// Builders for the scheduler tests: nodes with upstream's registration
+// annotation, pods with GPU limits and allocation annotations, as the API
+// server would hold them.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "deviceplugin/node_register.hpp"
+
+namespace hami::test {
+
+// A node with `gpus` GPUs "GPU-<name>-<i>" of 16000 MiB, split 10, NUMA i/4.
+inline nlohmann::json sched_node(const std::string& name, int gpus = 2, int mem_mib = 16000,
+                                 const std::string& type = "NVIDIA-Tesla T4") {
+  std::vector<deviceplugin::NodeDevice> devs;
+  for (int i = 0; i < gpus; ++i) {
+    devs.push_back({.id = "GPU-" + name + "-" + std::to_string(i),
+                    .index = i,
+                    .count = 10,
+                    .devmem = mem_mib,
+                    .devcore = 100,
+                    .type = type,
+                    .numa = i / 4,
+                    .mode = "hami-core",
+                    .health = true});
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"annotations",
+             {{"hami.io/node-nvidia-register", deviceplugin::encode_node_devices(devs)}}}}}};
+}
+
+// A pod with one container asking for `limits`.
+inline nlohmann::json sched_pod(const std::string& name,
+                                const std::map<std::string, std::string>& limits,
+                                const std::string& uid = "",
+                                const std::map<std::string, std::string>& annotations = {},
+                                const std::string& ns = "default") {
+  nlohmann::json c = {{"name", "main"}, {"image", "cuda"}};
+  if (!limits.empty()) c["resources"] = {{"limits", limits}};
+  nlohmann::json pod = {{"apiVersion", "v1"},
+                        {"kind", "Pod"},
+                        {"metadata", {{"name", name}, {"namespace", ns}}},
+                        {"spec", {{"containers", nlohmann::json::array({c})}}}};
+  if (!uid.empty()) pod["metadata"]["uid"] = uid;
+  if (!annotations.empty()) pod["metadata"]["annotations"] = annotations;
+  return pod;
+}
+
+// A pod already placed: vgpu-node and vgpu-devices-allocated set.
+inline nlohmann::json placed_pod(const std::string& name, const std::string& uid,
+                                 const std::string& node, const std::string& allocated) {
+  auto p = sched_pod(name, {{"nvidia.com/gpu", "1"}}, uid,
+                     {{"hami.io/vgpu-node", node}, {"hami.io/vgpu-devices-allocated", allocated}});
+  p["spec"]["nodeName"] = node;
+  p["status"] = {{"phase", "Running"}};
+  return p;
+}
+
+}  // namespace hami::test

@@ -1,0 +1,106 @@
+#pragma once
+// A BindBackend that keeps pods and node locks in memory, for the extender's
+// tests and the benchmark: the real bind code path (fit, reserve, lock,
+// annotate, bind, roll back) without HTTP. Failures can be scripted per step.
+// The node lock follows upstream's rule (held by another pod ⇒ contention).
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "k8s/objects.hpp"
+#include "scheduler/extender.hpp"
+
+namespace hami::test {
+
+class MemoryBackend : public scheduler::BindBackend {
+ public:
+  void add_pod(const nlohmann::json& pod) {
+    std::lock_guard l(mu_);
+    const auto& m = pod["metadata"];
+    pods_[m.value("namespace", "default") + "/" + m["name"].get<std::string>()] = pod;
+  }
+  nlohmann::json pod(const std::string& ns, const std::string& name) {
+    std::lock_guard l(mu_);
+    return pods_.at(ns + "/" + name);
+  }
+  std::string lock_holder(const std::string& node) {
+    std::lock_guard l(mu_);
+    auto it = locks_.find(node);
+    return it == locks_.end() ? "" : it->second;
+  }
+  void set_lock(const std::string& node, const std::string& holder) {
+    std::lock_guard l(mu_);
+    locks_[node] = holder;
+  }
+  // Makes the next call of `step` ("lock", "patch", "bind") fail.
+  void fail_next(const std::string& step) {
+    std::lock_guard l(mu_);
+    fail_.insert(step);
+  }
+  int binds() const {
+    std::lock_guard l(mu_);
+    return binds_;
+  }
+  // The device plugin's side: Allocate done, lock released.
+  void release_all_locks() {
+    std::lock_guard l(mu_);
+    locks_.clear();
+  }
+
+  Result<k8s::Pod> get_pod(const std::string& ns, const std::string& name) override {
+    std::lock_guard l(mu_);
+    auto it = pods_.find(ns + "/" + name);
+    if (it == pods_.end()) return Error{"pods \"" + name + "\" not found"};
+    auto p = k8s::Pod::from_json(it->second);
+    if (!p) return p.error();
+    return std::move(*p);
+  }
+  Result<void> lock_node(const std::string& node, const std::string& ns,
+                         const std::string& name) override {
+    std::lock_guard l(mu_);
+    if (fail_.erase("lock")) return Error{"injected lock failure"};
+    const std::string me = ns + "/" + name;
+    auto it = locks_.find(node);
+    if (it != locks_.end() && it->second != me) {
+      return Error{"node " + node + " has been locked by " + it->second + ": node lock contention"};
+    }
+    locks_[node] = me;
+    return {};
+  }
+  void unlock_node(const std::string& node, const std::string& ns,
+                   const std::string& name) override {
+    std::lock_guard l(mu_);
+    auto it = locks_.find(node);
+    if (it != locks_.end() && it->second == ns + "/" + name) locks_.erase(it);
+  }
+  Result<void> patch_pod_annotations(const std::string& ns, const std::string& name,
+                                     const std::map<std::string, std::string>& set) override {
+    std::lock_guard l(mu_);
+    if (fail_.erase("patch")) return Error{"injected patch failure"};
+    auto& p = pods_.at(ns + "/" + name);
+    for (const auto& [k, v] : set)
+      p["metadata"]["annotations"][k] = v;
+    return {};
+  }
+  Result<void> bind(const std::string& ns, const std::string& name, const std::string&,
+                    const std::string& node) override {
+    std::lock_guard l(mu_);
+    if (fail_.erase("bind")) return Error{"injected bind failure"};
+    pods_.at(ns + "/" + name)["spec"]["nodeName"] = node;
+    ++binds_;
+    return {};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, nlohmann::json> pods_;
+  std::map<std::string, std::string> locks_;
+  std::set<std::string> fail_;
+  int binds_ = 0;
+};
+
+}  // namespace hami::test
