@@ -62,9 +62,9 @@ class AgentDaemon : public ::testing::Test {
     return e;
   }
   std::vector<std::string> agent_argv(std::vector<std::string> extra) const {
-    std::vector<std::string> argv = {AGENT,         "--hook-path",    root_.path(),
-                                     "--node-name", "node-1",         "--nvml-library",
-                                     kSimNvml,      "--pod-names",    "none"};
+    std::vector<std::string> argv = {AGENT,         "--hook-path", root_.path(),
+                                     "--node-name", "node-1",      "--nvml-library",
+                                     kSimNvml,      "--pod-names", "none"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
@@ -76,9 +76,9 @@ class AgentDaemon : public ::testing::Test {
 
 TEST_F(AgentDaemon, ExportsUtilisationOfARealCudaProcess) {
   // 4 s of queued kernels: the GPU is busy while the agent samples.
-  auto client = test::Child::spawn({CUDA_CLIENT, "init", "ctx:0", "alloc:64m",
-                                    "launchpath:kernel:4000", "mark", "hold"},
-                                   container_env());
+  auto client = test::Child::spawn(
+      {CUDA_CLIENT, "init", "ctx:0", "alloc:64m", "launchpath:kernel:4000", "mark", "hold"},
+      container_env());
   ASSERT_TRUE(client.wait_for_line("op=mark")) << client.out();
 
   auto r = test::run_process(agent_argv({"--once"}), gpu_env());
@@ -130,10 +130,9 @@ TEST_F(AgentDaemon, BadFlagsAreUsageErrors) {
 }
 
 TEST_F(AgentDaemon, MissingNvmlIsLoggedAndMetricsStillServed) {
-  auto r = test::run_process(
-      {AGENT, "--once", "--hook-path", root_.path(), "--nvml-library", "/nonexistent/libnvml.so",
-       "--pod-names", "none"},
-      gpu_env());
+  auto r = test::run_process({AGENT, "--once", "--hook-path", root_.path(), "--nvml-library",
+                              "/nonexistent/libnvml.so", "--pod-names", "none"},
+                             gpu_env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/libnvml.so"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("hami_monitor_passes_total{zone=\"vGPU\"} 1"), std::string::npos);
@@ -141,10 +140,9 @@ TEST_F(AgentDaemon, MissingNvmlIsLoggedAndMetricsStillServed) {
 
 TEST_F(AgentDaemon, StopsCleanlyOnSigterm) {
   const int port = free_port();
-  auto agent = test::Child::spawn(
-      agent_argv({"--interval", "200ms", "--metrics-bind-address",
-                  "127.0.0.1:" + std::to_string(port)}),
-      gpu_env());
+  auto agent = test::Child::spawn(agent_argv({"--interval", "200ms", "--metrics-bind-address",
+                                              "127.0.0.1:" + std::to_string(port)}),
+                                  gpu_env());
   // Up once /healthz answers 200 (the first pass has completed).
   bool healthy = false;
   httplib::Client http("127.0.0.1", port);
@@ -185,10 +183,9 @@ TEST_F(AgentDaemon, NamesPodsOfItsNodeFromTheApiServer) {
     ASSERT_TRUE(r->set_device_uuid(0, "GPU-5a3e0000-0000-4000-8000-000000000000"));
   }
   const std::string kubeconfig = api.write_kubeconfig(root_.file("kubeconfig"));
-  std::vector<std::string> argv = {AGENT,         "--once",        "--hook-path",
-                                   root_.path(),  "--node-name",   "node-1",
-                                   "--no-nvml",   "--pod-names",   "api",
-                                   "--kubeconfig", kubeconfig};
+  std::vector<std::string> argv = {AGENT,         "--once",       "--hook-path", root_.path(),
+                                   "--node-name", "node-1",       "--no-nvml",   "--pod-names",
+                                   "api",         "--kubeconfig", kubeconfig};
   auto r = test::run_process(argv, gpu_env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("hami_vgpu_memory_limit_bytes{namespace=\"ml\",pod=\"trainer-0\","
