@@ -101,13 +101,20 @@ int main(int argc, char** argv) {
   std::string agent_path, nvml_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--containers") containers = std::stoi(v);
-    else if (k == "--gpus") gpus = std::stoi(v);
-    else if (k == "--scrapes") scrapes = std::stoi(v);
-    else if (k == "--passes") passes = std::stoi(v);
-    else if (k == "--agent") agent_path = v;
-    else if (k == "--idle-seconds") idle_seconds = std::stoi(v);
-    else if (k == "--nvml") nvml_path = v;
+    if (k == "--containers")
+      containers = std::stoi(v);
+    else if (k == "--gpus")
+      gpus = std::stoi(v);
+    else if (k == "--scrapes")
+      scrapes = std::stoi(v);
+    else if (k == "--passes")
+      passes = std::stoi(v);
+    else if (k == "--agent")
+      agent_path = v;
+    else if (k == "--idle-seconds")
+      idle_seconds = std::stoi(v);
+    else if (k == "--nvml")
+      nvml_path = v;
     else {
       std::fprintf(stderr, "unknown flag %s (see the header of scrape_bench.cpp)\n", k.c_str());
       return 2;
@@ -167,9 +174,10 @@ int main(int argc, char** argv) {
     }
   }
   const Stats ps = stats(pass_ms);
-  std::printf("agent pass (read %d files, resolve, feedback, write back): p50 %.2f ms  p99 %.2f ms"
-              "  max %.2f ms  (%d passes)\n",
-              containers, ps.p50, ps.p99, ps.max, passes);
+  std::printf(
+      "agent pass (read %d files, resolve, feedback, write back): p50 %.2f ms  p99 %.2f ms"
+      "  max %.2f ms  (%d passes)\n",
+      containers, ps.p50, ps.p99, ps.max, passes);
 
   std::vector<double> render_ms;
   size_t body_bytes = 0;
@@ -208,9 +216,9 @@ int main(int argc, char** argv) {
   if (!agent_path.empty()) {
     const pid_t pid = fork();
     if (pid == 0) {
-      std::vector<std::string> args = {agent_path, "--hook-path", root, "--pod-names", "none",
-                                       "--metrics-bind-address", "127.0.0.1:0", "--log-level",
-                                       "warn"};
+      std::vector<std::string> args = {agent_path,    "--hook-path", root,
+                                       "--pod-names", "none",        "--metrics-bind-address",
+                                       "127.0.0.1:0", "--log-level", "warn"};
       if (nvml_path.empty()) {
         args.push_back("--no-nvml");
       } else {
@@ -218,7 +226,8 @@ int main(int argc, char** argv) {
         args.push_back(nvml_path);
       }
       std::vector<char*> a;
-      for (auto& s : args) a.push_back(s.data());
+      for (auto& s : args)
+        a.push_back(s.data());
       a.push_back(nullptr);
       execv(a[0], a.data());
       _exit(127);
@@ -233,10 +242,11 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(pid, &status, 0);
     const double cpu = static_cast<double>(t1 - t0) / static_cast<double>(sysconf(_SC_CLK_TCK));
-    std::printf("hami-node-agent idle, default 5 s period, %d containers, %s: %.3f CPU-s in %.1f s"
-                " = %.2f %% of one core\n",
-                containers, nvml_path.empty() ? "no NVML" : "simulated NVML", cpu, wall,
-                100.0 * cpu / wall);
+    std::printf(
+        "hami-node-agent idle, default 5 s period, %d containers, %s: %.3f CPU-s in %.1f s"
+        " = %.2f %% of one core\n",
+        containers, nvml_path.empty() ? "no NVML" : "simulated NVML", cpu, wall,
+        100.0 * cpu / wall);
   }
   regions.clear();
   fs::remove_all(root);

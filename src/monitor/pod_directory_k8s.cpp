@@ -31,14 +31,14 @@ class K8sPodDirectory final : public PodDirectory {
     if (!due) return;
     last_list_ = now;
 
-    auto list = client_.list(k8s::core_path("pods"),
-                             {.field_selector = "spec.nodeName=" + node_});
+    auto list = client_.list(k8s::core_path("pods"), {.field_selector = "spec.nodeName=" + node_});
     if (!list) {
       if (list.error().message != last_error_) {
         last_error_ = list.error().message;
-        log::warn("cannot list the pods of node %s (names keep their last value; metrics use "
-                  "the pod UID meanwhile): %s",
-                  node_.c_str(), last_error_.c_str());
+        log::warn(
+            "cannot list the pods of node %s (names keep their last value; metrics use "
+            "the pod UID meanwhile): %s",
+            node_.c_str(), last_error_.c_str());
       }
       return;
     }
@@ -51,8 +51,7 @@ class K8sPodDirectory final : public PodDirectory {
       fresh.emplace(meta->uid, PodName{meta->ns, meta->name});
     }
     if (!listed_) {
-      log::info("pod names from the API server: %zu pods on node %s", fresh.size(),
-                node_.c_str());
+      log::info("pod names from the API server: %zu pods on node %s", fresh.size(), node_.c_str());
     }
     by_uid_ = std::move(fresh);
     listed_ = true;
@@ -92,8 +91,7 @@ Result<std::unique_ptr<PodDirectory>> make_k8s_pod_directory(const std::string& 
                                   .max_attempts = 2});
   if (!client) return client.error();
   log::info("pod names: %s, pods of node %s only", config->source.c_str(), node_name.c_str());
-  return std::unique_ptr<PodDirectory>(
-      new K8sPodDirectory(std::move(*client), node_name, resync));
+  return std::unique_ptr<PodDirectory>(new K8sPodDirectory(std::move(*client), node_name, resync));
 }
 
 }  // namespace hami::monitor

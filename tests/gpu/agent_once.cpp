@@ -36,8 +36,7 @@ int main(int argc, char** argv) {
     for (const ContainerProcess& p : c.processes) {
       std::printf("# container %s slot %d pid %d host_pid %d%s%s\n", c.ref.container.c_str(),
                   p.slot, p.pid, p.host_pid ? *p.host_pid : -1,
-                  p.unresolved_reason.empty() ? "" : " unresolved: ",
-                  p.unresolved_reason.c_str());
+                  p.unresolved_reason.empty() ? "" : " unresolved: ", p.unresolved_reason.c_str());
     }
   }
   for (const GpuSample& g : v->gpus) {
