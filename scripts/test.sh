@@ -26,7 +26,8 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests \
   vgpu_limiter_thread_tests k8s_tests scheduler_tests scheduler_api_tests
 step "test tsan (concurrency, the Kubernetes client, the scheduler's cache and server)"
-ctest --preset tsan -L "concurrency|k8s|scheduler"
+TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
+  ctest --preset tsan -L "concurrency|k8s|scheduler"
 
 step "clang-format check"
 scripts/format.sh --check
