@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "common/duration_flag.hpp"
 #include "common/log.hpp"
 #include "common/size_parse.hpp"
 #include "deviceplugin/daemon.hpp"
@@ -18,30 +19,6 @@
 namespace {
 
 constexpr int kExitUsage = 2;
-
-// Durations as the other daemons take them ("5s", "500ms").
-CLI::Validator duration_check() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        auto d = hami::parse_duration(s);
-        if (!d) return d.error().message;
-        if (d->count() <= 0) return "must be more than zero";
-        return {};
-      },
-      "DURATION");
-}
-
-// The same, where 0 means "never" ("0", "0s").
-CLI::Validator duration_or_zero_check() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        auto d = hami::parse_duration(s);
-        if (!d) return d.error().message;
-        if (d->count() < 0) return "must not be negative";
-        return {};
-      },
-      "DURATION");
-}
 
 std::chrono::milliseconds to_ms(const std::string& s) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(s));
@@ -105,11 +82,11 @@ int main(int argc, char** argv) try {
                  "the default is absent")
       ->capture_default_str();
   app.add_option("--health-interval", health_interval, "How often NVML is asked about each GPU")
-      ->check(duration_check())
+      ->check(hami::duration_flag())
       ->capture_default_str();
   app.add_option("--register-interval", register_interval,
                  "How often the node annotation is checked and refreshed")
-      ->check(duration_check())
+      ->check(hami::duration_flag())
       ->capture_default_str();
   app.add_option("--ignore-xids", ignore_xids,
                  "Xid errors that do not make a GPU unhealthy, comma-separated, on top of the "
@@ -119,7 +96,7 @@ int main(int argc, char** argv) try {
   app.add_option("--xid-recovery", xid_recovery,
                  "How long a critical Xid keeps its GPU unhealthy before NVML checks may mark "
                  "it healthy again; 0: until the plugin restarts")
-      ->check(duration_or_zero_check())
+      ->check(hami::duration_flag(/*allow_zero=*/true))
       ->capture_default_str();
   app.add_option("--device-split-count", split,
                  "Devices advertised per GPU (default 10; the config file wins)")

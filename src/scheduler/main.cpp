@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "common/duration_flag.hpp"
 #include "common/log.hpp"
 #include "common/size_parse.hpp"
 #include "k8s/client.hpp"
@@ -32,17 +33,6 @@
 namespace {
 
 constexpr int kExitUsage = 2;
-
-CLI::Validator duration_check() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        auto d = hami::parse_duration(s);
-        if (!d) return d.error().message;
-        if (d->count() <= 0) return "must be more than zero";
-        return {};
-      },
-      "DURATION");
-}
 
 std::string default_identity() {
   if (const char* p = std::getenv("POD_NAME"); p && *p) return p;
@@ -90,7 +80,7 @@ int main(int argc, char** argv) try {
                  "binpack, spread, mutex, topology-aware, numa, or a chain like numa,binpack")
       ->capture_default_str();
   app.add_option("--node-lock-timeout", lock_timeout, "A node lock older than this is stale")
-      ->check(duration_check())
+      ->check(hami::duration_flag())
       ->capture_default_str();
   app.add_option("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
                  "Take pods whose schedulerName is default-scheduler")
@@ -103,13 +93,13 @@ int main(int argc, char** argv) try {
   app.add_option("--leader-elect-identity", identity, "Default: $POD_NAME, else the host name")
       ->capture_default_str();
   app.add_option("--leader-elect-lease-duration", lease_duration)
-      ->check(duration_check())
+      ->check(hami::duration_flag())
       ->capture_default_str();
   app.add_option("--leader-elect-renew-deadline", renew_deadline)
-      ->check(duration_check())
+      ->check(hami::duration_flag())
       ->capture_default_str();
   app.add_option("--leader-elect-retry-period", retry_period)
-      ->check(duration_check())
+      ->check(hami::duration_flag())
       ->capture_default_str();
   app.add_option("-v,--log-level", log_level, "0 error … 4 debug")
       ->check(CLI::Range(0, 4))
