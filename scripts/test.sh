@@ -24,12 +24,10 @@ done
 step "build tsan"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests \
-  vgpu_limiter_thread_tests
-step "test tsan (concurrency)"
-# The Kubernetes client's watch tests report an unlock from the wrong thread
-# in Client::watch's stop callback under TSan (to be fixed); until then they
-# run under Release and ASan only.
-TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" ctest --preset tsan -L concurrency
+  vgpu_limiter_thread_tests k8s_tests scheduler_tests scheduler_api_tests
+step "test tsan (concurrency, the Kubernetes client, the scheduler's cache and server)"
+TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
+  ctest --preset tsan -L "concurrency|k8s|scheduler"
 
 step "clang-format check"
 scripts/format.sh --check

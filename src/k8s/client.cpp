@@ -1,9 +1,11 @@
 #include "k8s/client.hpp"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <httplib.h>
 
@@ -139,6 +141,43 @@ bool is_tls_error(httplib::Error e) {
 struct Response {
   int status = 0;
   std::string body;
+};
+
+// Shuts a watch's socket down when its stop token fires, from whichever thread
+// requests the stop. It keeps its own duplicate of the descriptor, so the
+// socket it shuts down is the watch's even if the HTTP client has already
+// closed (and the process reused) the original number.
+class StopShutdown {
+ public:
+  StopShutdown() = default;
+  StopShutdown(const StopShutdown&) = delete;
+  StopShutdown& operator=(const StopShutdown&) = delete;
+  ~StopShutdown() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Called by the client for each socket it creates, before connecting.
+  void attach(int sock, const std::stop_token& stop) {
+    const std::lock_guard lock(mu_);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = ::fcntl(sock, F_DUPFD_CLOEXEC, 0);
+    if (fired_ || stop.stop_requested()) shutdown_locked();
+  }
+
+  void fire() {
+    const std::lock_guard lock(mu_);
+    fired_ = true;
+    shutdown_locked();
+  }
+
+ private:
+  void shutdown_locked() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+
+  std::mutex mu_;
+  int fd_ = -1;
+  bool fired_ = false;
 };
 
 }  // namespace
@@ -438,11 +477,14 @@ struct Client::Impl {
       return true;
     };
 
-    // stop() on the connection from another thread shuts its socket down, which
-    // wakes a blocked read; the checks below cover a stop that lands before the
-    // socket exists.
-    httplib::ClientImpl* raw = conn->get();
-    std::stop_callback on_stop(stop, [raw] { raw->stop(); });
+    // A stop from another thread shuts the socket down, which wakes a blocked
+    // read. We shut down our own dup of the socket rather than calling the
+    // client's stop(): the dup stays valid (no descriptor-reuse race) even after
+    // the client has closed its copy, and no client state is touched from a
+    // second thread.
+    StopShutdown shutdown_on_stop;
+    (*conn)->set_socket_options([&](socket_t sock) { shutdown_on_stop.attach(sock, stop); });
+    std::stop_callback on_stop(stop, [&] { shutdown_on_stop.fire(); });
     auto res = (*conn)->Get(
         url.prefix + path_query, *hdrs,
         [&](const httplib::Response& r) {
