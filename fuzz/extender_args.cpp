@@ -1,6 +1,8 @@
 // kube-scheduler's ExtenderArgs and ExtenderBindingArgs as the extender reads
-// them: any body parses or gives a message; a parsed one runs through filter
-// and prioritize against a small cache, and every answer is valid JSON.
+// them: any body parses or gives a message; the fast read of the usual bodies
+// agrees with the complete JSON parse (same result, same error); a parsed one
+// runs through filter and prioritize against a small cache, and every answer
+// is valid JSON.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -50,6 +52,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static World w;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   auto args = parse_extender_args(input);
+  auto full = parse_extender_args_full(input);
+  if (static_cast<bool>(args) != static_cast<bool>(full)) __builtin_trap();
+  if (!args && args.error().message != full.error().message) __builtin_trap();
+  if (args && (args->pod != full->pod || args->node_names != full->node_names ||
+               args->node_items != full->node_items)) {
+    __builtin_trap();
+  }
   if (!args) {
     if (args.error().message.empty()) __builtin_trap();
     must_parse(filter_error_json(args.error().message));

@@ -134,9 +134,11 @@ DeviceKey key_of(const GpuDevice& d, const DeviceUsage& u, const ScoringWeights&
 // once, then take the first `nums` passing ones in walk order. That is the
 // same choice and the same reasons, without ordering the GPUs that fail
 // (and, for one GPU, without ordering at all).
+// decide_only: the caller needs only whether the container fits, not which
+// GPUs it would take (the last container of a fit without a placement).
 bool choose_unbound(const NodeDevices& node, const ContainerRequest& c, uint16_t ci,
                     const std::vector<DeviceUsage>& usage, const PodOptions& o, int32_t cores,
-                    FitScratch& s, FitFailure& failure) {
+                    bool decide_only, FitScratch& s, FitFailure& failure) {
   s.chosen.clear();
   for (const uint16_t i : s.candidates) {
     const GpuDevice& d = node.devices[i];
@@ -157,6 +159,7 @@ bool choose_unbound(const NodeDevices& node, const ContainerRequest& c, uint16_t
     }
     return false;
   }
+  if (decide_only) return true;
   s.keys.clear();
   for (const Assignment& a : s.chosen)
     s.keys.push_back(key_of(node.devices[a.device], usage[a.device], o.weights));
@@ -226,7 +229,7 @@ bool choose_numa_bound(const NodeDevices& node, const ContainerRequest& c, uint1
 // success. The checks and their order are upstream's, §3.5.
 bool fit_container(const NodeDevices& node, const PreparedPod& pod, uint16_t ci,
                    std::vector<DeviceUsage>& usage, FitScratch& s, FitFailure& failure,
-                   Placement* placement) {
+                   Placement* placement, bool last) {
   const ContainerRequest& c = pod.request().containers[ci];
   const PodOptions& o = pod.options();
   const uint32_t vendor_bit = 1u << pod.vendor_of(ci);
@@ -242,9 +245,14 @@ bool fit_container(const NodeDevices& node, const PreparedPod& pod, uint16_t ci,
     return false;
   }
   const int32_t cores = std::clamp(c.cores, 0, 100);
-  const bool ok = o.numa_bind ? choose_numa_bound(node, c, ci, usage, o, cores, s, failure)
-                              : choose_unbound(node, c, ci, usage, o, cores, s, failure);
+  // Nothing reads which GPUs the last container would take unless the caller
+  // asked for the placement: filter over 5,000 nodes skips ordering them.
+  const bool decide_only = last && placement == nullptr;
+  const bool ok = o.numa_bind
+                      ? choose_numa_bound(node, c, ci, usage, o, cores, s, failure)
+                      : choose_unbound(node, c, ci, usage, o, cores, decide_only, s, failure);
   if (!ok) return false;
+  if (decide_only) return true;
   for (const Assignment& a : s.chosen) {
     DeviceUsage& du = usage[a.device];
     du.tenants += 1;
@@ -330,6 +338,9 @@ NodeFit fit_pod(const NodeDevices& node, const PreparedPod& pod, FitScratch& s,
   }
 
   const auto& containers = pod.request().containers;
+  size_t last = 0;
+  for (size_t ci = 0; ci < containers.size(); ++ci)
+    if (containers[ci].nums != 0) last = ci;
   for (size_t ci = 0; ci < containers.size(); ++ci) {
     if (containers[ci].nums == 0) continue;
     // An init container runs alone: it is fitted against what the earlier
@@ -339,8 +350,8 @@ NodeFit fit_pod(const NodeDevices& node, const PreparedPod& pod, FitScratch& s,
       s.trial = s.state;
       usage = &s.trial;
     }
-    if (!fit_container(node, pod, static_cast<uint16_t>(ci), *usage, s, result.failure,
-                       placement)) {
+    if (!fit_container(node, pod, static_cast<uint16_t>(ci), *usage, s, result.failure, placement,
+                       ci == last)) {
       result.failure.container = static_cast<uint16_t>(ci);
       if (placement) placement->assignments.clear();
       return result;

@@ -35,11 +35,13 @@ struct ObjectMeta {
   std::optional<TimePoint> deletion_timestamp;  // set once deletion has begun
 
   static hami::Result<ObjectMeta> from_json(const nlohmann::json& metadata);
+  bool operator==(const ObjectMeta&) const = default;
 };
 
 struct EnvVar {
   std::string name;
   std::optional<std::string> value;  // nullopt when the value comes from valueFrom
+  bool operator==(const EnvVar&) const = default;
 };
 
 struct Container {
@@ -47,6 +49,7 @@ struct Container {
   StringMap limits;  // resource name → quantity text, see quantity.hpp
   StringMap requests;
   std::vector<EnvVar> env;
+  bool operator==(const Container&) const = default;
 };
 
 struct Pod {
@@ -58,6 +61,7 @@ struct Pod {
   std::string phase;  // status.phase: Pending, Running, Succeeded, Failed, Unknown
 
   static hami::Result<Pod> from_json(const nlohmann::json& pod);
+  bool operator==(const Pod&) const = default;
 };
 
 struct Node {

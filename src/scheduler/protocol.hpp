@@ -42,6 +42,10 @@ struct ExtenderArgs {
 const nlohmann::json* go_field(const nlohmann::json& object, std::string_view key);
 
 Result<ExtenderArgs> parse_extender_args(std::string_view body);
+// The same through a complete JSON parse of the body. parse_extender_args
+// reads the usual bodies faster and falls back to this for everything else;
+// exposed for the fuzz target that checks both agree.
+Result<ExtenderArgs> parse_extender_args_full(std::string_view body);
 Result<BindRequest> parse_binding_args(std::string_view body);
 
 std::string filter_result_json(const ExtenderArgs& args, const FilterResult& result);

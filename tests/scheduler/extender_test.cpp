@@ -3,6 +3,8 @@
 // re-filter dropping the old reservation, every bind failure rolled back.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "deviceplugin/annotations.hpp"
@@ -297,6 +299,32 @@ TEST(ParallelForTest, EveryIndexOnceInContiguousShares) {
     for (size_t i = 0; i < n; ++i)
       ASSERT_EQ(seen[i].load(), 1) << n << " " << i;
   }
+}
+
+// A pool thread that is slow to run (descheduled on a busy node) must not hold
+// the request up: the caller takes the chunks it has not started. Here the
+// pool thread's first chunk waits until three quarters of the items are done,
+// which with a fixed half per thread would never happen.
+TEST(ParallelForTest, CallerTakesTheChunksOfASlowThread) {
+  ParallelFor pool(1);
+  const size_t n = 4096;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  bool gave_up = false;
+  pool.run(
+      n,
+      [&](size_t b, size_t e, size_t share) {
+        std::unique_lock l(mu);
+        if (share != 0) {
+          gave_up = !cv.wait_for(l, std::chrono::seconds(20), [&] { return done >= n * 3 / 4; });
+        }
+        done += e - b;
+        cv.notify_all();
+      },
+      64);
+  EXPECT_FALSE(gave_up);
+  EXPECT_EQ(done, n);
 }
 
 }  // namespace

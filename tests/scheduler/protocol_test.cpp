@@ -101,6 +101,54 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"pod_wrong_type", R"({"Pod":{"metadata":{"name":5}}})", "Pod:"}),
     [](const auto& pi) { return std::string(pi.param.name); });
 
+// parse_extender_args reads the usual bodies with a fast scan and falls back
+// to the complete parse for the rest: whichever path a body takes, the result
+// (or the error) is the complete parse's.
+class BothParsesTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BothParsesTest, AgreeWithTheCompleteParse) {
+  const std::string body = GetParam();
+  auto fast = parse_extender_args(body);
+  auto full = parse_extender_args_full(body);
+  ASSERT_EQ(static_cast<bool>(fast), static_cast<bool>(full))
+      << (fast ? full.error().message : fast.error().message);
+  if (!fast) {
+    EXPECT_EQ(fast.error().message, full.error().message);
+    return;
+  }
+  EXPECT_TRUE(fast->pod == full->pod);
+  EXPECT_EQ(fast->node_names, full->node_names);
+  EXPECT_EQ(fast->node_items, full->node_items);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Bodies, BothParsesTest,
+    ::testing::Values(
+        kNodeNamesBody, R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":[]})",
+        R"(  {  "Pod" : {"metadata":{"name":"p"}} , "NodeNames" : [ "a" , "b" ] }  )",
+        R"({"pod":{"metadata":{"name":"lower"}},"nodenames":["a"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a\u002db","c\"d","\u00e9"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a"],"NodeNames":["b"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a"],"nodeNames":null})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":null,"Nodes":{"items":[{"metadata":{"name":"n"}}]}})",
+        R"({"Pod":{"metadata":{"name":"first"}},"Pod":{"metadata":{"name":"second"}},"NodeNames":["a"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"Extra":1,"More":[1,{"a":"]}"}],"X":true,"NodeNames":["a"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"Extra":1})",
+        R"({"Pod":{"metadata":{"name":"p"}},"N":1e5})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a"]} trailing)",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a",]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a" "b"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a"],})",
+        R"({"Pod":{"metadata":{"name":"p"}} "NodeNames":["a"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a"])",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["a])",
+        R"({"Pod":{"metadata":{"name":"p"}},"Bad":[1,2}],"NodeNames":["a"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"Bad":01,"NodeNames":["a"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"Bad":tru,"NodeNames":["a"]})",
+        R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":[1]})",
+        R"({"Pod":{"metadata":{"name":5}},"NodeNames":["a"]})", R"({"NodeNames":["a"]})", "{}", "",
+        "[]", "{", R"({"Pod":{}})"));
+
 TEST(ProtocolTest, BadBindingArgs) {
   EXPECT_FALSE(parse_binding_args(R"({"PodName":"p"})"));  // no Node
   EXPECT_FALSE(parse_binding_args(R"({"PodName":5,"Node":"n"})"));
