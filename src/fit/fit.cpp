@@ -53,7 +53,7 @@ bool same(const std::string& a, const std::string& b) {
 
 FitScratch::TypeVerdict make_verdict(const GpuDevice& d, const PreparedPod& pod) {
   const PodOptions& o = pod.options();
-  FitScratch::TypeVerdict v{d.type, d.mode, 0, true};
+  FitScratch::TypeVerdict v{d.type, d.mode, d.model_id, 0, true};
   const std::string type = upper(d.type);
   for (size_t k = 0; k < pod.vendor_keys().size(); ++k)
     if (contains(type, pod.vendor_keys()[k])) v.vendors |= 1u << k;
@@ -66,6 +66,7 @@ FitScratch::TypeVerdict make_verdict(const GpuDevice& d, const PreparedPod& pod)
 const FitScratch::TypeVerdict& verdict_for(const GpuDevice& d, const PreparedPod& pod,
                                            FitScratch& s) {
   auto matches = [&](const FitScratch::TypeVerdict& v) {
+    if (v.model_id != 0 && d.model_id != 0) return v.model_id == d.model_id;
     return same(v.type, d.type) && same(v.mode, d.mode);
   };
   if (s.last_verdict < s.verdicts.size() && matches(s.verdicts[s.last_verdict])) {
@@ -310,7 +311,7 @@ NodeFit fit_pod(const NodeDevices& node, const PreparedPod& pod, FitScratch& s,
   NodeFit result;
   if (pod.empty()) {
     result.fits = true;
-    result.score = node_score(node);
+    if (placement) result.score = node_score(node);
     return result;
   }
   if (node.devices.size() > kMaxDevices) {
@@ -358,7 +359,7 @@ NodeFit fit_pod(const NodeDevices& node, const PreparedPod& pod, FitScratch& s,
     }
   }
   result.fits = true;
-  result.score = node_score(node);
+  if (placement) result.score = node_score(node);
   return result;
 }
 

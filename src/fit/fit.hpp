@@ -81,7 +81,10 @@ struct Placement {
 
 struct NodeFit {
   bool fits = false;
-  float score = 0;     // node_score() before the pod; set when it fits
+  // node_score() before the pod; set when it fits and a placement was asked
+  // for (a verdict-only fit, filter's over every node, leaves it 0: the
+  // scheduler's cache keeps each node's score already).
+  float score = 0;
   FitFailure failure;  // set when it does not
 };
 
@@ -91,6 +94,7 @@ struct FitScratch {
   struct TypeVerdict {
     std::string type;
     std::string mode;
+    uint32_t model_id = 0;
     uint32_t vendors = 0;  // bit v: the type contains vendor key v
     bool allowed = false;  // use/nouse-gputype and vgpu-mode accept it
   };

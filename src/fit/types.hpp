@@ -50,6 +50,11 @@ struct GpuDevice {
   int32_t used_tenants = 0;   // slices handed out (upstream Used)
   int32_t used_mem_mib = 0;
   int32_t used_cores = 0;
+  // Equal non-zero ids mean equal (type, mode), so fitting over thousands of
+  // nodes compares two integers instead of two strings per GPU. Whoever holds
+  // many nodes (the scheduler's cache) assigns them; 0 means "compare the
+  // strings", always correct.
+  uint32_t model_id = 0;
 };
 
 struct NodeDevices {

@@ -73,6 +73,7 @@ void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice>
     d.used_tenants = 0;
     d.used_mem_mib = 0;
     d.used_cores = 0;
+    d.model_id = model_id(d.type, d.mode);
   }
   n.devices.devices = std::move(inventory);
   if (!n.registered) ++registered_;
@@ -84,6 +85,22 @@ void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice>
     if (p != pods_.end())
       stats_.unknown_devices += fit::apply_charges(n.devices, p->second.charges);
   }
+  n.score = fit::node_score(n.devices);
+}
+
+uint32_t ClusterCache::model_id(const std::string& type, const std::string& mode) {
+  // Real clusters have a handful of models; a flood of made-up names stops
+  // getting ids (and is compared by name) instead of growing the table.
+  constexpr size_t kMaxModels = 4096;
+  std::string key = type;
+  key.push_back('\0');
+  key.append(mode);
+  auto it = models_.find(key);
+  if (it != models_.end()) return it->second;
+  if (models_.size() >= kMaxModels) return 0;
+  const auto id = static_cast<uint32_t>(models_.size() + 1);
+  models_.emplace(std::move(key), id);
+  return id;
 }
 
 void ClusterCache::remove_node(const std::string& name) {

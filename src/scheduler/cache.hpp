@@ -134,10 +134,13 @@ class ClusterCache {
   NodeState& node_entry(const std::string& name);
   void uncharge(const std::string& uid, const PodCharge& p);
   void charge(const std::string& uid, const PodCharge& p);
+  // The id fit::GpuDevice::model_id carries for (type, mode); under mu_.
+  uint32_t model_id(const std::string& type, const std::string& mode);
 
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, NodeState, StringHash, std::equal_to<>> nodes_;
   std::unordered_map<std::string, PodCharge> pods_;
+  std::unordered_map<std::string, uint32_t> models_;  // "type\0mode" → id
   size_t registered_ = 0;
   Stats stats_;
 };

@@ -280,7 +280,8 @@ TEST(Placement, ScratchIsReusableAcrossNodesAndPods) {
 TEST(Placement, NodeScoreIsUsageBeforeThePod) {
   const auto n = node("n", {used(gpu("GPU-0", 0, 1000), 5, 500, 50)});
   FitScratch scratch;
-  const NodeFit f = fit_pod(n, testing::prepare({ctr(1, 100)}), scratch);
+  Placement placement;
+  const NodeFit f = fit_pod(n, testing::prepare({ctr(1, 100)}), scratch, &placement);
   ASSERT_TRUE(f.fits);
   EXPECT_FLOAT_EQ(f.score, 10.0f * (0.5f + 0.5f + 0.5f));
 }

@@ -2,6 +2,7 @@
 // allocation annotations, reservations and their replacement, deletion.
 #include <gtest/gtest.h>
 
+#include "fit/score.hpp"
 #include "scheduler/cache.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/helpers.hpp"
@@ -143,6 +144,35 @@ TEST_F(CacheTest, PodBeforeNodeCountsOnceNodeRegisters) {
   feed.pod_changed(placed_pod("p", "u1", "late", "GPU-late-1,NVIDIA,700,7:;"));
   feed.node_changed(sched_node("late", 2));
   EXPECT_EQ(usage(cache, "late", 1), (Usage{1, 700, 7}));
+}
+
+// prioritize reads the node's score from the cache: a node that registers
+// after its pods were seen must be scored with them, not as empty.
+TEST_F(CacheTest, NodeScoreCountsPodsSeenBeforeTheNode) {
+  feed.pod_changed(placed_pod("p", "u1", "late", "GPU-late-1,NVIDIA,8000,50:;"));
+  feed.node_changed(sched_node("late", 2));
+  feed.node_changed(sched_node("empty", 2));
+  cache.read([](const ClusterCache::View& v) {
+    EXPECT_FLOAT_EQ(v.node_score("late"), fit::node_score(*v.node("late")));
+    EXPECT_GT(v.node_score("late"), v.node_score("empty"));
+    return 0;
+  });
+}
+
+// Fitting compares GPU models by the id the cache gives each (type, mode).
+TEST_F(CacheTest, SameModelSameIdOtherModelOtherId) {
+  feed.node_changed(sched_node("a", 2, 16000, "NVIDIA H200"));
+  feed.node_changed(sched_node("b", 1, 16000, "NVIDIA H200"));
+  feed.node_changed(sched_node("c", 1, 16000, "NVIDIA A100"));
+  cache.read([](const ClusterCache::View& v) {
+    const uint32_t h200 = v.node("a")->devices[0].model_id;
+    EXPECT_NE(h200, 0u);
+    EXPECT_EQ(v.node("a")->devices[1].model_id, h200);
+    EXPECT_EQ(v.node("b")->devices[0].model_id, h200);
+    EXPECT_NE(v.node("c")->devices[0].model_id, 0u);
+    EXPECT_NE(v.node("c")->devices[0].model_id, h200);
+    return 0;
+  });
 }
 
 TEST_F(CacheTest, NodeReRegistrationKeepsUsage) {
