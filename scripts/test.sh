@@ -21,6 +21,12 @@ for preset in release asan; do
   ctest --preset "$preset" -j "$jobs"
 done
 
+# The chart, Dockerfiles and dashboard against the code (flags from the
+# Release binaries just built), then the same checks on broken copies.
+step "deploy checks (chart, images, dashboard)"
+deploy/check.sh --build-dir build/release
+deploy/check.sh --self-test --build-dir build/release
+
 step "build tsan"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests \

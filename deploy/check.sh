@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Checks everything under deploy/ against the code, without a cluster: renders
+# the Helm chart as `helm template` would (deploy/tools/helm-render, built here
+# from Debian's Go libraries) with the default values and four sets of
+# overrides, and checks the manifests, the Dockerfiles and the Grafana
+# dashboard (deploy/tools/check_chart.py; docs/install.md lists every check).
+#
+#   deploy/check.sh                 install what is missing, build, check
+#   deploy/check.sh --self-test     run the checks on deliberately broken copies
+#                                   of the chart, Dockerfiles and dashboard, and
+#                                   assert that each one fails as it should
+#   deploy/check.sh --build-dir DIR take the binaries' flags from DIR/src/hami-*
+#                                   --help (default build/release; without
+#                                   binaries the flags are parsed from the source)
+#   deploy/check.sh --help
+#
+# With HAMI_E2E_KUBECONFIG set (tests/e2e/control-plane.sh env), the default
+# render is also sent to that API server with `kubectl apply --dry-run=server`
+# (kubectl: $HAMI_E2E_KUBECTL, else on PATH).
+#
+# Runs as root, or with sudo for the package install. Exit codes: 0 every check
+# passed, 1 a check failed, 2 cannot run (bad arguments, no packages).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+
+mode=check
+build_dir=build/release
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    --self-test) mode=self-test ;;
+    --build-dir)
+      [ $# -ge 2 ] || { echo "check.sh: --build-dir needs a directory" >&2; exit 2; }
+      build_dir=$2
+      shift
+      ;;
+    --build-dir=*) build_dir=${1#--build-dir=} ;;
+    *)
+      echo "check.sh: unknown argument '$1' (see deploy/check.sh --help)" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+
+start=$SECONDS
+log() { printf 'check.sh: %s\n' "$*"; }
+
+# Debian's packages only: Go and sprig (the template library Helm uses) for
+# the renderer, yamllint, PyYAML for the checks, openssl to verify the
+# webhook certificate the chart makes.
+PACKAGES=(golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
+  yamllint python3 python3-yaml openssl)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then
+      SUDO=(sudo)
+    else
+      echo "check.sh: missing packages (${missing[*]}) and not root; rerun as root or install them" >&2
+      exit 2
+    fi
+  fi
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The renderer, built offline in GOPATH mode against /usr/share/gocode (where
+# Debian's Go libraries live); rebuilt when its source changes.
+out=$PWD/build/deploy-check
+renderer=$out/helm-render
+mkdir -p "$out"
+if [ ! -x "$renderer" ] || [ deploy/tools/helm-render/main.go -nt "$renderer" ]; then
+  log "building deploy/tools/helm-render"
+  if ! (cd deploy/tools/helm-render &&
+    GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS='' GOPROXY=off GOENV=off GOCACHE="$out/gocache" \
+      go build -o "$renderer" .); then
+    echo "check.sh: cannot build deploy/tools/helm-render (is golang-github-masterminds-sprig-dev installed?)" >&2
+    exit 2
+  fi
+fi
+
+work=$out/rendered
+rm -rf "$work"
+mkdir -p "$work"
+PY=/usr/bin/python3 # Debian's, which has python3-yaml
+export PYTHONDONTWRITEBYTECODE=1
+args=(--renderer "$renderer" --work "$work" --build-dir "$build_dir")
+
+if [ "$mode" = self-test ]; then
+  rc=0
+  "$PY" deploy/tools/check_chart.py "${args[@]}" --self-test || rc=$?
+  log "self-test done in $((SECONDS - start))s"
+  exit "$rc"
+fi
+
+rc=0
+"$PY" deploy/tools/check_chart.py "${args[@]}" || rc=$?
+
+# Hook for the end-to-end control plane: the API server itself validates the
+# default render (schemas, defaulting, RBAC role references).
+if [ -n "${HAMI_E2E_KUBECONFIG:-}" ]; then
+  kubectl=${HAMI_E2E_KUBECTL:-kubectl}
+  command -v "$kubectl" >/dev/null || { echo "check.sh: HAMI_E2E_KUBECONFIG is set but $kubectl is missing" >&2; exit 2; }
+  version=$("$kubectl" --kubeconfig "$HAMI_E2E_KUBECONFIG" version -o json |
+    "$PY" -c 'import json, sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')
+  "$PY" deploy/tools/check_chart.py "${args[@]}" --render-only "$work/e2e.yaml" \
+    --kube-version "$version" --namespace kube-system
+  if "$kubectl" --kubeconfig "$HAMI_E2E_KUBECONFIG" apply --dry-run=server -f "$work/e2e.yaml" >"$work/e2e.log" 2>&1; then
+    log "ok   kubectl apply --dry-run=server on Kubernetes $version"
+  else
+    cat "$work/e2e.log" >&2
+    log "FAIL kubectl apply --dry-run=server on Kubernetes $version (above)"
+    rc=1
+  fi
+else
+  log "skip kubectl apply --dry-run=server: HAMI_E2E_KUBECONFIG is not set (tests/e2e/control-plane.sh env)"
+fi
+
+if [ "$rc" -eq 0 ]; then
+  log "all checks passed in $((SECONDS - start))s"
+else
+  log "some checks FAILED (above) after $((SECONDS - start))s"
+fi
+exit "$rc"

@@ -1,0 +1,209 @@
+{{/* Names. Object names are capped at 63 characters (DNS labels). */}}
+
+{{- define "hami.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "hami.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami.scheduler.fullname" -}}
+{{- printf "%s-scheduler" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "hami.devicePlugin.fullname" -}}
+{{- printf "%s-device-plugin" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "hami.deviceConfig.name" -}}
+{{- printf "%s-scheduler-device" (include "hami.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "hami.tls.secretName" -}}
+{{- default (printf "%s-tls" (include "hami.scheduler.fullname" .)) .Values.scheduler.tls.existingSecret -}}
+{{- end -}}
+
+{{/* The DNS name the API server and kube-scheduler use for the extender. */}}
+{{- define "hami.scheduler.serviceHost" -}}
+{{- printf "%s.%s.svc" (include "hami.scheduler.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* Labels. */}}
+
+{{- define "hami.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Called with (dict "root" $ "component" "scheduler"). */}}
+{{- define "hami.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "hami.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "hami.labels" -}}
+{{ include "hami.selectorLabels" . }}
+helm.sh/chart: {{ include "hami.chart" .root }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- with .root.Values.global.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+metadata.annotations from global.annotations and an extra map, on a new
+line indented by .indent; nothing at all when both are empty. Called as
+{{- include "hami.annotations" (dict "root" $ "extra" $map "indent" 2) }}
+*/}}
+{{- define "hami.annotations" -}}
+{{- $all := merge (deepCopy (get . "extra" | default dict)) (deepCopy .root.Values.global.annotations) -}}
+{{- with $all -}}
+{{- printf "annotations:\n%s" (toYaml . | indent 2) | nindent (int $.indent) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Images. Called with (dict "root" $ "image" .Values.x.image). */}}
+{{- define "hami.image" -}}
+{{- $tag := .image.tag | default .root.Values.global.imageTag | default .root.Chart.AppVersion -}}
+{{- $repo := required "an image repository is empty (scheduler.extender.image.repository, devicePlugin.image.repository)" .image.repository -}}
+{{- with .root.Values.global.imageRegistry -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" .) $repo (toString $tag) -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (toString $tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hami.monitor.image" -}}
+{{- $img := deepCopy .Values.devicePlugin.image -}}
+{{- with .Values.devicePlugin.monitor.image.repository }}{{ $_ := set $img "repository" . }}{{ end -}}
+{{- with .Values.devicePlugin.monitor.image.tag }}{{ $_ := set $img "tag" . }}{{ end -}}
+{{- include "hami.image" (dict "root" . "image" $img) -}}
+{{- end -}}
+
+{{/* The cluster's version without distribution suffixes: v1.30.4+k3s1 -> v1.30.4. */}}
+{{- define "hami.kubeVersion" -}}
+{{- $v := regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version -}}
+{{- if not $v -}}
+{{- fail (printf "cannot read the Kubernetes version %q; set scheduler.kubeScheduler.imageTag" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- printf "v%s" (trimPrefix "v" $v) -}}
+{{- end -}}
+
+{{- define "hami.kubeScheduler.image" -}}
+{{- $tag := .Values.scheduler.kubeScheduler.imageTag -}}
+{{- if not $tag }}{{ $tag = include "hami.kubeVersion" . }}{{ end -}}
+{{- printf "%s:%s" .Values.scheduler.kubeScheduler.image (toString $tag) -}}
+{{- end -}}
+
+{{/* KubeSchedulerConfiguration apiVersion: the value, else by cluster version. */}}
+{{- define "hami.kubeScheduler.configApiVersion" -}}
+{{- $v := .Values.scheduler.kubeScheduler.configApiVersion -}}
+{{- if $v -}}
+{{- if not (has $v (list "v1" "v1beta3" "v1beta2" "v1beta1")) -}}
+{{- fail (printf "scheduler.kubeScheduler.configApiVersion %q: use v1, v1beta3, v1beta2 or v1beta1" $v) -}}
+{{- end -}}
+{{- else -}}
+{{- $kv := include "hami.kubeVersion" . -}}
+{{- if semverCompare ">=1.25.0-0" $kv -}}
+{{- $v = "v1" -}}
+{{- else if semverCompare ">=1.23.0-0" $kv -}}
+{{- $v = "v1beta3" -}}
+{{- else if semverCompare ">=1.22.0-0" $kv -}}
+{{- $v = "v1beta2" -}}
+{{- else -}}
+{{- $v = "v1beta1" -}}
+{{- end -}}
+{{- end -}}
+{{- printf "kubescheduler.config.k8s.io/%s" $v -}}
+{{- end -}}
+
+{{/*
+Whether the extender runs its own leader election (--leader-elect).
+With the kube-scheduler sidecar, the extender is only ever called over
+127.0.0.1 by its own pod's kube-scheduler, whose Lease already makes one
+replica the scheduler. A second, independent Lease for the extender could be
+won by another pod, and then the scheduling replica's binds would all be
+refused; so beside a sidecar with several replicas, kube-scheduler's Lease
+alone decides. With one replica both Leases are held by the same pod, and
+without a sidecar the extender's Lease is what keeps binds to one replica.
+*/}}
+{{- define "hami.extender.leaderElect" -}}
+{{- if .Values.scheduler.leaderElect -}}
+{{- if or (not .Values.scheduler.kubeScheduler.enabled) (le (int .Values.scheduler.replicas) 1) -}}
+true
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Port number of an address like ":9395" or "0.0.0.0:9395". */}}
+{{- define "hami.port" -}}
+{{- $p := regexFind "[0-9]+$" (toString .) -}}
+{{- if not $p -}}
+{{- fail (printf "%q has no port number" (toString .)) -}}
+{{- end -}}
+{{- $p -}}
+{{- end -}}
+
+{{/*
+The webhook/extender certificate, as JSON {ca, crt, key} (base64 PEM).
+Made once per render and kept in the top-level object, which Helm shares
+between templates, so the Secret, the webhook's caBundle and the pod's
+checksum all see the same certificate. On an upgrade the Secret already in
+the cluster is reused (lookup), so certificates do not change on every
+`helm upgrade`. With scheduler.tls.existingSecret nothing is made.
+*/}}
+{{- define "hami.tls" -}}
+{{- if not (hasKey . "hamiTLS") -}}
+{{- $name := include "hami.tls.secretName" . -}}
+{{- $found := lookup "v1" "Secret" .Release.Namespace $name -}}
+{{- $data := dict -}}
+{{- if $found -}}{{- $data = get $found "data" | default dict -}}{{- end -}}
+{{- $cert := dict -}}
+{{- if and (get $data "ca.crt") (get $data "tls.crt") (get $data "tls.key") -}}
+{{- $cert = dict "ca" (get $data "ca.crt") "crt" (get $data "tls.crt") "key" (get $data "tls.key") -}}
+{{- else -}}
+{{- $svc := include "hami.scheduler.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $days := int .Values.scheduler.tls.certValidityDays -}}
+{{- $ca := genCA (printf "%s-ca" $svc) $days -}}
+{{- $dns := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) -}}
+{{- $leaf := genSignedCert (printf "%s.%s.svc" $svc $ns) (list "127.0.0.1") $dns $days $ca -}}
+{{- $cert = dict "ca" ($ca.Cert | b64enc) "crt" ($leaf.Cert | b64enc) "key" ($leaf.Key | b64enc) -}}
+{{- end -}}
+{{- $_ := set . "hamiTLS" $cert -}}
+{{- end -}}
+{{- toJson (get . "hamiTLS") -}}
+{{- end -}}
+
+{{/* The caBundle of the webhook (base64 PEM), or "" when cert-manager injects it. */}}
+{{- define "hami.webhook.caBundle" -}}
+{{- if .Values.scheduler.tls.existingSecret -}}
+{{- if and (not .Values.scheduler.tls.caBundle) (not (hasKey .Values.scheduler.admissionWebhook.annotations "cert-manager.io/inject-ca-from")) -}}
+{{- fail "scheduler.tls.existingSecret is set: also set scheduler.tls.caBundle (base64 PEM of its CA), or the annotation cert-manager.io/inject-ca-from in scheduler.admissionWebhook.annotations" -}}
+{{- end -}}
+{{- .Values.scheduler.tls.caBundle -}}
+{{- else -}}
+{{- (include "hami.tls" . | fromJson).ca -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Flags shared by our daemons' containers need no quoting; values are strings. */}}
+{{- define "hami.devicePlugin.disableCoreLimit" -}}
+{{- if eq (toString .Values.devicePlugin.disablecorelimit | lower) "true" -}}true{{- else -}}false{{- end -}}
+{{- end -}}
+
+{{/* The extender's own Lease; kube-scheduler's is named schedulerName. */}}
+{{- define "hami.extender.leaseName" -}}
+{{- printf "%s-extender" .Values.schedulerName | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

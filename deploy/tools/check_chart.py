@@ -1,0 +1,1573 @@
+#!/usr/bin/env python3
+"""Checks the Helm chart, the image Dockerfiles and the Grafana dashboard
+against the code. deploy/check.sh installs what this needs, builds the
+renderer (deploy/tools/helm-render) and runs it; docs/install.md, "How CI
+checks the chart", lists what is checked.
+
+  check_chart.py --renderer BIN [--repo DIR] [--build-dir DIR] [--work DIR]
+  check_chart.py --renderer BIN --self-test
+  check_chart.py --renderer BIN --render-only OUT.yaml --kube-version V --namespace NS
+
+Exit codes: 0 every check passed, 1 a check failed, 2 cannot run.
+"""
+
+import argparse
+import base64
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+try:
+    import yaml
+except ImportError:
+    sys.exit("check_chart.py: python3-yaml is missing; run deploy/check.sh, which installs it")
+
+
+# --------------------------------------------------------------------------
+# What the code does, written down. The scanner below re-derives the API calls
+# from the sources and fails when the two disagree, so this table stays true.
+
+# Every Kubernetes API call our daemons make:
+# (component, API group, resource, verb, where in the code, why).
+API_CALLS = [
+    ("hami-scheduler", "", "nodes", "list", "scheduler/main.cpp Reflector(node_path())", "node cache"),
+    ("hami-scheduler", "", "nodes", "watch", "scheduler/main.cpp Reflector(node_path())", "node cache"),
+    ("hami-scheduler", "", "nodes", "get", "scheduler/k8s_backend.cpp read_modify_patch", "node lock"),
+    ("hami-scheduler", "", "nodes", "patch", "scheduler/k8s_backend.cpp read_modify_patch", "node lock"),
+    ("hami-scheduler", "", "pods", "list", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
+    ("hami-scheduler", "", "pods", "watch", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
+    ("hami-scheduler", "", "pods", "get", "scheduler/k8s_backend.cpp get(pod_path)", "bind; node-lock owner"),
+    ("hami-scheduler", "", "pods", "patch", "scheduler/k8s_backend.cpp patch_annotations", "allocation annotations"),
+    ("hami-scheduler", "", "pods/binding", "create", "scheduler/k8s_backend.cpp bind_pod", "the binding"),
+    ("hami-scheduler", "coordination.k8s.io", "leases", "get", "k8s/leader_election.cpp get_lease", "--leader-elect"),
+    ("hami-scheduler", "coordination.k8s.io", "leases", "create", "k8s/leader_election.cpp create_lease", "--leader-elect"),
+    ("hami-scheduler", "coordination.k8s.io", "leases", "update", "k8s/leader_election.cpp update_lease", "--leader-elect"),
+    ("hami-device-plugin", "", "nodes", "get", "deviceplugin/node_registrar.cpp, pending_pod.cpp", "registration, node lock"),
+    ("hami-device-plugin", "", "nodes", "patch", "deviceplugin/node_registrar.cpp, allocator.cpp", "registration, lock release"),
+    ("hami-device-plugin", "", "pods", "get", "deviceplugin/pending_pod.cpp, allocator.cpp", "the pod the lock names"),
+    ("hami-device-plugin", "", "pods", "list", "deviceplugin/pending_pod.cpp list(pod_path(\"\"))", "Pending pods on the node"),
+    ("hami-device-plugin", "", "pods", "patch", "deviceplugin/allocator.cpp patch_annotations", "bind-phase, allocation"),
+    ("hami-node-agent", "", "pods", "list", "monitor/pod_directory_k8s.cpp list(core_path(pods))", "pod names"),
+    # Not our code: the kube-scheduler sidecar. Its other rights come from the
+    # built-in system:kube-scheduler role, whose lease rights name only
+    # "kube-scheduler"; the chart grants its Lease.
+    ("kube-scheduler", "coordination.k8s.io", "leases", "get", "KubeSchedulerConfiguration leaderElection", "its Lease"),
+    ("kube-scheduler", "coordination.k8s.io", "leases", "create", "KubeSchedulerConfiguration leaderElection", "its Lease"),
+    ("kube-scheduler", "coordination.k8s.io", "leases", "update", "KubeSchedulerConfiguration leaderElection", "its Lease"),
+]
+LEASE_CALL = ("coordination.k8s.io", "leases")
+
+# Our binaries: the main file that defines their flags (checked against CMake).
+BINARIES = {
+    "hami-scheduler": "src/scheduler/main.cpp",
+    "hami-device-plugin": "src/deviceplugin/main.cpp",
+    "hami-node-agent": "src/monitor/agent_main.cpp",
+}
+# Sources whose Kubernetes calls belong to each binary.
+SOURCE_DIRS = {
+    "hami-scheduler": ["src/scheduler"],
+    "hami-device-plugin": ["src/deviceplugin"],
+    "hami-node-agent": ["src/monitor"],
+}
+# Flags whose value is a path the container must have mounted; those in
+# HOST_SHARED must be a hostPath mounted at the same path (the plugin hands
+# kubelet host paths, the agent reads what containers write there).
+PATH_FLAGS = {
+    "hami-scheduler": ["--cert_file", "--key_file", "--device-config-file"],
+    "hami-device-plugin": ["--config-file", "--node-config-file", "--device-plugin-path", "--hook-path", "--lock-dir"],
+    "hami-node-agent": ["--hook-path"],
+}
+HOST_SHARED = {"--device-plugin-path", "--hook-path", "--lock-dir"}
+# Images the chart may use that we do not build.
+EXTERNAL_IMAGES = {"kube-scheduler": "kube-scheduler"}  # container name -> repository base name
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                  "ValidatingWebhookConfiguration", "RuntimeClass", "PriorityClass", "Namespace",
+                  "CustomResourceDefinition", "APIService", "StorageClass", "PersistentVolume"}
+KNOWN_CONFIG_APIS = {"v1", "v1beta3", "v1beta2", "v1beta1"}
+
+FAKE_CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nnot a real CA\n-----END CERTIFICATE-----\n").decode()
+
+
+@dataclass
+class Scenario:
+    name: str
+    why: str
+    release: str = "hami"
+    namespace: str = "kube-system"
+    kube: str = "v1.30.0"
+    sets: list = field(default_factory=list)
+    values: dict = None
+    expect_config_api: str = "v1"
+    expect_kube_scheduler_tag: str = "v1.30.0"
+    expect_ca_bundle: str = None  # None: the chart makes the certificate
+
+
+SCENARIOS = [
+    Scenario("default", "chart defaults on Kubernetes 1.30"),
+    Scenario("own-cert-spread-nodeport",
+             "bring-your-own TLS Secret, spread/binpack policies, NodePort Services, core limit off, legacy metrics, k3s version",
+             kube="v1.29.4+k3s1", expect_kube_scheduler_tag="v1.29.4", expect_ca_bundle=FAKE_CA_BUNDLE,
+             sets=["scheduler.tls.existingSecret=hami-webhook-cert",
+                   "scheduler.tls.caBundle=" + FAKE_CA_BUNDLE,
+                   "scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy=spread",
+                   "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=binpack",
+                   "scheduler.service.type=NodePort", "devicePlugin.service.type=NodePort",
+                   "devicePlugin.disablecorelimit=true", "legacyMetrics=true"]),
+    Scenario("k8s-1.20-ha-observability",
+             "Kubernetes 1.20 (the e2e control plane; config API v1beta1), 3 replicas, another release/namespace, "
+             "a registry, node overrides, RuntimeClass, ServiceMonitors and the dashboard ConfigMap (a -f file)",
+             release="gpu", namespace="hami-system", kube="v1.20.2", expect_config_api="v1beta1",
+             expect_kube_scheduler_tag="v1.20.2",
+             values={"scheduler": {"replicas": 3},
+                     "global": {"imageRegistry": "registry.example.com/hami", "imageTag": "0.1.0-rc1"},
+                     "grafana": {"dashboards": {"enabled": True}},
+                     "prometheus": {"enabled": True},
+                     "devicePlugin": {"runtimeClassName": "nvidia", "createRuntimeClass": True,
+                                      "nodeConfiguration": [{"name": "gpu-node-7", "devicesplitcount": 4,
+                                                             "filterdevices": {"index": [3]}}]}}),
+    Scenario("config-api-v1beta2",
+             "a chosen KubeSchedulerConfiguration version and kube-scheduler tag on an EKS-style version",
+             kube="v1.24.3-eks-abc123", expect_config_api="v1beta2", expect_kube_scheduler_tag="v1.24.17",
+             sets=["scheduler.kubeScheduler.configApiVersion=v1beta2",
+                   "scheduler.kubeScheduler.imageTag=v1.24.17"]),
+    Scenario("external-kube-scheduler",
+             "no kube-scheduler sidecar (the cluster's calls the Service), 2 replicas: the extender's own Lease",
+             sets=["scheduler.kubeScheduler.enabled=false", "scheduler.replicas=2"],
+             expect_config_api=None, expect_kube_scheduler_tag=None),
+]
+
+
+# --------------------------------------------------------------------------
+# Output
+
+class Report:
+    def __init__(self, quiet=False):
+        self.passed = 0
+        self.failed = []
+        self.quiet = quiet
+
+    def check(self, name, problems, detail=""):
+        problems = [p for p in problems if p]
+        if problems:
+            self.failed.append((name, problems))
+            if not self.quiet:
+                print(f"FAIL {name}")
+                for p in problems:
+                    print(f"     - {p}")
+        else:
+            self.passed += 1
+            if not self.quiet:
+                print(f"ok   {name}" + (f" ({detail})" if detail else ""))
+
+    def messages(self):
+        return [f"{n}: {p}" for n, ps in self.failed for p in ps]
+
+
+class CannotRun(Exception):
+    pass
+
+
+def rel(ctx, path):
+    try:
+        return os.path.relpath(path, ctx.repo)
+    except ValueError:
+        return path
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+# --------------------------------------------------------------------------
+# Facts taken from the sources
+
+def cmake_outputs(repo):
+    """Files our CMake build writes under <build>/src: {file name: target}."""
+    out = {}
+    files = [os.path.join(repo, "src", "CMakeLists.txt")]
+    for root, _, names in os.walk(os.path.join(repo, "src")):
+        files += [os.path.join(root, n) for n in names if n.endswith(".cmake")]
+    for f in files:
+        text = read(f)
+        for m in re.finditer(r"add_executable\(\s*([\w.+-]+)", text):
+            out[m.group(1)] = m.group(1)
+        for m in re.finditer(r"add_library\(\s*([\w.+-]+)\s+SHARED", text):
+            target = m.group(1)
+            name = target
+            p = re.search(r"set_target_properties\(\s*" + re.escape(target) + r"\s+PROPERTIES[^)]*?OUTPUT_NAME\s+([\w.+-]+)", text)
+            if p:
+                name = p.group(1)
+            out[f"lib{name}.so"] = target
+    return out
+
+
+def executable_sources(repo):
+    """{binary: its main file} from add_executable(NAME path/main.cpp) in src/CMakeLists.txt."""
+    text = read(os.path.join(repo, "src", "CMakeLists.txt"))
+    return {m.group(1): "src/" + m.group(2) for m in re.finditer(r"add_executable\(\s*([\w-]+)\s+([\w/.]+\.cpp)", text)}
+
+
+def flags_from_source(path):
+    text = read(path)
+    names = {"-h", "--help"}
+    for m in re.finditer(r'(?:add_option|add_flag|set_version_flag)\(\s*"([^"]+)"', text):
+        for n in m.group(1).split(","):
+            n = n.strip()
+            if n.startswith("-"):
+                names.add(n)
+    return names
+
+
+def flags_from_help(binary):
+    p = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=20,
+                       env=dict(os.environ, NODE_NAME="help"))
+    if p.returncode != 0:
+        raise CannotRun(f"{binary} --help exited {p.returncode}: {p.stderr.strip()[:200]}")
+    names = set()
+    for line in p.stdout.splitlines():
+        m = re.match(r"^ {2}(-{1,2}[A-Za-z][\w-]*(?:,\s*-{1,2}[A-Za-z][\w-]*)*)", line)
+        if m:
+            names.update(n.strip() for n in m.group(1).split(","))
+    if "--help" not in names:
+        raise CannotRun(f"cannot read the options in `{binary} --help`")
+    return names
+
+
+def metric_names(repo):
+    names = set()
+    for d in ("src/monitor", "src/scheduler"):
+        for root, _, files in os.walk(os.path.join(repo, d)):
+            for f in files:
+                if not f.endswith(".cpp"):
+                    continue
+                text = read(os.path.join(root, f))
+                names.update(re.findall(r'"(hami_[a-z0-9_]+)"', text))
+                names.update(re.findall(r'(?:family|legacy_family|sample)\(\s*"([A-Za-z_:][A-Za-z0-9_:]*)"', text))
+    return names
+
+
+def scheduler_routes(repo):
+    text = read(os.path.join(repo, "src/scheduler/server.cpp"))
+    return {(m.group(1).upper(), m.group(2)) for m in re.finditer(r'\.(Post|Get|Put|Delete)\(\s*"(/[^"]*)"', text)}
+
+
+def _args_of_call(text, open_paren):
+    """Top-level arguments of the call whose '(' is at open_paren."""
+    depth, i, start, args = 0, open_paren, open_paren + 1, []
+    quote = None
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append(text[start:i])
+                return [a.strip() for a in args if a.strip()]
+        elif ch == "," and depth == 1:
+            args.append(text[start:i])
+            start = i + 1
+        i += 1
+    return []
+
+
+RESOURCE_RE = re.compile(r'\s*(?:hami::)?(?:k8s::)?(?:(node_path)|(pod_path)|core_path\s*\(\s*"([a-z/]+)")')
+CALL_RE = re.compile(r'\b(?:client_?|\(\*client\))\s*(?:\.|->)\s*(get|list|watch|create|update|merge_patch|del|'
+                     r'read_modify_patch|patch_annotations|bind_pod)\s*\(')
+VERBS = {"get": ["get"], "list": ["list"], "watch": ["watch"], "create": ["create"], "update": ["update"],
+         "merge_patch": ["patch"], "del": ["delete"], "read_modify_patch": ["get", "patch"]}
+
+
+def scan_api_calls(repo):
+    """(component, group, resource, verb) -> ["file:line", ...] found in the code, and
+    the call sites the scanner could not resolve."""
+    found, unresolved = {}, []
+
+    def add(comp, group, res, verb, where):
+        found.setdefault((comp, group, res, verb), []).append(where)
+
+    lease_text = read(os.path.join(repo, "src/k8s/leader_election.cpp"))
+    lease_verbs = sorted({{"get_lease": "get", "create_lease": "create", "update_lease": "update"}[m]
+                          for m in re.findall(r"\b(get_lease|create_lease|update_lease)\s*\(", lease_text)})
+    for comp, dirs in SOURCE_DIRS.items():
+        for d in dirs:
+            for root, _, files in os.walk(os.path.join(repo, d)):
+                for f in sorted(files):
+                    if not f.endswith((".cpp", ".hpp")):
+                        continue
+                    path = os.path.join(root, f)
+                    text = read(path)
+                    code = re.sub(r"//[^\n]*", lambda m: " " * len(m.group(0)), text)
+
+                    def where(pos):
+                        return f"{os.path.relpath(path, repo)}:{code.count(chr(10), 0, pos) + 1}"
+
+                    for m in CALL_RE.finditer(code):
+                        method = m.group(1)
+                        args = _args_of_call(code, m.end() - 1)
+                        if method == "bind_pod":
+                            add(comp, "", "pods/binding", "create", where(m.start()))
+                            continue
+                        r = RESOURCE_RE.match(args[0]) if args else None
+                        if not r:
+                            unresolved.append(f"{where(m.start())}: {method}({args[0] if args else ''}...)")
+                            continue
+                        res = "nodes" if r.group(1) else "pods" if r.group(2) else r.group(3)
+                        if method == "patch_annotations":
+                            verbs = ["get", "patch"] if len(args) >= 3 else ["patch"]
+                        else:
+                            verbs = VERBS[method]
+                        for v in verbs:
+                            add(comp, "", res, v, where(m.start()))
+                    for m in re.finditer(r"\bReflector\s+\w+\s*\(", code):
+                        args = _args_of_call(code, m.end() - 1)
+                        r = RESOURCE_RE.match(args[1]) if len(args) > 1 else None
+                        if not r:
+                            unresolved.append(f"{where(m.start())}: Reflector({', '.join(args[:2])}...)")
+                            continue
+                        res = "nodes" if r.group(1) else "pods" if r.group(2) else r.group(3)
+                        for v in ("list", "watch"):
+                            add(comp, "", res, v, where(m.start()))
+                    for m in re.finditer(r"\b(?:LeaderElector\b|elector\.emplace\s*\()", code):
+                        for v in lease_verbs:
+                            add(comp, LEASE_CALL[0], LEASE_CALL[1], v, where(m.start()))
+    return found, unresolved
+
+
+# --------------------------------------------------------------------------
+# Dockerfiles
+
+@dataclass
+class Image:
+    title: str
+    dockerfile: str
+    files: dict  # path in the image -> where it comes from
+    runtime_packages: list
+    build_outputs: list  # (path under the build dir, dest)
+
+
+def dockerfile_lines(path):
+    lines, cur = [], ""
+    for raw in read(path).splitlines():
+        s = raw.strip()
+        if not cur and (not s or s.startswith("#")):
+            continue
+        if s.startswith("#"):
+            continue
+        if s.endswith("\\"):
+            cur += s[:-1] + " "
+            continue
+        cur += s
+        lines.append(cur.strip())
+        cur = ""
+    if cur.strip():
+        lines.append(cur.strip())
+    return lines
+
+
+def dockerignore_patterns(path):
+    if not os.path.exists(path):
+        return []
+    pats = []
+    for l in read(path).splitlines():
+        l = l.strip()
+        if l and not l.startswith("#"):
+            pats.append(l.rstrip("/").lstrip("/"))
+    return pats
+
+
+def dockerignored(relpath, pats):
+    parts = relpath.strip("/").split("/")
+    for i in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:i])
+        for p in pats:
+            neg = p.startswith("!")
+            if not neg and (fnmatch.fnmatchcase(prefix, p) or
+                            (p.startswith("**/") and fnmatch.fnmatchcase(prefix.split("/")[-1], p[3:]))):
+                return p
+    return None
+
+
+def check_dockerfiles(ctx, report):
+    """Parses every *Dockerfile under the docker dir; returns {title: Image}."""
+    images, problems = {}, []
+    outputs = cmake_outputs(ctx.repo)
+    pats = dockerignore_patterns(ctx.dockerignore)
+    files = sorted(f for f in os.listdir(ctx.docker_dir) if f.endswith("Dockerfile") or f.startswith("Dockerfile"))
+    if not files:
+        report.check("Dockerfiles", [f"no Dockerfile in {rel(ctx, ctx.docker_dir)}"])
+        return images
+    for name in files:
+        path = os.path.join(ctx.docker_dir, name)
+        shown = rel(ctx, path)
+        stages, cur = [], None
+        for line in dockerfile_lines(path):
+            word, _, rest = line.partition(" ")
+            word = word.upper()
+            if word == "FROM":
+                m = re.match(r"(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", rest, re.I)
+                cur = {"base": m.group(1), "name": m.group(2), "workdir": "/", "copies": [], "runs": [], "labels": {}}
+                stages.append(cur)
+            elif cur is None:
+                continue
+            elif word == "WORKDIR":
+                cur["workdir"] = os.path.join(cur["workdir"], rest.strip())
+            elif word == "RUN":
+                cur["runs"].append(rest)
+            elif word == "LABEL":
+                for k, v in re.findall(r'([\w.-]+)=("(?:[^"\\]|\\.)*"|\S+)', rest):
+                    cur["labels"][k] = v.strip('"')
+            elif word in ("COPY", "ADD"):
+                if word == "ADD":
+                    problems.append(f"{shown}: use COPY, not ADD ({line})")
+                toks = rest.split()
+                opts = [t for t in toks if t.startswith("--")]
+                args = [t for t in toks if not t.startswith("--")]
+                if rest.lstrip().startswith("["):
+                    problems.append(f"{shown}: JSON-form COPY is not checked; use the plain form ({line})")
+                    continue
+                src_stage = next((o.split("=", 1)[1] for o in opts if o.startswith("--from=")), None)
+                cur["copies"].append((src_stage, args[:-1], args[-1]))
+        if not stages:
+            problems.append(f"{shown}: no FROM")
+            continue
+        for st in stages:
+            if not re.match(r"(\$\{?DEBIAN_IMAGE\}?|debian:bookworm)", st["base"]):
+                problems.append(f"{shown}: stage FROM {st['base']}: use the Debian bookworm base (ARG DEBIAN_IMAGE=debian:bookworm-slim)")
+        argm = re.search(r"ARG\s+DEBIAN_IMAGE=(\S+)", read(path))
+        if argm and not argm.group(1).startswith("debian:bookworm"):
+            problems.append(f"{shown}: DEBIAN_IMAGE defaults to {argm.group(1)}, not debian:bookworm*")
+        by_name = {s["name"]: s for s in stages if s["name"]}
+        final = stages[-1]
+        title = final["labels"].get("org.opencontainers.image.title")
+        if not title:
+            problems.append(f"{shown}: the final stage has no LABEL org.opencontainers.image.title (the image name the chart uses)")
+            continue
+        img = Image(title, shown, {}, [], [])
+        for stage in stages:
+            for src_stage, srcs, dest in stage["copies"]:
+                for s in srcs:
+                    if src_stage is None:
+                        full = os.path.join(ctx.repo, s)
+                        if not os.path.exists(full):
+                            problems.append(f"{shown}: COPY {s}: no such file or directory in the repository")
+                        elif dockerignored(s, pats):
+                            problems.append(f"{shown}: COPY {s}: excluded from the build context by .dockerignore pattern '{dockerignored(s, pats)}'")
+                        origin = s
+                    else:
+                        bs = by_name.get(src_stage)
+                        if bs is None:
+                            problems.append(f"{shown}: COPY --from={src_stage}: no such stage")
+                            continue
+                        build_root = os.path.join(bs["workdir"], "build", "release") + "/"
+                        if not s.startswith(build_root):
+                            problems.append(f"{shown}: COPY --from={src_stage} {s}: not under the release preset's build directory {build_root}")
+                            continue
+                        relout = s[len(build_root):]
+                        fname = os.path.basename(relout)
+                        target = outputs.get(fname)
+                        if not relout.startswith("src/") or target is None:
+                            problems.append(f"{shown}: COPY --from={src_stage} {s}: not a file our CMake build makes (known: {', '.join(sorted(outputs))})")
+                            continue
+                        built = " ".join(bs["runs"])
+                        tm = re.findall(r"--target\s+((?:[\w.-]+\s*)+)", built)
+                        targets = set(" ".join(tm).split())
+                        if tm and target not in targets:
+                            problems.append(f"{shown}: COPY {s}: its target {target} is not in the stage's `cmake --build --target` list")
+                        if "cmake --preset release" not in built:
+                            problems.append(f"{shown}: stage {src_stage} does not run `cmake --preset release`")
+                        origin = f"build:{relout}"
+                        if stage is final:
+                            img.build_outputs.append((relout, dest))
+                    if stage is final:
+                        d = dest.rstrip("/") + "/" + os.path.basename(s) if dest.endswith("/") else dest
+                        img.files[d] = origin
+        for r in final["runs"]:
+            if "apt-get install" in r:
+                after = r.split("apt-get install", 1)[1].split("&&")[0]
+                img.runtime_packages += [t for t in after.split() if not t.startswith("-")]
+        if title in images:
+            problems.append(f"{shown}: image {title} is also built by {images[title].dockerfile}")
+        images[title] = img
+    report.check("Dockerfiles: bookworm stages, COPY sources exist (and are in the build context), build outputs are CMake targets",
+                 problems, ", ".join(f"{t} <- {i.dockerfile}" for t, i in sorted(images.items())))
+    return images
+
+
+def packages_of(paths):
+    """{library path: Debian package} in one dpkg -S call (merged /usr: /lib is /usr/lib)."""
+    cands = {}
+    for p in paths:
+        for c in {p, os.path.realpath(p), ("/usr" + p) if p.startswith("/lib") else p}:
+            cands.setdefault(c, p)
+    out = subprocess.run(["dpkg", "-S"] + sorted(cands), capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        pkgs, _, path = line.partition(": ")
+        if path in cands:
+            found.setdefault(cands[path], pkgs.split(",")[0].split(":")[0].strip())
+    return found
+
+
+def check_runtime_libraries(ctx, images, report):
+    """The runtime stage's packages give every shared library the binaries link."""
+    if not ctx.build_dir or not shutil.which("ldd") or not shutil.which("apt-cache"):
+        print("skip runtime libraries of the images: no build directory with the binaries (or no ldd/apt-cache)")
+        return
+    problems, checked = [], 0
+    for title, img in sorted(images.items()):
+        bins = [(relout, os.path.join(ctx.build_dir, relout)) for relout, _ in img.build_outputs]
+        bins = [(r, p) for r, p in bins if os.path.exists(p)]
+        if not bins:
+            continue
+        p = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests",
+                            "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances"] + img.runtime_packages,
+                           capture_output=True, text=True)
+        if p.returncode != 0 or not p.stdout.strip():
+            print(f"skip runtime libraries of {title}: apt-cache knows none of {' '.join(img.runtime_packages)} (run apt-get update)")
+            continue
+        closure = set()
+        for line in p.stdout.splitlines():
+            if not line.startswith(" "):
+                closure.add(line.strip().split(":")[0])
+            else:
+                m = re.match(r"\s*\|?(?:Pre)?Depends:\s*<?([\w.+-]+)", line)
+                if m:
+                    closure.add(m.group(1))
+        needs = []
+        for relout, path in bins:
+            out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+            for lib, resolved in re.findall(r"^\s*(\S+)\s+=>\s+(\S+)", out, re.M):
+                if resolved == "not":
+                    problems.append(f"{title}: {relout} links {lib}, which is not found on this machine")
+                else:
+                    needs.append((relout, lib, resolved))
+            checked += 1
+        pkg_of = packages_of({r for _, _, r in needs})
+        pkgs = sorted(set(pkg_of.values()))
+        base = set()
+        if pkgs:
+            q = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Priority} ${Essential}\n"] + pkgs,
+                               capture_output=True, text=True).stdout
+            base = {l.split()[0] for l in q.splitlines() if " required" in l or l.endswith(" yes")}
+        for relout, lib, resolved in needs:
+            pkg = pkg_of.get(resolved)
+            if pkg is None or pkg in closure or pkg in base:
+                continue
+            problems.append(f"{title} ({img.dockerfile}): {relout} needs {lib} from package {pkg}, "
+                            "which the runtime stage does not install: add it to its apt-get install")
+    report.check("images: runtime stages install every shared library the binaries link", problems,
+                 f"{checked} binaries from {rel(ctx, ctx.build_dir)}")
+
+
+# --------------------------------------------------------------------------
+# Dashboard
+
+PROMQL_FUNCS = {
+    "abs", "absent", "absent_over_time", "avg", "avg_over_time", "bottomk", "ceil", "changes", "clamp",
+    "clamp_max", "clamp_min", "count", "count_over_time", "count_values", "day_of_month", "day_of_week",
+    "delta", "deriv", "exp", "floor", "group", "histogram_quantile", "holt_winters", "hour", "idelta",
+    "increase", "irate", "label_join", "label_replace", "last_over_time", "ln", "log10", "log2", "max",
+    "max_over_time", "min", "min_over_time", "minute", "month", "predict_linear", "quantile",
+    "quantile_over_time", "rate", "resets", "round", "scalar", "sgn", "sort", "sort_desc", "sqrt", "stddev",
+    "stddev_over_time", "stdvar", "sum", "sum_over_time", "time", "timestamp", "topk", "vector", "year",
+}
+PROMQL_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
+                   "bool", "offset", "inf", "nan"}
+
+
+def promql_metrics(expr):
+    """(metric names, unknown functions) in a PromQL expression."""
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    e = re.sub(r"\{[^}]*\}", " ", e)
+    e = re.sub(r"\[[^\]]*\]", " ", e)
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", e)
+    e = re.sub(r"\$\{?\w+\}?", " ", e)
+    metrics, unknown = set(), set()
+    for m in re.finditer(r"(?<![\w.])([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?", e):
+        name, call = m.group(1), m.group(2)
+        if call:
+            if name not in PROMQL_FUNCS:
+                unknown.add(name)
+        elif name.lower() not in PROMQL_KEYWORDS:
+            metrics.add(name)
+    return metrics, unknown
+
+
+def check_dashboard(ctx, report, known_metrics):
+    problems = []
+    try:
+        dash = json.loads(read(ctx.dashboard))
+    except (OSError, ValueError) as e:
+        report.check("Grafana dashboard: valid JSON", [f"{rel(ctx, ctx.dashboard)}: {e}"])
+        return
+    sv = dash.get("schemaVersion")
+    if not isinstance(sv, int) or sv < 36:
+        problems.append(f"schemaVersion {sv!r}: expected 36 or later (Grafana 9+; we write 39)")
+    variables = dash.get("templating", {}).get("list", [])
+    ds = [v for v in variables if v.get("type") == "datasource" and v.get("query") == "prometheus"]
+    if not ds:
+        problems.append("no Prometheus datasource variable (templating: type datasource, query prometheus)")
+    ds_names = {"${%s}" % v["name"] for v in ds} | {"$%s" % v["name"] for v in ds}
+    panels, stack = [], list(dash.get("panels", []))
+    while stack:
+        p = stack.pop(0)
+        panels.append(p)
+        stack += p.get("panels", [])
+    ids = [p.get("id") for p in panels]
+    if len(ids) != len(set(ids)):
+        problems.append("panel ids are not unique")
+    used, exprs = set(), 0
+    for v in variables:
+        q = v.get("query")
+        q = q.get("query") if isinstance(q, dict) else q
+        if v.get("type") == "query" and isinstance(q, str):
+            for name in re.findall(r"label_values\(\s*([A-Za-z_:][\w:]*)", q):
+                used.add(name)
+                if name not in known_metrics:
+                    problems.append(f"variable {v.get('name')}: metric {name} is not exported by our code")
+    for p in panels:
+        if p.get("type") == "row":
+            continue
+        title = p.get("title", "?")
+        if "gridPos" not in p:
+            problems.append(f"panel '{title}': no gridPos")
+        if (p.get("datasource") or {}).get("uid") not in ds_names:
+            problems.append(f"panel '{title}': datasource is not the ${{datasource}} variable")
+        if not p.get("targets"):
+            problems.append(f"panel '{title}': no queries")
+        for t in p.get("targets", []):
+            expr = t.get("expr", "")
+            if not expr:
+                problems.append(f"panel '{title}': a target without expr")
+                continue
+            exprs += 1
+            if expr.count("(") != expr.count(")") or expr.count("{") != expr.count("}"):
+                problems.append(f"panel '{title}': unbalanced brackets in {expr}")
+            metrics, unknown = promql_metrics(expr)
+            for f in sorted(unknown):
+                problems.append(f"panel '{title}': {f}() is not a PromQL function")
+            for name in sorted(metrics):
+                used.add(name)
+                if name not in known_metrics:
+                    problems.append(f"panel '{title}': metric {name} is not exported by our code "
+                                    "(src/monitor/metrics.cpp, src/scheduler/metrics.cpp)")
+    chart_copy = os.path.join(ctx.chart, "dashboards", "hami-dashboard.json")
+    if not os.path.exists(chart_copy):
+        problems.append(f"{rel(ctx, chart_copy)} is missing (a link to {rel(ctx, ctx.dashboard)})")
+    elif read(chart_copy) != read(ctx.dashboard):
+        problems.append(f"{rel(ctx, chart_copy)} differs from {rel(ctx, ctx.dashboard)}: make it a link "
+                        "(ln -sf ../../../grafana/hami-dashboard.json)")
+    report.check("Grafana dashboard: JSON, datasource variable, every metric in its PromQL is one our code exports",
+                 problems, f"{len(panels)} panels, {exprs} queries, {len(used)} metrics, all among {len(known_metrics)} exported")
+
+
+# --------------------------------------------------------------------------
+# Rendering
+
+def render(ctx, sc, chart=None):
+    """Returns (manifest text, notes text); raises CannotRun with the renderer's error."""
+    args = [ctx.renderer, "--strict", "--notes", "--namespace", sc.namespace, "--kube-version", sc.kube]
+    for s in sc.sets:
+        args += ["--set", s]
+    if sc.values:
+        vf = os.path.join(ctx.work, f"values-{sc.name}.yaml")
+        with open(vf, "w") as f:
+            yaml.safe_dump(sc.values, f)
+        args += ["-f", vf]
+    args += [sc.release, chart or ctx.chart]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise CannotRun(p.stderr.strip() or f"exit {p.returncode}")
+    text, _, notes = p.stdout.partition("\nNOTES:\n")
+    return text, notes
+
+
+def split_docs(text):
+    docs = []
+    for chunk in re.split(r"(?m)^---\s*$", text):
+        if not chunk.strip():
+            continue
+        m = re.search(r"(?m)^# Source: (\S+)", chunk)
+        docs.append((m.group(1) if m else "?", chunk))
+    return docs
+
+
+# --------------------------------------------------------------------------
+# Checks of one rendered scenario
+
+def workloads(objs):
+    for src, o in objs:
+        if o.get("kind") in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
+            yield src, o, o["spec"]["template"]["spec"]
+
+
+def all_containers(spec):
+    for c in spec.get("initContainers") or []:
+        yield "init", c
+    for c in spec.get("containers") or []:
+        yield "main", c
+
+
+def component_of(c):
+    cmd = c.get("command") or []
+    base = os.path.basename(cmd[0]) if cmd else ""
+    if base in BINARIES:
+        return base
+    if base == "vgpu-init.sh":
+        return "vgpu-init"
+    if c.get("name") == "kube-scheduler" and base == "kube-scheduler":
+        return "kube-scheduler"
+    return None
+
+
+def args_of(c):
+    return list((c.get("command") or [])[1:]) + list(c.get("args") or [])
+
+
+def flag_values(args):
+    out = {}
+    for a in args:
+        if a.startswith("-"):
+            name, eq, val = a.partition("=")
+            out.setdefault(name, []).append(val if eq else None)
+    return out
+
+
+def one(flags, name):
+    v = flags.get(name)
+    return v[-1] if v else None
+
+
+def mount_for(c, path):
+    """The volumeMount of container c that holds path (deepest first)."""
+    best = None
+    for m in c.get("volumeMounts") or []:
+        mp = m["mountPath"].rstrip("/") or "/"
+        if path.rstrip("/") == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best["mountPath"].rstrip("/")):
+                best = m
+    return best
+
+
+def volume(spec, name):
+    return next((v for v in spec.get("volumes") or [] if v["name"] == name), None)
+
+
+def strings_only(where, mapping, problems):
+    for k, v in (mapping or {}).items():
+        if not isinstance(v, str):
+            problems.append(f"{where}: {k}: {v!r} is a {type(v).__name__}, not a string (quote it)")
+
+
+def tls_subject_names(crt_b64):
+    if not shutil.which("openssl"):
+        return None
+    pem = base64.b64decode(crt_b64)
+    p = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"], input=pem, capture_output=True)
+    if p.returncode != 0:
+        return None
+    return set(re.findall(r"DNS:([^,\s]+)", p.stdout.decode()))
+
+
+def verify_chain(ca_b64, crt_b64, work):
+    if not shutil.which("openssl"):
+        return None
+    ca, crt = os.path.join(work, "ca.pem"), os.path.join(work, "crt.pem")
+    with open(ca, "wb") as f:
+        f.write(base64.b64decode(ca_b64))
+    with open(crt, "wb") as f:
+        f.write(base64.b64decode(crt_b64))
+    p = subprocess.run(["openssl", "verify", "-CAfile", ca, crt], capture_output=True, text=True)
+    return p.returncode == 0
+
+
+def check_scenario(ctx, sc, report, facts, images, chart=None):
+    name = f"[{sc.name}]"
+    try:
+        text, notes = render(ctx, sc, chart)
+    except CannotRun as e:
+        report.check(f"{name} renders", [f"helm-render: {e}"])
+        return None
+    out = os.path.join(ctx.work, f"rendered-{sc.name}.yaml")
+    with open(out, "w") as f:
+        f.write(text)
+
+    # Documents.
+    problems, objs, seen = [], [], {}
+    for src, chunk in split_docs(text):
+        try:
+            o = yaml.safe_load(chunk)
+        except yaml.YAMLError as e:
+            problems.append(f"{src}: not YAML: {e}")
+            continue
+        if not isinstance(o, dict):
+            problems.append(f"{src}: a document that is not a mapping")
+            continue
+        md = o.get("metadata") or {}
+        for k in ("apiVersion", "kind"):
+            if not isinstance(o.get(k), str) or not o.get(k):
+                problems.append(f"{src}: no {k}")
+        nm = md.get("name")
+        if not isinstance(nm, str) or not re.fullmatch(r"[a-z0-9]([a-z0-9.:-]{0,251}[a-z0-9])?", nm or ""):
+            problems.append(f"{src}: {o.get('kind')}: metadata.name {nm!r} is not a valid name")
+        if o.get("kind") not in CLUSTER_SCOPED and not md.get("namespace"):
+            problems.append(f"{src}: {o.get('kind')} {nm}: namespaced but has no metadata.namespace")
+        key = (o.get("kind"), md.get("namespace"), nm)
+        if key in seen:
+            problems.append(f"{src}: {key} is also defined in {seen[key]}")
+        seen[key] = src
+        strings_only(f"{src}: {o.get('kind')} {nm} labels", md.get("labels"), problems)
+        strings_only(f"{src}: {o.get('kind')} {nm} annotations", md.get("annotations"), problems)
+        objs.append((src, o))
+    for src, o, spec in workloads(objs):
+        strings_only(f"{src}: pod labels", o["spec"]["template"]["metadata"].get("labels"), problems)
+        strings_only(f"{src}: nodeSelector", spec.get("nodeSelector"), problems)
+        strings_only(f"{src}: selector", o["spec"]["selector"].get("matchLabels"), problems)
+    if not notes.strip():
+        problems.append("NOTES.txt rendered empty")
+    report.check(f"{name} renders; every document is YAML with apiVersion, kind, metadata.name (+namespace)",
+                 problems, f"{len(objs)} objects, {sc.why}")
+    if not objs:
+        return None
+
+    # yamllint, on the manifests and the YAML files they carry.
+    lint_files = [out]
+    for src, o in objs:
+        if o["kind"] == "ConfigMap":
+            for k, v in (o.get("data") or {}).items():
+                if k.endswith((".yaml", ".yml")):
+                    p = os.path.join(ctx.work, f"{sc.name}-{o['metadata']['name']}-{k}")
+                    with open(p, "w") as f:
+                        f.write(v if v.endswith("\n") else v + "\n")
+                    lint_files.append(p)
+    p = subprocess.run(["yamllint", "-f", "parsable", "-c", ctx.yamllint_config] + lint_files,
+                       capture_output=True, text=True)
+    errors = [l for l in p.stdout.splitlines() if "[error]" in l]
+    warnings = [l for l in p.stdout.splitlines() if "[warning]" in l]
+    if p.returncode != 0 and not errors:
+        errors = [p.stderr.strip() or p.stdout.strip() or f"yamllint exited {p.returncode}"]
+    report.check(f"{name} yamllint ({rel(ctx, ctx.yamllint_config)})",
+                 [e.replace(ctx.work + "/", "") for e in errors],
+                 f"{len(lint_files)} files, {len(warnings)} warnings")
+
+    by_kind = {}
+    for src, o in objs:
+        by_kind.setdefault(o["kind"], []).append(o)
+
+    def find(kind, nm, ns=None):
+        return next((o for o in by_kind.get(kind, []) if o["metadata"]["name"] == nm and
+                     (ns is None or o["metadata"].get("namespace") == ns)), None)
+
+    # Containers: images, commands, flags, mounts.
+    img_problems, flag_problems, mount_problems = [], [], []
+    containers_by_comp = {}
+    for src, o, spec in workloads(objs):
+        wl = f"{o['kind']} {o['metadata']['name']}"
+        for phase, c in all_containers(spec):
+            comp = component_of(c)
+            image = c.get("image", "")
+            m = re.match(r"^(?:(.+)/)?([^/:@]+)(?::([^@]+))?(?:@.+)?$", image)
+            repo_base, tag = (m.group(2), m.group(3)) if m else (None, None)
+            cname = c.get("name")
+            if comp is None:
+                img_problems.append(f"{wl}: container {cname} runs {c.get('command')}, which is neither one of our "
+                                    f"binaries ({', '.join(BINARIES)}) nor kube-scheduler")
+                continue
+            containers_by_comp.setdefault(comp, []).append((o, spec, c))
+            if not tag:
+                img_problems.append(f"{wl}: container {cname}: image {image!r} has no tag")
+            if comp == "kube-scheduler":
+                if repo_base != EXTERNAL_IMAGES["kube-scheduler"]:
+                    img_problems.append(f"{wl}: container {cname}: image {image} is not kube-scheduler")
+                if sc.expect_kube_scheduler_tag and tag != sc.expect_kube_scheduler_tag:
+                    img_problems.append(f"{wl}: kube-scheduler image tag {tag}, expected {sc.expect_kube_scheduler_tag} "
+                                        f"for Kubernetes {sc.kube}")
+                continue
+            img = images.get(repo_base)
+            if img is None:
+                img_problems.append(f"{wl}: container {cname}: image {image} is not built by any Dockerfile in "
+                                    f"{rel(ctx, ctx.docker_dir)} (their images: {', '.join(sorted(images)) or 'none'})")
+                continue
+            cmd0 = (c.get("command") or [""])[0]
+            if cmd0 not in img.files:
+                img_problems.append(f"{wl}: container {cname} runs {cmd0}, which {img.dockerfile} does not put in "
+                                    f"image {img.title} (it has {', '.join(sorted(img.files))})")
+            if comp not in BINARIES:
+                continue
+            # Flags.
+            args = args_of(c)
+            accepted, source = facts["flags"][comp]
+            for a in args:
+                if not a.startswith("-"):
+                    flag_problems.append(f"{wl}: {comp}: argument {a!r} is not a --flag=value (our binaries take none)")
+                    continue
+                fname = a.split("=", 1)[0]
+                if fname not in accepted:
+                    flag_problems.append(f"{wl}: {comp} is given {fname}, which it does not accept ({source})")
+            binary = facts["binaries"].get(comp)
+            if binary:
+                p = subprocess.run([binary] + args + ["--help"], capture_output=True, text=True, timeout=20,
+                                   env=dict(os.environ, NODE_NAME="check"))
+                if p.returncode != 0:
+                    err = (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}").splitlines()[0]
+                    flag_problems.append(f"{wl}: {comp} refuses its arguments: {err} (`{rel(ctx, binary)} "
+                                         f"{' '.join(args)} --help` exits {p.returncode})")
+            # Paths the flags name are mounted.
+            fl = flag_values(args)
+            for pf in PATH_FLAGS.get(comp, []):
+                val = one(fl, pf)
+                if val is None:
+                    continue
+                path = val.rstrip("/") + "/vgpu" if (comp == "hami-device-plugin" and pf == "--hook-path") else val
+                mnt = mount_for(c, path)
+                if mnt is None:
+                    mount_problems.append(f"{wl}: {comp} {pf}={val}: {path} is not mounted in container {cname}")
+                    continue
+                if pf in HOST_SHARED:
+                    vol = volume(spec, mnt["name"])
+                    hp = (vol or {}).get("hostPath", {}).get("path", "").rstrip("/")
+                    if not vol or "hostPath" not in vol or hp != mnt["mountPath"].rstrip("/"):
+                        mount_problems.append(f"{wl}: {comp} {pf}={val}: must be a hostPath mounted at the same path "
+                                              f"(host paths are handed to kubelet), got volume {vol}")
+    report.check(f"{name} every image is built by a Dockerfile and holds the command the chart runs",
+                 img_problems)
+    report.check(f"{name} every flag given to our binaries is one they accept"
+                 + (" and the values parse" if facts["binaries"] else ""), flag_problems,
+                 "; ".join(sorted({f"{c}: {facts['flags'][c][1]}" for c in containers_by_comp if c in BINARIES})))
+
+    # Device plugin + node agent wiring.
+    dp = containers_by_comp.get("hami-device-plugin", [])
+    agents = containers_by_comp.get("hami-node-agent", [])
+    inits = containers_by_comp.get("vgpu-init", [])
+    if not dp or not agents:
+        mount_problems.append("no hami-device-plugin or hami-node-agent container")
+    for o, spec, c in dp:
+        hook = one(flag_values(args_of(c)), "--hook-path") or "/usr/local"
+        vgpu = hook.rstrip("/") + "/vgpu"
+        same = [ac for ao, _, ac in agents if ao is o]
+        for ac in same:
+            ah = one(flag_values(args_of(ac)), "--hook-path") or "/usr/local/vgpu"
+            if ah.rstrip("/") != vgpu:
+                mount_problems.append(f"node agent --hook-path={ah} but the device plugin writes {vgpu}")
+        if not same:
+            mount_problems.append(f"{o['kind']} {o['metadata']['name']}: no node agent beside the device plugin")
+        if not spec.get("hostPID"):
+            mount_problems.append(f"{o['kind']} {o['metadata']['name']}: hostPID is not true (the node agent maps host PIDs from /proc)")
+        ic = [ic for io, _, ic in inits if io is o]
+        if not ic:
+            mount_problems.append(f"{o['kind']} {o['metadata']['name']}: no init container installs libvgpu.so")
+        for i in ic:
+            target = (i.get("command") or [None, None])[1:2]
+            target = target[0] if target else None
+            if (target or "").rstrip("/") != vgpu:
+                mount_problems.append(f"vgpu-init installs into {target}, but Allocate mounts {vgpu}/libvgpu.so")
+            mnt = mount_for(i, vgpu)
+            vol = volume(spec, mnt["name"]) if mnt else None
+            if not vol or (vol.get("hostPath") or {}).get("path", "").rstrip("/") != vgpu:
+                mount_problems.append(f"vgpu-init: {vgpu} is not the host's {vgpu}")
+        if sc.name == "default" and spec.get("nodeSelector") != {"gpu": "on"}:
+            mount_problems.append(f"default nodeSelector is {spec.get('nodeSelector')}, expected gpu: \"on\" (as upstream)")
+    report.check(f"{name} paths the flags name are mounted; plugin, agent and vgpu-init share <gpuHookPath>/vgpu on the host",
+                 mount_problems)
+
+    # Services select pods and name their ports.
+    svc_problems = []
+    pods = [(o, spec, o["spec"]["template"]["metadata"].get("labels") or {}) for _, o, spec in workloads(objs)]
+    for svc in by_kind.get("Service", []):
+        sel = svc["spec"].get("selector") or {}
+        match = [(o, spec) for o, spec, labels in pods if sel and all(labels.get(k) == v for k, v in sel.items())]
+        if not match:
+            svc_problems.append(f"Service {svc['metadata']['name']}: selector {sel} matches no pod template")
+            continue
+        for port in svc["spec"].get("ports", []):
+            tp = port.get("targetPort", port.get("port"))
+            ok = any(any((isinstance(tp, str) and cp.get("name") == tp) or cp.get("containerPort") == tp
+                         for _, c in all_containers(spec) for cp in c.get("ports") or [])
+                     for _, spec in match)
+            if not ok:
+                svc_problems.append(f"Service {svc['metadata']['name']} port {port.get('name')}: targetPort {tp} is no container port")
+            if svc["spec"].get("type") == "NodePort" and not (30000 <= int(port.get("nodePort", 0)) <= 32767):
+                svc_problems.append(f"Service {svc['metadata']['name']} port {port.get('name')}: nodePort {port.get('nodePort')} not in 30000-32767")
+    report.check(f"{name} Services select the pods and their targetPorts exist", svc_problems)
+
+    # The extender, as kube-scheduler and the API server reach it.
+    ext_problems = []
+    routes = facts["routes"]
+    ext = containers_by_comp.get("hami-scheduler", [])
+    if len(ext) != 1:
+        report.check(f"{name} extender/webhook wiring", [f"expected one hami-scheduler container, found {len(ext)}"])
+        return objs
+    eo, espec, ec = ext[0]
+    ef = flag_values(args_of(ec))
+    bind = one(ef, "--http_bind") or one(ef, "--http-bind") or "127.0.0.1:8080"
+    bind_port = int(bind.rsplit(":", 1)[1])
+    https = bool(one(ef, "--cert_file") or one(ef, "--cert-file")) and bool(one(ef, "--key_file") or one(ef, "--key-file"))
+    if bind.rsplit(":", 1)[0] in ("127.0.0.1", "localhost"):
+        ext_problems.append(f"--http_bind={bind}: the webhook Service cannot reach a loopback address")
+    cports = {p.get("name"): p["containerPort"] for p in ec.get("ports") or []}
+    if bind_port not in cports.values():
+        ext_problems.append(f"--http_bind port {bind_port} is not a containerPort of the extender ({cports})")
+    sched_name = one(ef, "--scheduler-name") or "hami-scheduler"
+    ext_lease = one(ef, "--leader-elect-resource-name") or "hami-scheduler"
+    ext_elects = "--leader-elect" in ef
+    ks = containers_by_comp.get("kube-scheduler", [])
+    ks_cfg = None
+    replicas = int(eo["spec"].get("replicas", 1))
+    if ks:
+        ko, kspec, kc = ks[0]
+        if ko is not eo:
+            ext_problems.append("kube-scheduler is not in the extender's pod, but the extender URL is 127.0.0.1")
+        cfg_path = one(flag_values(args_of(kc)), "--config")
+        mnt = mount_for(kc, cfg_path or "/nonexistent")
+        vol = volume(kspec, mnt["name"]) if mnt else None
+        cm = find("ConfigMap", vol["configMap"]["name"], eo["metadata"]["namespace"]) if vol and "configMap" in vol else None
+        key = os.path.relpath(cfg_path, mnt["mountPath"]) if mnt else None
+        if not cm or key not in (cm.get("data") or {}):
+            ext_problems.append(f"kube-scheduler --config={cfg_path} is not a key of a rendered ConfigMap mounted there")
+        else:
+            ks_cfg = yaml.safe_load(cm["data"][key])
+    elif sc.expect_config_api:
+        ext_problems.append("no kube-scheduler container")
+    if ks_cfg is not None:
+        api = ks_cfg.get("apiVersion", "")
+        want = f"kubescheduler.config.k8s.io/{sc.expect_config_api}"
+        if api != want:
+            ext_problems.append(f"KubeSchedulerConfiguration apiVersion {api}, expected {want} for Kubernetes {sc.kube}")
+        if ks_cfg.get("kind") != "KubeSchedulerConfiguration":
+            ext_problems.append(f"kind {ks_cfg.get('kind')}, expected KubeSchedulerConfiguration")
+        profiles = [p.get("schedulerName") for p in ks_cfg.get("profiles") or []]
+        if sched_name not in profiles:
+            ext_problems.append(f"no kube-scheduler profile named {sched_name} (the webhook's --scheduler-name); profiles: {profiles}")
+        exts = ks_cfg.get("extenders") or []
+        if len(exts) != 1:
+            ext_problems.append(f"{len(exts)} extenders configured, expected 1")
+        for x in exts:
+            m = re.match(r"^(https?)://([^:/]+):(\d+)(/.*)?$", x.get("urlPrefix", ""))
+            if not m:
+                ext_problems.append(f"urlPrefix {x.get('urlPrefix')!r} is not scheme://host:port")
+                continue
+            scheme, host, port, prefix = m.group(1), m.group(2), int(m.group(3)), m.group(4) or ""
+            if host != "127.0.0.1":
+                ext_problems.append(f"urlPrefix host {host}: the extender is in the same pod (127.0.0.1)")
+            if port != bind_port:
+                ext_problems.append(f"urlPrefix port {port} but the extender listens on {bind_port} (--http_bind={bind})")
+            if (scheme == "https") != bool(x.get("enableHTTPS")):
+                ext_problems.append(f"urlPrefix scheme {scheme} but enableHTTPS is {x.get('enableHTTPS')}")
+            if (scheme == "https") != https:
+                ext_problems.append(f"urlPrefix scheme {scheme} but the extender {'serves' if https else 'does not serve'} "
+                                    "HTTPS (--cert_file and --key_file)")
+            for verb in ("filterVerb", "prioritizeVerb", "bindVerb"):
+                v = x.get(verb)
+                if not v:
+                    ext_problems.append(f"{verb} is not set (our extender answers filter, prioritize and bind)")
+                elif ("POST", f"{prefix}/{v}") not in routes:
+                    ext_problems.append(f"{verb}: {v}: the extender has no route POST {prefix}/{v} (src/scheduler/server.cpp)")
+            if not x.get("nodeCacheCapable"):
+                ext_problems.append("nodeCacheCapable is not true (the extender answers with NodeNames from its cache)")
+            tls = x.get("tlsConfig") or {}
+            if scheme == "https" and not tls:
+                ext_problems.append("https without tlsConfig: kube-scheduler cannot trust the extender's certificate")
+            if tls.get("caFile"):
+                m2 = mount_for(kc, tls["caFile"])
+                v2 = volume(kspec, m2["name"]) if m2 else None
+                keys = [i["path"] for i in (v2 or {}).get("secret", {}).get("items", [])] if v2 else []
+                if not v2 or "secret" not in v2 or (keys and os.path.basename(tls["caFile"]) not in keys):
+                    ext_problems.append(f"tlsConfig.caFile {tls['caFile']} is not mounted from the TLS Secret in kube-scheduler")
+            if tls.get("caData"):
+                try:
+                    base64.b64decode(tls["caData"], validate=True)
+                except ValueError:
+                    ext_problems.append("tlsConfig.caData is not base64")
+            managed = {r.get("name"): r.get("ignoredByScheduler") for r in x.get("managedResources") or []}
+            want_res = facts["resource_names"](objs)
+            if set(managed) != want_res:
+                ext_problems.append(f"managedResources {sorted(managed)} differ from the device config's resource names {sorted(want_res)}")
+            if not all(managed.values()):
+                ext_problems.append("a managed resource is not ignoredByScheduler (kube-scheduler would count it against node capacity)")
+        le = ks_cfg.get("leaderElection") or {}
+        if le.get("leaderElect") and ext_elects and le.get("resourceName") == ext_lease:
+            ext_problems.append(f"kube-scheduler and the extender both campaign for Lease {ext_lease}: one of them would never lead")
+        if le.get("leaderElect") and ext_elects and replicas > 1:
+            ext_problems.append(f"{replicas} replicas with two Leases (kube-scheduler's and --leader-elect): they may be held by "
+                                "different pods, and the scheduling pod's extender would refuse every bind")
+    elif replicas > 1 and not ext_elects:
+        ext_problems.append(f"{replicas} replicas without a kube-scheduler sidecar and without --leader-elect: several would bind")
+
+    # The webhook.
+    svc_name = None
+    whs = by_kind.get("MutatingWebhookConfiguration", [])
+    if not whs:
+        ext_problems.append("no MutatingWebhookConfiguration")
+    secret_name = None
+    tls_vol = next((volume(espec, m["name"]) for m in ec.get("volumeMounts") or []
+                    if (one(ef, "--cert_file") or "").startswith(m["mountPath"].rstrip("/") + "/")), None)
+    if tls_vol and "secret" in tls_vol:
+        secret_name = tls_vol["secret"]["secretName"]
+    secret = find("Secret", secret_name, eo["metadata"]["namespace"]) if secret_name else None
+    for wh in whs:
+        for w in wh.get("webhooks", []):
+            cc = (w.get("clientConfig") or {}).get("service") or {}
+            svc = find("Service", cc.get("name"), cc.get("namespace"))
+            svc_name = cc.get("name")
+            if svc is None:
+                ext_problems.append(f"webhook {w.get('name')}: Service {cc.get('namespace')}/{cc.get('name')} is not rendered")
+            else:
+                sel = svc["spec"].get("selector") or {}
+                labels = eo["spec"]["template"]["metadata"].get("labels") or {}
+                if not all(labels.get(k) == v for k, v in sel.items()):
+                    ext_problems.append(f"webhook Service {svc_name} does not select the extender's pods")
+                port = next((p for p in svc["spec"]["ports"] if p["port"] == cc.get("port", 443)), None)
+                if port is None:
+                    ext_problems.append(f"webhook port {cc.get('port', 443)} is not a port of Service {svc_name}")
+                else:
+                    tp = port.get("targetPort", port["port"])
+                    tnum = cports.get(tp) if isinstance(tp, str) else tp
+                    if tnum != bind_port:
+                        ext_problems.append(f"webhook → Service port {port['port']} → targetPort {tp} ({tnum}), "
+                                            f"but the extender listens on {bind_port}")
+            if ("POST", cc.get("path")) not in routes:
+                ext_problems.append(f"webhook path {cc.get('path')}: the extender has no route POST {cc.get('path')} "
+                                    f"(it serves {sorted(p for m, p in routes if m == 'POST')})")
+            if not https:
+                ext_problems.append("the API server calls webhooks over HTTPS only, but the extender has no --cert_file/--key_file")
+            if "v1" not in (w.get("admissionReviewVersions") or []):
+                ext_problems.append("admissionReviewVersions does not include v1")
+            if w.get("sideEffects") != "None":
+                ext_problems.append(f"sideEffects {w.get('sideEffects')}, expected None")
+            if w.get("failurePolicy") not in ("Ignore", "Fail"):
+                ext_problems.append(f"failurePolicy {w.get('failurePolicy')}")
+            for sel_name in ("objectSelector", "namespaceSelector"):
+                exprs = (w.get(sel_name) or {}).get("matchExpressions") or []
+                if not any(e.get("key") == "hami.io/webhook" and e.get("operator") == "NotIn" and "ignore" in e.get("values", [])
+                           for e in exprs):
+                    ext_problems.append(f"{sel_name} does not exclude hami.io/webhook=ignore")
+            for _, o, _ in workloads(objs):
+                if (o["spec"]["template"]["metadata"].get("labels") or {}).get("hami.io/webhook") != "ignore":
+                    ext_problems.append(f"{o['kind']} {o['metadata']['name']}: pods lack hami.io/webhook: ignore "
+                                        "(our own pods must not wait for our webhook)")
+            ca = (w.get("clientConfig") or {}).get("caBundle")
+            if sc.expect_ca_bundle is not None:
+                if ca != sc.expect_ca_bundle:
+                    ext_problems.append("caBundle is not scheduler.tls.caBundle")
+            elif secret is None:
+                ext_problems.append(f"the extender's TLS Secret {secret_name} is not rendered")
+            else:
+                data = secret.get("data") or {}
+                if ca != data.get("ca.crt"):
+                    ext_problems.append(f"caBundle differs from Secret {secret_name} ca.crt: the API server would not trust the extender")
+                ok = verify_chain(data.get("ca.crt", ""), data.get("tls.crt", ""), ctx.work)
+                if ok is False:
+                    ext_problems.append(f"Secret {secret_name}: tls.crt is not signed by ca.crt")
+                names = tls_subject_names(data.get("tls.crt", ""))
+                host = f"{cc.get('name')}.{cc.get('namespace')}.svc"
+                if names is not None and host not in names:
+                    ext_problems.append(f"the certificate does not name {host} (it names {sorted(names)})")
+                if ks_cfg is not None:
+                    sn = ((ks_cfg.get("extenders") or [{}])[0].get("tlsConfig") or {}).get("serverName")
+                    if names is not None and sn and sn not in names:
+                        ext_problems.append(f"tlsConfig.serverName {sn} is not in the certificate ({sorted(names)})")
+    report.check(f"{name} extender config ↔ extender (port, verbs, TLS, resources, Leases) and webhook ↔ Service ↔ /webhook",
+                 ext_problems, f"{bind}, {'config ' + ks_cfg['apiVersion'] if ks_cfg else 'no sidecar'}, webhook via {svc_name}")
+
+    # RBAC.
+    check_rbac(sc, report, objs, containers_by_comp, ks_cfg, facts)
+    return objs
+
+
+def check_rbac(sc, report, objs, containers_by_comp, ks_cfg, facts):
+    name = f"[{sc.name}]"
+    problems = []
+    roles = {}
+    for _, o in objs:
+        if o["kind"] in ("ClusterRole", "Role"):
+            roles[(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])] = o.get("rules") or []
+    bindings = [o for _, o in objs if o["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+
+    def grants(sa_ns, sa):
+        """[(namespace or None for cluster-wide, rule, role key)] bound to the ServiceAccount."""
+        out = []
+        for b in bindings:
+            if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace") == sa_ns
+                       for s in b.get("subjects") or []):
+                continue
+            ref = b["roleRef"]
+            ns = None if b["kind"] == "ClusterRoleBinding" else b["metadata"]["namespace"]
+            key = ("ClusterRole", None, ref["name"]) if ref["kind"] == "ClusterRole" else ("Role", ns, ref["name"])
+            for r in roles.get(key, []):  # built-in roles (system:...) are not ours to check
+                out.append((ns, r, key))
+        return out
+
+    def allowed(gs, group, resource, verb, ns, lease_name):
+        for gns, r, _ in gs:
+            if gns is not None and gns != ns:
+                continue
+            if not ({group, "*"} & set(r.get("apiGroups", []))):
+                continue
+            if not ({resource, "*"} & set(r.get("resources", []))):
+                continue
+            if not ({verb, "*"} & set(r.get("verbs", []))):
+                continue
+            names = r.get("resourceNames")
+            if names and (verb in ("create", "list", "watch") or lease_name not in names):
+                continue
+            return True
+        return False
+
+    table = {}
+    for comp, g, res, verb, where, why in API_CALLS:
+        table.setdefault(comp, []).append((g, res, verb, where, why))
+    used_by_sa = {}
+    rows = 0
+    for _, o, spec in workloads(objs):
+        sa = spec.get("serviceAccountName") or "default"
+        sa_ns = o["metadata"]["namespace"]
+        if not any(x["kind"] == "ServiceAccount" and x["metadata"]["name"] == sa for _, x in objs):
+            problems.append(f"{o['kind']} {o['metadata']['name']}: ServiceAccount {sa} is not rendered")
+        gs = grants(sa_ns, sa)
+        for _, c in all_containers(spec):
+            comp = component_of(c)
+            if comp not in table:
+                continue
+            fl = flag_values(args_of(c))
+            for g, res, verb, where, why in table[comp]:
+                lease_ns, lease_name = None, None
+                if (g, res) == LEASE_CALL:
+                    if comp == "hami-scheduler":
+                        if "--leader-elect" not in fl:
+                            continue
+                        lease_name = one(fl, "--leader-elect-resource-name") or "hami-scheduler"
+                        lease_ns = one(fl, "--leader-elect-resource-namespace") or sa_ns
+                    else:
+                        le = (ks_cfg or {}).get("leaderElection") or {}
+                        if not le.get("leaderElect", True):
+                            continue
+                        lease_name = le.get("resourceName", "kube-scheduler")
+                        lease_ns = le.get("resourceNamespace", "kube-system")
+                rows += 1
+                used_by_sa.setdefault((sa_ns, sa), set()).add((g, res, verb))
+                if not allowed(gs, g, res, verb, lease_ns, lease_name):
+                    what = f"{verb} {g + '/' if g else ''}{res}" + (f" {lease_ns}/{lease_name}" if lease_name else "")
+                    problems.append(f"{comp} in {o['kind']} {o['metadata']['name']} calls {what} ({where}: {why}), "
+                                    f"but ServiceAccount {sa} is not granted it")
+    # Exactly what is used: our roles grant nothing beyond the table.
+    for (sa_ns, sa), used in used_by_sa.items():
+        for gns, r, key in grants(sa_ns, sa):
+            for g in r.get("apiGroups", []):
+                for res in r.get("resources", []):
+                    for verb in r.get("verbs", []):
+                        if (g, res, verb) not in used:
+                            problems.append(f"{key[0]} {key[2]} grants {verb} {g + '/' if g else ''}{res} to {sa}, "
+                                            "which no container using it calls: remove it (or add the call to API_CALLS)")
+    report.check(f"{name} RBAC grants every API call of the code (table: deploy/tools/check_chart.py API_CALLS) and nothing more",
+                 problems, f"{rows} calls")
+
+
+# --------------------------------------------------------------------------
+# Facts gathered once
+
+def gather_facts(ctx, report):
+    facts = {"binaries": {}, "flags": {}}
+    problems = []
+    exe = executable_sources(ctx.repo)
+    for b, src in BINARIES.items():
+        if exe.get(b) != src:
+            problems.append(f"CMake builds {b} from {exe.get(b)}, the check expects {src}: update BINARIES")
+    bin_note = []
+    for b, src in BINARIES.items():
+        path = os.path.join(ctx.build_dir, "src", b) if ctx.build_dir else None
+        if path and os.access(path, os.X_OK):
+            try:
+                facts["flags"][b] = (flags_from_help(path), f"`{rel(ctx, path)} --help`")
+                facts["binaries"][b] = path
+                bin_note.append(f"{b}: --help")
+                continue
+            except (CannotRun, subprocess.TimeoutExpired, OSError) as e:
+                print(f"note: {e}; reading {b}'s flags from the source instead")
+        facts["flags"][b] = (flags_from_source(os.path.join(ctx.repo, src)), f"parsed from {src}")
+        bin_note.append(f"{b}: source")
+    report.check("our binaries and where their flags come from", problems, ", ".join(bin_note))
+
+    found, unresolved = scan_api_calls(ctx.repo)
+    problems = [f"cannot tell which resource this call uses: {u} (teach scan_api_calls, then add it to API_CALLS)"
+                for u in unresolved]
+    table = {(c, g, r, v) for c, g, r, v, _, _ in API_CALLS if c in SOURCE_DIRS}
+    for key, wheres in sorted(found.items()):
+        if key not in table:
+            c, g, r, v = key
+            problems.append(f"{c} calls {v} {g + '/' if g else ''}{r} ({', '.join(wheres[:3])}) but API_CALLS "
+                            "does not list it: add the row and the chart's RBAC rule")
+    for key in sorted(table - set(found)):
+        c, g, r, v = key
+        problems.append(f"API_CALLS lists {v} {g + '/' if g else ''}{r} for {c}, but the code no longer calls it: "
+                        "remove the row and the chart's RBAC rule")
+    report.check("API calls in the code (src/scheduler, src/deviceplugin, src/monitor, k8s leader election) match API_CALLS",
+                 problems, f"{len(found)} (component, resource, verb) found")
+
+    facts["metrics"] = metric_names(ctx.repo)
+    facts["routes"] = scheduler_routes(ctx.repo)
+
+    def resource_names(objs):
+        for _, o in objs:
+            if o["kind"] == "ConfigMap" and "device-config.yaml" in (o.get("data") or {}):
+                nv = (yaml.safe_load(o["data"]["device-config.yaml"]) or {}).get("nvidia") or {}
+                return {nv.get(k) for k in ("resourceCountName", "resourceMemoryName", "resourceMemoryPercentageName",
+                                             "resourceCoreName", "resourcePriorityName") if nv.get(k)}
+        return set()
+    facts["resource_names"] = resource_names
+    return facts
+
+
+def value_paths(d, prefix=""):
+    out = []
+    for k, v in d.items():
+        path = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict) and v:
+            out += value_paths(v, path)
+        else:
+            out.append(path)
+    return out
+
+
+def check_values_documented(ctx, report):
+    """docs/install.md's table names every value of values.yaml, and only those."""
+    doc_path = os.path.join(ctx.repo, "docs", "install.md")
+    values = yaml.safe_load(read(os.path.join(ctx.chart, "values.yaml"))) or {}
+    leaves = value_paths(values)
+    documented = set()
+    for line in read(doc_path).splitlines():
+        if not line.startswith("| `"):
+            continue
+        cell = line.split("|")[1]
+        toks = re.findall(r"`([^`]+)`", cell)
+        if not toks:
+            continue
+        first = toks[0]
+        documented.add(first)
+        parent = first.rsplit(".", 1)[0] if "." in first else ""
+        for t in toks[1:]:
+            documented.add(parent + t if t.startswith(".") else t)
+    problems = []
+    for leaf in leaves:
+        if not any(leaf == d or leaf.startswith(d + ".") for d in documented):
+            problems.append(f"value {leaf} is not in the values table of docs/install.md")
+    known = set(leaves)
+    for d in sorted(documented):
+        if not any(k == d or k.startswith(d + ".") for k in known):
+            problems.append(f"docs/install.md documents {d}, which values.yaml does not have")
+    report.check("docs/install.md documents every chart value (and no other)", problems, f"{len(leaves)} values")
+
+
+def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True):
+    report = Report(quiet)
+    facts = gather_facts(ctx, report)
+    images = check_dockerfiles(ctx, report)
+    if runtime_libs:
+        check_runtime_libraries(ctx, images, report)
+    check_dashboard(ctx, report, facts["metrics"])
+    check_values_documented(ctx, report)
+    for sc in scenarios or SCENARIOS:
+        check_scenario(ctx, sc, report, facts, images)
+    return report
+
+
+# --------------------------------------------------------------------------
+# Self-test: broken copies must fail, each with the expected message.
+
+def self_test(ctx):
+    base = tempfile.mkdtemp(prefix="hami-check-selftest-", dir=ctx.work)
+
+    def copy():
+        d = tempfile.mkdtemp(dir=base)
+        chart = os.path.join(d, "hami")
+        shutil.copytree(ctx.chart, chart, symlinks=False)
+        docker = os.path.join(d, "docker")
+        shutil.copytree(ctx.docker_dir, docker)
+        dash = os.path.join(d, "hami-dashboard.json")
+        shutil.copyfile(ctx.dashboard, dash)
+        os.remove(os.path.join(chart, "dashboards", "hami-dashboard.json"))
+        os.symlink(dash, os.path.join(chart, "dashboards", "hami-dashboard.json"))
+        work = os.path.join(d, "work")
+        os.mkdir(work)
+        return Ctx(ctx.repo, chart, docker, ctx.dockerignore, dash, ctx.renderer, ctx.build_dir, work,
+                   ctx.yamllint_config)
+
+    def edit(path, old, new, count=1):
+        text = read(path)
+        if old not in text:
+            raise CannotRun(f"self-test mutation did not apply: {old!r} not in {path}")
+        with open(path, "w") as f:
+            f.write(text.replace(old, new, count))
+
+    T = "templates"
+    cases = [
+        ("a flag the binary does not accept",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"), "--http_bind=", "--http-bind-address="),
+         "does not accept"),
+        ("a flag value the binary refuses" if ctx.build_dir_has_binaries else "a log level flag renamed",
+         (lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"),
+                         "--log-level={{ int $dp.logLevel }}", "--log-level=verbose"))
+         if ctx.build_dir_has_binaries else
+         (lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"), "--log-level=", "--loglevel=")),
+         "refuses its arguments: --log-level" if ctx.build_dir_has_binaries else "does not accept"),
+        ("extender URL on another port than the extender listens on",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/kube-scheduler-config.yaml"),
+                        "https://127.0.0.1:{{ $port }}", "https://127.0.0.1:9443"),
+         "urlPrefix port 9443"),
+        ("an extender verb the extender does not serve",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/kube-scheduler-config.yaml"),
+                        "prioritizeVerb: prioritize", "prioritizeVerb: score"),
+         "no route POST /score"),
+        ("the webhook on a path the server does not serve",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/webhook.yaml"), "path: /webhook", "path: /mutate"),
+         "webhook path /mutate"),
+        ("RBAC without pods/binding",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/rbac.yaml"), "resources: [pods/binding]", "resources: [pods/status]"),
+         "calls create pods/binding"),
+        ("RBAC granting a verb nothing uses",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/rbac.yaml"), "verbs: [get, patch]", "verbs: [get, patch, delete]"),
+         "grants delete nodes"),
+        ("a dashboard metric our code does not export",
+         lambda c: edit(c.dashboard, "hami_vgpu_memory_used_bytes{", "hami_vgpu_memory_usage_bytes{"),
+         "metric hami_vgpu_memory_usage_bytes is not exported"),
+        ("an image no Dockerfile builds",
+         lambda c: edit(os.path.join(c.chart, "values.yaml"), "repository: hami-scheduler", "repository: hami-extender"),
+         "not built by any Dockerfile"),
+        ("a Dockerfile COPY of a missing path",
+         lambda c: edit(os.path.join(c.docker_dir, "scheduler.Dockerfile"), "COPY tools tools", "COPY toolz toolz"),
+         "COPY toolz: no such file"),
+        ("the image no longer holds the binary the chart runs",
+         lambda c: edit(os.path.join(c.docker_dir, "device-plugin.Dockerfile"),
+                        "/usr/local/bin/hami-node-agent\n", "/usr/local/bin/node-agent\n"),
+         "runs /usr/local/bin/hami-node-agent, which"),
+        ("an unquoted on in a nodeSelector (a boolean)",
+         lambda c: edit(os.path.join(c.chart, "values.yaml"), 'gpu: "on"', "gpu: on"),
+         "not a string"),
+        ("a template error",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/service.yaml"), "{{ $svc.type }}", "{{ $svc.kind }}"),
+         "helm-render"),
+        ("a duplicate key (yamllint)",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/service.yaml"),
+                        "  type: {{ $svc.type }}", "  type: {{ $svc.type }}\n  type: ClusterIP"),
+         "key-duplicates"),
+    ]
+    cases.append(("a chart value docs/install.md does not explain",
+                  lambda c: edit(os.path.join(c.chart, "values.yaml"), "legacyMetrics: false", "legacyMetrics: false\nnewKnob: 1"),
+                  "value newKnob is not in the values table"))
+    if ctx.build_dir_has_binaries:
+        cases.append(("a runtime library the image does not install",
+                      lambda c: edit(os.path.join(c.docker_dir, "scheduler.Dockerfile"), " libyaml-cpp0.7", ""),
+                      "from package libyaml-cpp0.7"))
+    default = [s for s in SCENARIOS if s.name == "default"]
+    passed, failed = 0, 0
+    start = time.time()
+    sanity = run_checks(copy(), default, quiet=True, runtime_libs=False)
+    if sanity.failed:
+        print("FAIL self-test: the unmodified copy already fails:")
+        for m in sanity.messages():
+            print(f"     - {m}")
+        failed += 1
+    else:
+        print(f"ok   self-test: the unmodified copy passes ({sanity.passed} checks)")
+        passed += 1
+    for title, mutate, expect in cases:
+        c = copy()
+        try:
+            mutate(c)
+        except CannotRun as e:
+            print(f"FAIL self-test: {title}: {e}")
+            failed += 1
+            continue
+        r = run_checks(c, default, quiet=True, runtime_libs="runtime library" in title)
+        hits = [p for _, ps in r.failed for p in ps if expect in p]
+        if hits:
+            print(f"ok   self-test: {title}: caught: {hits[0][:200]}")
+            passed += 1
+        else:
+            print(f"FAIL self-test: {title}: expected a failure containing {expect!r}, got "
+                  + ("no failure" if not r.failed else "; ".join(r.messages())[:400]))
+            failed += 1
+    shutil.rmtree(base, ignore_errors=True)
+    print(f"self-test: {passed} passed, {failed} failed ({time.time() - start:.0f}s)")
+    return failed == 0
+
+
+# --------------------------------------------------------------------------
+
+@dataclass
+class Ctx:
+    repo: str
+    chart: str
+    docker_dir: str
+    dockerignore: str
+    dashboard: str
+    renderer: str
+    build_dir: str
+    work: str
+    yamllint_config: str
+
+    @property
+    def build_dir_has_binaries(self):
+        return bool(self.build_dir) and all(os.access(os.path.join(self.build_dir, "src", b), os.X_OK) for b in BINARIES)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--repo", default=os.path.abspath(os.path.join(here, "..", "..")))
+    ap.add_argument("--renderer", required=True, help="the helm-render binary")
+    ap.add_argument("--build-dir", default=None, help="a CMake build directory with src/hami-*; default build/release")
+    ap.add_argument("--work", default=None, help="directory for rendered files (default: a temporary one)")
+    ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--render-only", metavar="OUT", help="render the default values into OUT and exit")
+    ap.add_argument("--kube-version", default="v1.30.0")
+    ap.add_argument("--namespace", default="kube-system")
+    a = ap.parse_args()
+    repo = os.path.abspath(a.repo)
+    build = a.build_dir if a.build_dir is not None else os.path.join(repo, "build", "release")
+    build = os.path.abspath(build) if build and os.path.isdir(build) else None
+    work = a.work or tempfile.mkdtemp(prefix="hami-check-")
+    os.makedirs(work, exist_ok=True)
+    ctx = Ctx(repo, os.path.join(repo, "deploy/helm/hami"), os.path.join(repo, "deploy/docker"),
+              os.path.join(repo, ".dockerignore"), os.path.join(repo, "deploy/grafana/hami-dashboard.json"),
+              os.path.abspath(a.renderer), build, work, os.path.join(repo, "deploy/tools/yamllint.yaml"))
+    if a.render_only:
+        sc = Scenario("e2e", "", kube=a.kube_version, namespace=a.namespace)
+        try:
+            text, _ = render(ctx, sc)
+        except CannotRun as e:
+            print(f"check_chart.py: cannot render: {e}", file=sys.stderr)
+            return 1
+        with open(a.render_only, "w") as f:
+            f.write(text)
+        return 0
+    if a.self_test:
+        return 0 if self_test(ctx) else 1
+    start = time.time()
+    report = run_checks(ctx)
+    print(f"rendered manifests: {work}")
+    print(f"check: {report.passed} passed, {len(report.failed)} failed ({time.time() - start:.0f}s)")
+    return 0 if not report.failed else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except CannotRun as e:
+        print(f"check_chart.py: {e}", file=sys.stderr)
+        sys.exit(2)
