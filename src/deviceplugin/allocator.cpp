@@ -180,6 +180,7 @@ Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, siz
     in.gpus.push_back(g);
   for (const k8s::EnvVar& e : c.env) {
     if (e.name == "CUDA_DISABLE_CONTROL" && e.value == "true") in.disable_control = true;
+    if (e.name == "GPU_CORE_UTILIZATION_POLICY" && e.value) in.core_policy = *e.value;
   }
   auto prio = container_priority(c, cfg_.resource_priority_name);
   if (!prio) return Error{"container " + c.name + ": " + prio.error().message};

@@ -1,6 +1,7 @@
 #include "deviceplugin/container_plan.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace hami::deviceplugin {
 namespace {
@@ -34,6 +35,14 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
                  " GPUs; the library handles at most 16"};
   if (in.priority && *in.priority != 0 && *in.priority != 1)
     return Error{"priority " + std::to_string(*in.priority) + " is not 0 (high) or 1 (low)"};
+  // Only the three words go into the limits file: anything else could carry
+  // a newline and a limit of the tenant's choosing.
+  std::string policy;
+  for (char ch : in.core_policy)
+    policy += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (!policy.empty() && policy != "force" && policy != "default" && policy != "disable")
+    return Error{"GPU_CORE_UTILIZATION_POLICY '" + in.core_policy.substr(0, 64) +
+                 "' is not force, default or disable"};
 
   ContainerPlan p;
   p.vgpu_dir = join(in.hook_path, "vgpu");
@@ -60,7 +69,12 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   // library reads anything above 100 as "no cap", so say 100 plainly.
   limits.emplace_back("CUDA_DEVICE_SM_LIMIT", std::to_string(std::clamp(in.gpus[0].cores, 0, 100)));
   if (in.priority) limits.emplace_back("CUDA_TASK_PRIORITY", std::to_string(*in.priority));
-  if (cfg.disable_core_limit) limits.emplace_back("GPU_CORE_UTILIZATION_POLICY", "disable");
+  // The node's --disable-core-limit overrides what the pod asked for.
+  if (cfg.disable_core_limit) {
+    limits.emplace_back("GPU_CORE_UTILIZATION_POLICY", "disable");
+  } else if (!policy.empty()) {
+    limits.emplace_back("GPU_CORE_UTILIZATION_POLICY", policy);
+  }
 
   p.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
   for (const auto& [k, v] : limits)

@@ -45,7 +45,11 @@ struct PlanInput {
   std::vector<AllocatedGpu> gpus;  // in the order the container's NVML lists them
   bool disable_control = false;    // the container's env has CUDA_DISABLE_CONTROL=true
   std::optional<int> priority;     // CUDA_TASK_PRIORITY
-  std::string cache_name;          // state file name, "<random uuid>.cache"
+  // The container's GPU_CORE_UTILIZATION_POLICY (the webhook sets it from
+  // gpuCorePolicy); empty when unset. The library reads the limits file, not
+  // the environment, once the file is mounted, so it is carried there.
+  std::string core_policy;
+  std::string cache_name;  // state file name, "<random uuid>.cache"
 };
 
 struct MountSpec {

@@ -18,6 +18,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -73,6 +74,31 @@ TEST(ContainerPlan, ConfigAddsUpstreamsOptionalEnv) {
   EXPECT_EQ(p->envs.at("CUDA_DEVICE_SM_LIMIT"), "100");
   EXPECT_THAT(p->limits_text, HasSubstr("GPU_CORE_UTILIZATION_POLICY=disable\n"));
   EXPECT_EQ(p->envs.count("CUDA_TASK_PRIORITY"), 0u);
+}
+
+// The webhook puts gpuCorePolicy into the container's environment; once the
+// limits file is mounted the library reads only the file, so the plan carries
+// the policy there (the node's --disable-core-limit still wins).
+TEST(ContainerPlan, PodsCorePolicyGoesIntoTheLimitsFile) {
+  PluginConfig cfg;
+  PlanInput in = input("/usr/local");
+  in.core_policy = "Force";
+  auto p = plan_container(in, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_THAT(p->limits_text, HasSubstr("GPU_CORE_UTILIZATION_POLICY=force\n"));
+  EXPECT_EQ(p->envs.at("GPU_CORE_UTILIZATION_POLICY"), "force");
+
+  cfg.disable_core_limit = true;
+  p = plan_container(in, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_THAT(p->limits_text, HasSubstr("GPU_CORE_UTILIZATION_POLICY=disable\n"));
+  EXPECT_THAT(p->limits_text, Not(HasSubstr("force")));
+
+  cfg.disable_core_limit = false;
+  in.core_policy = "force\nCUDA_DEVICE_SM_LIMIT=100";
+  p = plan_container(in, cfg);
+  ASSERT_FALSE(p);
+  EXPECT_THAT(p.error().message, HasSubstr("is not force, default or disable"));
 }
 
 TEST(ContainerPlan, MountsFollowTheHookPathLayout) {
