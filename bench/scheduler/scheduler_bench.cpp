@@ -238,6 +238,7 @@ void BM_Cycle(benchmark::State& state) {
   const size_t k = static_cast<size_t>(state.range(0));
   size_t start = 0;
   std::vector<std::string> window;
+  double stage_ms[3] = {0, 0, 0};  // filter, prioritize, bind: summed
   for (auto _ : state) {
     window.clear();
     for (size_t i = 0; i < k; ++i)
@@ -256,6 +257,7 @@ void BM_Cycle(benchmark::State& state) {
     FilterResult f = c.ext.filter(args->pod, args->node_names);
     std::string fout = filter_result_json(*args, f);
     double elapsed = since_ms(t0);
+    stage_ms[0] += elapsed;
 
     // kube-scheduler sends the filter's survivors to prioritize.
     const std::string pbody = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", f.nodes}}.dump();
@@ -263,7 +265,9 @@ void BM_Cycle(benchmark::State& state) {
     auto pargs = parse_extender_args(pbody);
     auto prio = c.ext.prioritize(pargs->pod, pargs->node_names);
     std::string pout = priorities_json(*prio);
-    elapsed += since_ms(t0);
+    const double prioritize_ms = since_ms(t0);
+    stage_ms[1] += prioritize_ms;
+    elapsed += prioritize_ms;
 
     const auto best = std::max_element(
         prio->begin(), prio->end(),
@@ -277,7 +281,9 @@ void BM_Cycle(benchmark::State& state) {
     auto bargs = parse_binding_args(bbody);
     const std::string err = c.ext.bind(*bargs);
     std::string bout = binding_result_json(err);
-    elapsed += since_ms(t0);
+    const double bind_ms = since_ms(t0);
+    stage_ms[2] += bind_ms;
+    elapsed += bind_ms;
     failures += !err.empty();
 
     // The watch echoes the annotated pod; the device plugin releases the lock.
@@ -290,6 +296,11 @@ void BM_Cycle(benchmark::State& state) {
     benchmark::DoNotOptimize(bout.data());
   }
   state.counters["bind_failures"] = failures;
+  const double iters =
+      static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  state.counters["filter_ms"] = stage_ms[0] / iters;
+  state.counters["prioritize_ms"] = stage_ms[1] / iters;
+  state.counters["bind_ms"] = stage_ms[2] / iters;
   state.counters["pods_per_s"] =
       benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   report(state, ms);
