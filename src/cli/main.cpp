@@ -44,7 +44,9 @@ int main(int argc, char** argv) {
       "run", "Run a command on a slice of one GPU of this machine, under libvgpu.so");
   run->add_option("--memory", run_opt.memory,
                   "Device-memory limit, e.g. 4g, 3000m (default: none)");
-  run->add_option("--cores", run_opt.cores, "SM share in percent; 100 = exclusive (default: none)")
+  run->add_option("--cores", run_opt.cores,
+                  "SM share in percent, 1-99; 100 = no cap, placed only on a GPU no job uses "
+                  "(default: no cap)")
       ->check(CLI::Range(0, 100));
   run->add_option("--gpu", run_opt.gpu, "GPU index or UUID (default: chosen by --policy)");
   run->add_option("--priority", run_opt.priority, "high or low: who yields when both are busy")
