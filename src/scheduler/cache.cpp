@@ -16,6 +16,12 @@ float ClusterCache::View::node_score(std::string_view name) const {
   return it->second.score;
 }
 
+const ClusterCache::NodeState* ClusterCache::View::node_state(std::string_view name) const {
+  auto it = c_.nodes_.find(name);
+  if (it == c_.nodes_.end() || !it->second.registered) return nullptr;
+  return &it->second;
+}
+
 const PodCharge* ClusterCache::View::pod(const std::string& uid) const {
   auto it = c_.pods_.find(uid);
   return it == c_.pods_.end() ? nullptr : &it->second;
@@ -34,6 +40,7 @@ ClusterCache::NodeState& ClusterCache::node_entry(const std::string& name) {
 }
 
 void ClusterCache::charge(const std::string& uid, const PodCharge& p) {
+  ++version_;
   NodeState& n = node_entry(p.node);
   n.pods.insert(uid);
   if (n.registered) {
@@ -43,6 +50,7 @@ void ClusterCache::charge(const std::string& uid, const PodCharge& p) {
 }
 
 void ClusterCache::uncharge(const std::string& uid, const PodCharge& p) {
+  ++version_;
   auto it = nodes_.find(p.node);
   if (it == nodes_.end()) return;
   NodeState& n = it->second;
@@ -58,6 +66,7 @@ void ClusterCache::uncharge(const std::string& uid, const PodCharge& p) {
 
 void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice> inventory) {
   std::unique_lock lock(mu_);
+  ++version_;
   ++stats_.node_events;
   if (inventory.empty()) {
     auto it = nodes_.find(name);
@@ -105,6 +114,7 @@ uint32_t ClusterCache::model_id(const std::string& type, const std::string& mode
 
 void ClusterCache::remove_node(const std::string& name) {
   std::unique_lock lock(mu_);
+  ++version_;
   ++stats_.node_events;
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;

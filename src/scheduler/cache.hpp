@@ -72,6 +72,12 @@ class ClusterCache {
     // fit::node_score of a registered node, -1 when unknown; it is
     // recomputed on every change, so prioritize only looks it up.
     float node_score(std::string_view name) const;
+    // A registered node's state (devices and score) in one lookup; nullptr
+    // like node().
+    const NodeState* node_state(std::string_view name) const;
+    // Changes with every change to nodes or pods: two reads that see the
+    // same version saw the same cache.
+    uint64_t version() const { return c_.version_; }
     template <class F>
     void for_each_node(F&& f) const {
       for (const auto& [name, st] : c_.nodes_) {
@@ -141,6 +147,7 @@ class ClusterCache {
   std::unordered_map<std::string, NodeState, StringHash, std::equal_to<>> nodes_;
   std::unordered_map<std::string, PodCharge> pods_;
   std::unordered_map<std::string, uint32_t> models_;  // "type\0mode" → id
+  uint64_t version_ = 0;                              // View::version(); under mu_
   size_t registered_ = 0;
   Stats stats_;
 };
