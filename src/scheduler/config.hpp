@@ -26,6 +26,9 @@ struct SchedulerConfig {
   std::string scheduler_name = "hami-scheduler";
   bool force_overwrite_default_scheduler = true;
   std::chrono::seconds node_lock_timeout{300};
+  // How long bind waits for another pod's node lock (released once kubelet
+  // has allocated that pod) before failing; below the extender httpTimeout.
+  std::chrono::milliseconds node_lock_wait{2000};
 };
 
 // Reads upstream's device config YAML (its `nvidia:` block: resourceCountName,

@@ -1,6 +1,7 @@
 #include "scheduler/extender.hpp"
 
 #include <array>
+#include <mutex>
 
 #include "common/log.hpp"
 #include "deviceplugin/annotations.hpp"
@@ -22,6 +23,9 @@ fit::FitScratch& scratch() {
 }
 
 constexpr const char* kNodeUnregistered = "node unregistered";
+// Pods filtered but never bound (deleted while pending) are forgotten in
+// bulk past this many; bind then reads the pod first, as without the copy.
+constexpr size_t kMaxSeen = 8192;
 
 }  // namespace
 
@@ -56,6 +60,7 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
   }
   // The pod is being scheduled (again): what it reserved before is void.
   drop_previous(pod.meta.uid);
+  remember(pod);
   const fit::PreparedPod& prepared = *req->prepared;
   const size_t n = node_names.size();
   // Per node: 1 fits, 0 rejected (reason in reasons[i]), 2 unregistered.
@@ -156,6 +161,57 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
   return out;
 }
 
+void Extender::remember(const k8s::Pod& pod) {
+  if (pod.meta.uid.empty()) return;
+  std::lock_guard lk(seen_mu_);
+  if (seen_.size() >= kMaxSeen) seen_.clear();
+  seen_.insert_or_assign(pod.meta.uid, pod);
+}
+
+std::optional<k8s::Pod> Extender::recall(const std::string& uid) {
+  std::lock_guard lk(seen_mu_);
+  auto it = seen_.find(uid);
+  if (it == seen_.end()) return std::nullopt;
+  k8s::Pod pod = std::move(it->second);
+  seen_.erase(it);
+  return pod;
+}
+
+std::string Extender::reserve(const std::string& uid, const BindRequest& r,
+                              const SchedulingRequest& req, std::string* encoded) {
+  std::string fit_error;
+  cache_.with_exclusive([&](ClusterCache& c) {
+    c.remove_pod_unlocked(uid);  // a reservation from an earlier attempt
+    const fit::NodeDevices* node = c.node_unlocked(r.node);
+    if (node == nullptr) {
+      fit_error = "node " + r.node + " has no registered GPUs";
+      return 0;
+    }
+    fit::Placement placement;
+    fit::NodeFit f = fit::fit_pod(*node, *req.prepared, scratch(), &placement);
+    if (!f.fits) {
+      fit_error = "pod no longer fits node " + r.node + ": " + fit::describe(f.failure);
+      return 0;
+    }
+    fit::PodDevices devices = fit::to_pod_devices(*node, *req.prepared, placement);
+    auto text = fit::encode_pod_devices(devices);
+    if (!text) {
+      fit_error = text.error().message;
+      return 0;
+    }
+    *encoded = std::move(*text);
+    PodCharge charge;
+    charge.node = r.node;
+    charge.charges = fit::pod_charges(devices, req.kinds);
+    charge.reserved = true;
+    charge.ns = r.ns;
+    charge.name = r.name;
+    c.set_pod_unlocked(uid, std::move(charge));
+    return 0;
+  });
+  return fit_error;
+}
+
 std::string Extender::bind(const BindRequest& r) {
   const std::string who = r.ns + "/" + r.name;
   auto fail = [&](const char* reason, std::string message) {
@@ -167,58 +223,39 @@ std::string Extender::bind(const BindRequest& r) {
     return fail("NotLeader", "this scheduler replica is not the leader; only the leader binds");
   }
   if (backend_ == nullptr) return fail("NoBackend", "no API server to bind through");
+  // Fit and reserve atomically (no other bind can take these GPUs between
+  // the check and the charge), from filter's copy of the pod when there is
+  // one, so at once.
+  std::string encoded;
+  bool reserved = false;
+  if (auto seen = recall(r.uid); seen && seen->meta.ns == r.ns && seen->meta.name == r.name) {
+    auto req = pod_request(*seen, config_);
+    if (req && req->prepared) {
+      if (std::string e = reserve(r.uid, r, *req, &encoded); !e.empty()) return fail("NoFit", e);
+      reserved = true;
+    }
+  }
   auto pod = backend_->get_pod(r.ns, r.name);
   if (!pod) {
     drop_previous(r.uid);
     return fail("PodNotFound", "get pod " + who + ": " + pod.error().message);
   }
   if (!r.uid.empty() && !pod->meta.uid.empty() && pod->meta.uid != r.uid) {
+    if (reserved) cache_.remove_reservation(r.uid, r.node);
     return fail("UidMismatch", "pod " + who + " has uid " + pod->meta.uid + ", not " + r.uid);
   }
   const std::string uid = pod->meta.uid.empty() ? r.uid : pod->meta.uid;
-  auto req = pod_request(*pod, config_);
-  if (!req) return fail("BadPod", "pod " + who + ": " + req.error().message);
-  if (!req->prepared) {
-    // Not ours (the extender was configured to bind everything): bind only.
-    auto b = backend_->bind(r.ns, r.name, uid, r.node);
-    if (!b) return fail("BindFailed", b.error().message);
-    return "";
+  if (!reserved) {
+    auto req = pod_request(*pod, config_);
+    if (!req) return fail("BadPod", "pod " + who + ": " + req.error().message);
+    if (!req->prepared) {
+      // Not ours (the extender was configured to bind everything): bind only.
+      auto b = backend_->bind(r.ns, r.name, uid, r.node);
+      if (!b) return fail("BindFailed", b.error().message);
+      return "";
+    }
+    if (std::string e = reserve(uid, r, *req, &encoded); !e.empty()) return fail("NoFit", e);
   }
-
-  // Fit and reserve atomically: no other bind can take these GPUs between
-  // the check and the charge.
-  std::string encoded;
-  std::string fit_error;
-  cache_.with_exclusive([&](ClusterCache& c) {
-    c.remove_pod_unlocked(uid);  // a reservation from an earlier attempt
-    const fit::NodeDevices* node = c.node_unlocked(r.node);
-    if (node == nullptr) {
-      fit_error = "node " + r.node + " has no registered GPUs";
-      return 0;
-    }
-    fit::Placement placement;
-    fit::NodeFit f = fit::fit_pod(*node, *req->prepared, scratch(), &placement);
-    if (!f.fits) {
-      fit_error = "pod no longer fits node " + r.node + ": " + fit::describe(f.failure);
-      return 0;
-    }
-    fit::PodDevices devices = fit::to_pod_devices(*node, *req->prepared, placement);
-    auto text = fit::encode_pod_devices(devices);
-    if (!text) {
-      fit_error = text.error().message;
-      return 0;
-    }
-    encoded = std::move(*text);
-    PodCharge charge;
-    charge.node = r.node;
-    charge.charges = fit::pod_charges(devices, req->kinds);
-    charge.reserved = true;
-    charge.ns = r.ns;
-    charge.name = r.name;
-    c.set_pod_unlocked(uid, std::move(charge));
-    return 0;
-  });
-  if (!fit_error.empty()) return fail("NoFit", fit_error);
 
   if (auto lock = backend_->lock_node(r.node, r.ns, r.name); !lock) {
     cache_.remove_reservation(uid, r.node);

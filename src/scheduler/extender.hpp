@@ -21,8 +21,11 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.hpp"
@@ -31,6 +34,7 @@
 #include "scheduler/config.hpp"
 #include "scheduler/metrics.hpp"
 #include "scheduler/parallel.hpp"
+#include "scheduler/pod_request.hpp"
 
 namespace hami::scheduler {
 
@@ -95,6 +99,18 @@ class Extender {
 
  private:
   void drop_previous(const std::string& uid);
+  // kube-scheduler binds asynchronously: the next pod's filter and
+  // prioritize run while this pod's bind is in flight. So filter remembers
+  // the pods it saw, and bind reserves from that copy as soon as it arrives,
+  // before reading the pod back from the API server; otherwise the next pod
+  // is scored on usage without this one (two pods of a batch on one GPU
+  // under spread).
+  void remember(const k8s::Pod& pod);
+  std::optional<k8s::Pod> recall(const std::string& uid);
+  // Fits `req` on `node` and reserves it for `uid`; the error, or "" with
+  // the allocation annotation in `encoded`.
+  std::string reserve(const std::string& uid, const BindRequest& r, const SchedulingRequest& req,
+                      std::string* encoded);
 
   ClusterCache& cache_;
   const SchedulerConfig& config_;
@@ -103,6 +119,8 @@ class Extender {
   ParallelFor* pool_ = nullptr;
   std::function<bool()> is_leader_;
   std::function<std::chrono::system_clock::time_point()> now_;
+  std::mutex seen_mu_;
+  std::unordered_map<std::string, k8s::Pod> seen_;  // by UID, cleared past kMaxSeen
 };
 
 }  // namespace hami::scheduler

@@ -1,5 +1,8 @@
 #include "scheduler/k8s_backend.hpp"
 
+#include <algorithm>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
@@ -40,37 +43,61 @@ Result<k8s::Pod> K8sBindBackend::get_pod(const std::string& ns, const std::strin
 
 Result<void> K8sBindBackend::lock_node(const std::string& node, const std::string& ns,
                                        const std::string& name) {
-  const auto now = now_();
-  auto make = [&](const json& current) -> k8s::Result<std::optional<json>> {
-    const std::string* held = annotation(current, dp::kNodeLock);
-    if (held != nullptr && !held->empty()) {
-      auto lock = dp::parse_node_lock(*held);
-      bool take_over = false;
-      if (!lock) {
-        // Unreadable: nobody can ever release it by name; treat as stale.
-        log::warn("node %s: unreadable lock '%s' replaced", node.c_str(), held->c_str());
-        take_over = true;
-      } else if (lock->held_by(ns, name)) {
-        return std::optional<json>{};  // ours already (a retried bind)
-      } else if (now - lock->time > lock_timeout_) {
-        take_over = true;  // expired
-      } else if (lock->names_pod()) {
-        auto owner = client_.get(k8s::pod_path(lock->ns, lock->name));
-        if (!owner && owner.error().not_found()) take_over = true;  // owner gone (PR #1271)
+  // A live pod's lock is normally released within moments, once kubelet has
+  // called Allocate for it. Failing at once sends this pod back to
+  // kube-scheduler, which (1.20) may park it for up to a minute; so a held
+  // lock is waited for, up to lock_wait_.
+  const auto give_up = std::chrono::steady_clock::now() + lock_wait_;
+  auto pause = std::chrono::milliseconds(20);
+  for (;;) {
+    bool contended = false;
+    const auto now = now_();
+    auto make = [&](const json& current) -> k8s::Result<std::optional<json>> {
+      const std::string* held = annotation(current, dp::kNodeLock);
+      if (held != nullptr && !held->empty()) {
+        auto lock = dp::parse_node_lock(*held);
+        bool take_over = false;
+        if (!lock) {
+          // Unreadable: nobody can ever release it by name; treat as stale.
+          log::warn("node %s: unreadable lock '%s' replaced", node.c_str(), held->c_str());
+          take_over = true;
+        } else if (lock->held_by(ns, name)) {
+          return std::optional<json>{};  // ours already (a retried bind)
+        } else if (now - lock->time > lock_timeout_) {
+          take_over = true;  // expired
+        } else if (lock->names_pod()) {
+          auto owner = client_.get(k8s::pod_path(lock->ns, lock->name));
+          if (!owner && owner.error().not_found()) take_over = true;  // owner gone (PR #1271)
+          // An owner bound to another node is never allocated here, so never
+          // releases this lock: its bind here was cut short (the extender
+          // killed between lock and binding) and a retry placed it elsewhere.
+          if (owner) {
+            const auto spec = owner->find("spec");
+            const std::string bound_to = spec != owner->end() && spec->is_object()
+                                             ? spec->value("nodeName", std::string())
+                                             : std::string();
+            if (!bound_to.empty() && bound_to != node) take_over = true;
+          }
+        }
+        if (!take_over) {
+          contended = true;
+          return invalid("node " + node + " has been locked within " +
+                         std::to_string(lock_timeout_.count()) + "s by " +
+                         (lock ? lock->ns + "/" + lock->name : std::string("?")) +
+                         ": node lock contention");
+        }
       }
-      if (!take_over) {
-        return invalid("node " + node + " has been locked within " +
-                       std::to_string(lock_timeout_.count()) + "s by " +
-                       (lock ? lock->ns + "/" + lock->name : std::string("?")) +
-                       ": node lock contention");
-      }
+      return std::optional<json>(json{
+          {"metadata", {{"annotations", {{dp::kNodeLock, dp::format_node_lock(now, ns, name)}}}}}});
+    };
+    auto r = client_.read_modify_patch(k8s::node_path(node), make);
+    if (r) return {};
+    if (!contended || std::chrono::steady_clock::now() + pause > give_up) {
+      return Error{r.error().message};
     }
-    return std::optional<json>(json{
-        {"metadata", {{"annotations", {{dp::kNodeLock, dp::format_node_lock(now, ns, name)}}}}}});
-  };
-  auto r = client_.read_modify_patch(k8s::node_path(node), make);
-  if (!r) return Error{r.error().message};
-  return {};
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
 }
 
 void K8sBindBackend::unlock_node(const std::string& node, const std::string& ns,

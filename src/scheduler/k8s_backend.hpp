@@ -3,7 +3,8 @@
 // (§3.8: node annotation hami.io/mutex.lock = "<RFC3339>,<ns>,<pod>", set by
 // a merge patch carrying the node's resourceVersion so two schedulers cannot
 // both take it; an expired lock, one held by this pod, or one whose owner pod
-// is gone is taken over), the pod annotations and pods/binding.
+// is gone is taken over; one a live pod holds is waited for, briefly), the
+// pod annotations and pods/binding.
 //
 //   K8sBindBackend backend(client, config.node_lock_timeout);
 //   Extender ext(cache, config, &backend, &metrics);
@@ -20,8 +21,11 @@ namespace hami::scheduler {
 
 class K8sBindBackend : public BindBackend {
  public:
-  K8sBindBackend(k8s::Client& client, std::chrono::seconds lock_timeout)
-      : client_(client), lock_timeout_(lock_timeout) {}
+  // `lock_wait`: how long lock_node waits for a lock another live pod holds
+  // before it reports contention (0: at once, as upstream).
+  K8sBindBackend(k8s::Client& client, std::chrono::seconds lock_timeout,
+                 std::chrono::milliseconds lock_wait = {})
+      : client_(client), lock_timeout_(lock_timeout), lock_wait_(lock_wait) {}
 
   void set_clock(std::function<std::chrono::system_clock::time_point()> now) {
     now_ = std::move(now);
@@ -40,6 +44,7 @@ class K8sBindBackend : public BindBackend {
  private:
   k8s::Client& client_;
   std::chrono::seconds lock_timeout_;
+  std::chrono::milliseconds lock_wait_;
   std::function<std::chrono::system_clock::time_point()> now_ = [] {
     return std::chrono::system_clock::now();
   };

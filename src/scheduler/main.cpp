@@ -57,6 +57,7 @@ int main(int argc, char** argv) try {
   ServerOptions so;
   std::string kubeconfig, device_config, node_policy = "binpack", gpu_policy = "spread";
   std::string lock_timeout = "5m";
+  std::string lock_wait = "2s";
   bool leader_elect = false;
   std::string lease_name = "hami-scheduler";
   const char* pod_ns = std::getenv("POD_NAMESPACE");
@@ -81,6 +82,10 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   app.add_option("--node-lock-timeout", lock_timeout, "A node lock older than this is stale")
       ->check(hami::duration_flag())
+      ->capture_default_str();
+  app.add_option("--node-lock-wait", lock_wait,
+                 "How long bind waits for a node lock another pod holds (0: fail at once)")
+      ->check(hami::duration_flag(/*allow_zero=*/true))
       ->capture_default_str();
   app.add_option("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
                  "Take pods whose schedulerName is default-scheduler")
@@ -123,6 +128,8 @@ int main(int argc, char** argv) try {
   cfg.policy = {*np, *gp};
   cfg.node_lock_timeout =
       std::chrono::duration_cast<std::chrono::seconds>(*hami::parse_duration(lock_timeout));
+  cfg.node_lock_wait =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(lock_wait));
   if (!device_config.empty()) {
     if (auto r = apply_device_config_file(cfg, device_config); !r) return usage(r.error().message);
   }
@@ -152,7 +159,7 @@ int main(int argc, char** argv) try {
   ClusterCache cache;
   CacheFeed feed(cache);
   Metrics metrics;
-  K8sBindBackend backend(*client, cfg.node_lock_timeout);
+  K8sBindBackend backend(*client, cfg.node_lock_timeout, cfg.node_lock_wait);
   Extender extender(cache, cfg, &backend, &metrics);
   // One request's nodes split over every core (the request's thread + these).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());

@@ -99,6 +99,65 @@ TEST_F(SchedulerApiTest, LockHeldByALivePodIsContention) {
   EXPECT_EQ(ext->filter(*k8s::Pod::from_json(q), std::vector<std::string>{"a"}).nodes.size(), 1u);
 }
 
+TEST_F(SchedulerApiTest, LockReleasedWithinTheWaitIsTaken) {
+  backend.emplace(client(), std::chrono::seconds(300), 5s);
+  api().put("pods", test::sched_pod("owner", {}));
+  json n = *api().get("nodes", "", "a");
+  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
+      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
+  api().put("nodes", n);
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  // The device plugin releases the owner's lock once kubelet allocated it.
+  std::thread plugin([&] {
+    std::this_thread::sleep_for(300ms);
+    json m = *api().get("nodes", "", "a");
+    m["metadata"]["annotations"].erase("hami.io/mutex.lock");
+    api().put("nodes", m);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string err = ext->bind({"default", "p", uid(p), "a"});
+  plugin.join();
+  EXPECT_EQ(err, "");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms) << "bound while the lock was held";
+  EXPECT_EQ((*api().get("pods", "default", "p"))["spec"].value("nodeName", ""), "a");
+  auto lock =
+      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+  ASSERT_TRUE(lock) << lock.error().message;
+  EXPECT_TRUE(lock->held_by("default", "p"));
+}
+
+TEST_F(SchedulerApiTest, LockHeldPastTheWaitIsContention) {
+  backend.emplace(client(), std::chrono::seconds(300), 300ms);
+  api().put("pods", test::sched_pod("owner", {}));
+  json n = *api().get("nodes", "", "a");
+  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
+      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
+  api().put("nodes", n);
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string err = ext->bind({"default", "p", uid(p), "a"});
+  EXPECT_NE(err.find("node lock contention"), std::string::npos) << err;
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 100ms) << "gave up without waiting";
+  EXPECT_EQ((*api().get("pods", "default", "p"))["spec"].value("nodeName", ""), "");
+}
+
+TEST_F(SchedulerApiTest, LockOfAPodBoundElsewhereIsTakenOver) {
+  // The owner's bind on a was cut short after the lock; a retry bound it to b.
+  json owner = test::sched_pod("owner", {{"nvidia.com/gpu", "1"}});
+  owner["spec"]["nodeName"] = "b";
+  api().put("pods", owner);
+  json n = *api().get("nodes", "", "a");
+  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
+      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
+  api().put("nodes", n);
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  EXPECT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
+  auto lock =
+      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+  ASSERT_TRUE(lock) << lock.error().message;
+  EXPECT_TRUE(lock->held_by("default", "p"));
+}
+
 TEST_F(SchedulerApiTest, StaleOrOrphanedLocksAreTakenOver) {
   json n = *api().get("nodes", "", "a");
   n["metadata"]["annotations"]["hami.io/mutex.lock"] = deviceplugin::format_node_lock(

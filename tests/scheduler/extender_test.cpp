@@ -163,6 +163,34 @@ INSTANTIATE_TEST_SUITE_P(Steps, BindFailureTest,
                                            FailureCase{"bind", "BindFailed"}),
                          [](const auto& pi) { return std::string(pi.param.step); });
 
+TEST_F(ExtenderTest, BindReservesFromFiltersCopyBeforeReadingThePod) {
+  // kube-scheduler binds asynchronously: the next pod is filtered while this
+  // bind still waits for the API server. It must already see this pod.
+  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "16000"}}, "u1");
+  json q = add("q", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "16000"}}, "u2");
+  ASSERT_EQ(ext.filter(pod_of(p), all).nodes, (std::vector<std::string>{"a", "b"}));
+  std::vector<std::string> q_fits;
+  backend.on_get_pod = [&] { q_fits = ext.filter(pod_of(q), std::vector<std::string>{"a"}).nodes; };
+  ASSERT_EQ(ext.bind({"default", "p", "u1", "a"}), "");
+  EXPECT_TRUE(q_fits.empty()) << "filter during p's bind did not see p's GPU as taken";
+  // Without filter's copy (a restarted extender), bind reads the pod first.
+  json r = add("r", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u3");
+  backend.on_get_pod = nullptr;
+  EXPECT_EQ(ext.bind({"default", "r", "u3", "b"}), "");
+}
+
+TEST_F(ExtenderTest, PodDeletedBeforeBindReleasesTheEarlyReservation) {
+  json p = add("p", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "16000"}}, "u1");
+  ASSERT_EQ(ext.filter(pod_of(p), std::vector<std::string>{"a"}).nodes.size(), 1u);
+  json gone = p;
+  gone["metadata"]["name"] = "gone";
+  gone["metadata"]["uid"] = "u9";
+  ASSERT_EQ(ext.filter(pod_of(gone), std::vector<std::string>{"a"}).nodes.size(), 1u);
+  // "gone" was never stored in the backend: its read fails after the reservation.
+  EXPECT_NE(ext.bind({"default", "gone", "u9", "a"}), "");
+  EXPECT_EQ(ext.bind({"default", "p", "u1", "a"}), "") << "the failed bind kept its reservation";
+}
+
 TEST_F(ExtenderTest, LockHeldByAnotherPodRefusesBind) {
   json p = add("p", {{"nvidia.com/gpu", "1"}}, "u1");
   backend.set_lock("a", "default/other");

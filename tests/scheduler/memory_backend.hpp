@@ -4,6 +4,7 @@
 // annotate, bind, roll back) without HTTP. Failures can be scripted per step.
 // The node lock follows upstream's rule (held by another pod ⇒ contention).
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -51,7 +52,12 @@ class MemoryBackend : public scheduler::BindBackend {
     locks_.clear();
   }
 
+  // Runs inside get_pod, before the read: what happens while bind waits for
+  // the API server.
+  std::function<void()> on_get_pod;
+
   Result<k8s::Pod> get_pod(const std::string& ns, const std::string& name) override {
+    if (on_get_pod) on_get_pod();
     std::lock_guard l(mu_);
     auto it = pods_.find(ns + "/" + name);
     if (it == pods_.end()) return Error{"pods \"" + name + "\" not found"};

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <string>
 #include <string_view>
 
 namespace simgpu {
@@ -67,6 +68,18 @@ void configure(State& st) {
     dev.cc_major = 9;  // an H100
     dev.cc_minor = 0;
     ++st.device_count;
+  }
+  if (const char* names = std::getenv("SIMGPU_NAMES")) {
+    const std::string list = names;
+    size_t at = 0;
+    for (uint32_t i = 0; i < st.device_count && at <= list.size(); ++i) {
+      size_t end = list.find(',', at);
+      if (end == std::string::npos) end = list.size();
+      if (end > at)
+        std::snprintf(st.devices[i].name, sizeof st.devices[i].name, "%s",
+                      list.substr(at, end - at).c_str());
+      at = end + 1;
+    }
   }
   if (const char* numa = std::getenv("SIMGPU_NUMA")) {
     const char* p = numa;

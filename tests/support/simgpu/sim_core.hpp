@@ -19,6 +19,8 @@
 //   SIMGPU_NUMA=0,1,-1            NUMA node per device (nvmlDeviceGetNumaNodeId; -1:
 //                                 NVML_ERROR_NOT_SUPPORTED; default 0). Like
 //                                 SIMGPU_DEVICES, read when the state file is created.
+//   SIMGPU_NAMES=NVIDIA A100-SXM4-40GB,Tesla T4   model name per device (default
+//                                 "Simulated GPU <i>"); read with SIMGPU_DEVICES.
 //   SIMGPU_DRIVER_VERSION=550.127.05   what nvmlSystemGetDriverVersion reports
 //   SIMGPU_NVML_SCRIPT=/tmp/x.nvml     scripted NVML, for daemons' tests (below)
 //

@@ -1,0 +1,449 @@
+#!/usr/bin/env bash
+# A loopback-only Kubernetes 1.20 control plane for the end-to-end tests and
+# for debugging by hand: etcd, kube-apiserver (certificates, token file, RBAC)
+# and kube-scheduler with our extender and webhook registered. No
+# controller-manager and no kubelet: nodes are published by the tests (or by
+# `add-node`), and kubelet's device-plugin side is the test's harness.
+#
+#   tests/e2e/control-plane.sh start      start everything, print the env file
+#   tests/e2e/control-plane.sh stop       stop every process it (or a test) started
+#   tests/e2e/control-plane.sh env        print `export ...` lines for the shell
+#   tests/e2e/control-plane.sh status     which processes are alive
+#   tests/e2e/control-plane.sh add-node NAME [GPUS]   a Node as kubelet publishes it
+#
+# HAMI_E2E_DIR     state directory: certificates, kubeconfigs, logs, PID files
+#                  (default /tmp/hami-e2e)
+# HAMI_E2E_BIN     directory with kube-apiserver, kube-scheduler and kubectl
+#                  (default: the cache of tests/e2e/build-k8s.sh)
+# HAMI_E2E_EXTENDER_PORT   where hami-scheduler will listen (default: a free port)
+#
+# hami-scheduler itself is not started here: the tests start, kill and restart
+# it. By hand, start it with the line `start` prints.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+D=${HAMI_E2E_DIR:-/tmp/hami-e2e}
+BIN=${HAMI_E2E_BIN:-$("$HERE/build-k8s.sh" --print)}
+PIDS=$D/pids
+LOGS=$D/logs
+PKI=$D/pki
+
+log() { printf 'control-plane: %s\n' "$*" >&2; }
+die() {
+  log "$*"
+  exit 1
+}
+
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+
+# A port nothing listens on. Another process may take it before we bind; the
+# process then fails to start and the health check says so.
+free_port() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      if ! grep -qs "^$p$" "$D/ports.used"; then
+        echo "$p" >>"$D/ports.used"
+        echo "$p"
+        return
+      fi
+    fi
+  done
+  die "no free port found"
+}
+
+# Started in its own session so that a signal to the caller's process group
+# (a CI step cancelled) does not race with `stop`, which kills it by PID.
+spawn() {
+  local name=$1
+  shift
+  setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
+  echo $! >"$PIDS/$name.pid"
+}
+
+# The PID in a pid file, if that process still runs the binary recorded there
+# (a PID reused by an unrelated process is left alone).
+live_pid() {
+  local f=$1 pid exe
+  [ -f "$f" ] || return 1
+  read -r pid exe <"$f" || true
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  if [ -n "${exe:-}" ]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$exe" || return 1
+  else
+    local comm
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null || true)
+    case "$(basename "$f" .pid)" in
+    etcd) [ "$comm" = etcd ] || return 1 ;;
+    kube-apiserver) [ "$comm" = kube-apiserver ] || return 1 ;;
+    kube-scheduler) [ "$comm" = kube-scheduler ] || return 1 ;;
+    esac
+  fi
+  echo "$pid"
+}
+
+tail_log() {
+  log "last lines of $LOGS/$1.log:"
+  tail -n 25 "$LOGS/$1.log" >&2 || true
+}
+
+# wait_for NAME SECONDS CMD...: polls CMD until it succeeds; fails with NAME's
+# log tail when NAME died or the deadline passed.
+wait_for() {
+  local name=$1 secs=$2
+  shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ! live_pid "$PIDS/$name.pid" >/dev/null; then
+      tail_log "$name"
+      die "$name exited during start-up"
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      tail_log "$name"
+      die "$name not healthy after ${secs}s"
+    fi
+    sleep 0.2
+  done
+}
+
+gen_certs() {
+  mkdir -p "$PKI"
+  cd "$PKI"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 \
+    -subj "/CN=hami-e2e-ca" 2>/dev/null
+  local name san
+  for name in apiserver hami; do
+    san="IP:127.0.0.1,DNS:localhost"
+    [ $name = apiserver ] && san="$san,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+    openssl req -newkey rsa:2048 -nodes -keyout $name.key -out $name.csr \
+      -subj "/CN=$name" 2>/dev/null
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$san" >$name.ext
+    openssl x509 -req -in $name.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -out $name.crt -days 2 -extfile $name.ext 2>/dev/null
+  done
+  openssl genrsa -out sa.key 2048 2>/dev/null
+  openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  cd - >/dev/null
+}
+
+kubeconfig() {
+  local file=$1 user=$2 token=$3
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority: $PKI/ca.crt
+users:
+- name: $user
+  user:
+    token: $token
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: $user}
+current-context: e2e
+EOF
+}
+
+KUBECTL() { "$BIN/kubectl" --kubeconfig "$D/admin.kubeconfig" "$@"; }
+
+# Our components run as their own users with upstream's chart permissions
+# (hami-k8s.md §6.4), so a missing permission fails here as in a cluster.
+apply_rbac_and_webhook() {
+  local ca_b64
+  ca_b64=$(base64 -w0 <"$PKI/ca.crt")
+  KUBECTL apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: hami-scheduler}
+rules:
+- {apiGroups: [""], resources: [pods, configmaps], verbs: [get, list, watch, patch]}
+- {apiGroups: [""], resources: [pods/binding], verbs: [create]}
+- {apiGroups: [""], resources: [nodes], verbs: [get, list, watch, patch]}
+- {apiGroups: [""], resources: [events], verbs: [create, get, list, patch]}
+- {apiGroups: [""], resources: [resourcequotas], verbs: [get, list, watch]}
+- {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [create, list, watch, get, update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: hami-scheduler}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: hami-scheduler}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: hami-scheduler}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: hami-device-plugin}
+rules:
+- {apiGroups: [""], resources: [pods], verbs: [get, create, watch, list, update, patch]}
+- {apiGroups: [""], resources: [nodes], verbs: [get, update, list, patch]}
+- {apiGroups: [""], resources: [events], verbs: [list, create, update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: hami-device-plugin}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: hami-device-plugin}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: hami-device-plugin}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: hami-webhook}
+webhooks:
+- name: vgpu.hami.io
+  admissionReviewVersions: [v1, v1beta1]
+  clientConfig:
+    url: https://127.0.0.1:$EXTENDER_PORT/webhook
+    caBundle: $ca_b64
+  rules:
+  - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
+  # Fail, not upstream's Ignore: a webhook that cannot be reached must show
+  # up as a failed creation, not as a pod silently left to default-scheduler.
+  failurePolicy: Fail
+  sideEffects: None
+  timeoutSeconds: 10
+  reinvocationPolicy: Never
+  objectSelector:
+    matchExpressions: [{key: hami.io/webhook, operator: NotIn, values: [ignore]}]
+EOF
+}
+
+write_scheduler_config() {
+  cat >"$D/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1beta1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $D/kube-scheduler.kubeconfig
+# With --config the --address/--port flags are ignored; these are the
+# insecure health and metrics listeners, on loopback.
+healthzBindAddress: 127.0.0.1:$SCHEDULER_PORT
+metricsBindAddress: 127.0.0.1:$SCHEDULER_PORT
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: hami-scheduler
+extenders:
+- urlPrefix: https://127.0.0.1:$EXTENDER_PORT
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  bindVerb: bind
+  weight: 1
+  enableHTTPS: true
+  tlsConfig:
+    caFile: $PKI/ca.crt
+  nodeCacheCapable: true
+  httpTimeout: 30s
+  managedResources:
+  - {name: nvidia.com/gpu, ignoredByScheduler: true}
+  - {name: nvidia.com/gpumem, ignoredByScheduler: true}
+  - {name: nvidia.com/gpumem-percentage, ignoredByScheduler: true}
+  - {name: nvidia.com/gpucores, ignoredByScheduler: true}
+  - {name: nvidia.com/priority, ignoredByScheduler: true}
+EOF
+}
+
+start() {
+  for b in kube-apiserver kube-scheduler kubectl; do
+    [ -x "$BIN/$b" ] || die "$BIN/$b missing: run tests/e2e/build-k8s.sh first"
+  done
+  command -v etcd >/dev/null || die "etcd missing: run tests/e2e/build-k8s.sh first"
+  if [ -d "$PIDS" ]; then
+    for f in "$PIDS"/*.pid; do
+      [ -e "$f" ] || continue
+      live_pid "$f" >/dev/null && die "already running ($f); run '$0 stop' first"
+    done
+  fi
+  # Only a directory this script made is emptied (HAMI_E2E_DIR may be mistyped).
+  if [ -d "$D" ] && [ -n "$(ls -A "$D")" ] && [ ! -f "$D/.hami-e2e" ]; then
+    die "$D exists and was not made by $0; choose another HAMI_E2E_DIR"
+  fi
+  rm -rf "$D"
+  mkdir -p "$D" "$PIDS" "$LOGS"
+  touch "$D/.hami-e2e"
+  : >"$D/ports.used"
+
+  ETCD_PORT=$(free_port)
+  ETCD_PEER_PORT=$(free_port)
+  APISERVER_PORT=$(free_port)
+  SCHEDULER_PORT=$(free_port)
+  EXTENDER_PORT=${HAMI_E2E_EXTENDER_PORT:-$(free_port)}
+  METRICS_PORT=$(free_port)
+
+  gen_certs
+  local admin_token scheduler_token hami_token dp_token
+  admin_token=$(openssl rand -hex 16)
+  scheduler_token=$(openssl rand -hex 16)
+  hami_token=$(openssl rand -hex 16)
+  dp_token=$(openssl rand -hex 16)
+  cat >"$D/tokens.csv" <<EOF
+$admin_token,admin,admin,system:masters
+$scheduler_token,system:kube-scheduler,system:kube-scheduler
+$hami_token,hami-scheduler,hami-scheduler
+$dp_token,hami-device-plugin,hami-device-plugin
+EOF
+  kubeconfig "$D/admin.kubeconfig" admin "$admin_token"
+  kubeconfig "$D/kube-scheduler.kubeconfig" system:kube-scheduler "$scheduler_token"
+  kubeconfig "$D/hami-scheduler.kubeconfig" hami-scheduler "$hami_token"
+  kubeconfig "$D/hami-device-plugin.kubeconfig" hami-device-plugin "$dp_token"
+
+  log "etcd on 127.0.0.1:$ETCD_PORT"
+  spawn etcd etcd --name e2e --data-dir "$D/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "e2e=http://127.0.0.1:$ETCD_PEER_PORT"
+  wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
+
+  log "kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
+  # ServiceAccount admission waits for the token controller (part of the
+  # controller-manager, which does not run here); nothing here needs tokens.
+  spawn kube-apiserver "$BIN/kube-apiserver" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --secure-port="$APISERVER_PORT" --insecure-port=0 \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --token-auth-file="$D/tokens.csv" \
+    --authorization-mode=Node,RBAC \
+    --service-account-key-file="$PKI/sa.pub" \
+    --service-account-signing-key-file="$PKI/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --endpoint-reconciler-type=none \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true \
+    --event-ttl=1h \
+    --profiling=false
+  wait_for kube-apiserver 90 curl -sf --cacert "$PKI/ca.crt" \
+    -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$APISERVER_PORT/readyz"
+  wait_for kube-apiserver 30 KUBECTL get namespace default
+
+  apply_rbac_and_webhook
+  write_scheduler_config
+
+  log "kube-scheduler (health on http://127.0.0.1:$SCHEDULER_PORT/healthz)"
+  # Plain HTTP health on loopback only; the secure port would need the
+  # controller-manager's authentication delegation set up.
+  spawn kube-scheduler "$BIN/kube-scheduler" --config="$D/kube-scheduler.yaml" \
+    --secure-port=0 -v=2
+  wait_for kube-scheduler 60 curl -sf "http://127.0.0.1:$SCHEDULER_PORT/healthz"
+
+  cat >"$D/env" <<EOF
+export HAMI_E2E_DIR=$D
+export KUBECONFIG=$D/admin.kubeconfig
+export HAMI_E2E_KUBECONFIG=$D/admin.kubeconfig
+export HAMI_E2E_SCHEDULER_KUBECONFIG=$D/hami-scheduler.kubeconfig
+export HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG=$D/hami-device-plugin.kubeconfig
+export HAMI_E2E_EXTENDER_PORT=$EXTENDER_PORT
+export HAMI_E2E_METRICS_PORT=$METRICS_PORT
+export HAMI_E2E_CA=$PKI/ca.crt
+export HAMI_E2E_CERT=$PKI/hami.crt
+export HAMI_E2E_KEY=$PKI/hami.key
+export HAMI_E2E_APISERVER=https://127.0.0.1:$APISERVER_PORT
+export HAMI_E2E_KUBECTL=$BIN/kubectl
+export PATH=$BIN:\$PATH
+EOF
+  log "ready; state in $D, logs in $LOGS"
+  log "hami-scheduler is expected on 127.0.0.1:$EXTENDER_PORT, e.g.:"
+  log "  build/e2e/src/hami-scheduler --kubeconfig=$D/hami-scheduler.kubeconfig --http_bind=127.0.0.1:$EXTENDER_PORT --cert_file=$PKI/hami.crt --key_file=$PKI/hami.key --metrics-bind-address=127.0.0.1:$METRICS_PORT"
+  cat "$D/env"
+}
+
+stop() {
+  [ -d "$PIDS" ] || return 0
+  local f pid names=()
+  # What the tests started first (they may have died before cleaning up), then
+  # the control plane from the top down.
+  for f in "$PIDS"/*.pid; do
+    [ -e "$f" ] || continue
+    case "$(basename "$f" .pid)" in
+    etcd | kube-apiserver | kube-scheduler) ;;
+    *) names+=("$f") ;;
+    esac
+  done
+  names+=("$PIDS/kube-scheduler.pid" "$PIDS/kube-apiserver.pid" "$PIDS/etcd.pid")
+  for f in "${names[@]}"; do
+    pid=$(live_pid "$f") || {
+      rm -f "$f"
+      continue
+    }
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$(basename "$f" .pid) ($pid) ignored SIGTERM; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$f"
+  done
+  log "stopped (logs kept in $LOGS)"
+}
+
+status() {
+  local f rc=0
+  for f in "$PIDS"/*.pid; do
+    [ -e "$f" ] || continue
+    if pid=$(live_pid "$f"); then
+      echo "$(basename "$f" .pid): running ($pid)"
+    else
+      echo "$(basename "$f" .pid): not running"
+      rc=1
+    fi
+  done
+  return $rc
+}
+
+# A node as kubelet publishes it: capacity and allocatable in its status,
+# Ready. The TaintNodesByCondition admission plugin gives every new node the
+# not-ready taint, which the node lifecycle controller would lift once kubelet
+# reports Ready; no controller runs here, so it is lifted by hand.
+add_node() {
+  local name=$1 gpus=${2:-0}
+  [ -f "$D/env" ] || die "not started"
+  KUBECTL create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  labels: {kubernetes.io/hostname: $name, kubernetes.io/os: linux, gpu: "on"}
+EOF
+  local token
+  token=$(awk -F, '$2 == "admin" {print $1}' "$D/tokens.csv")
+  local api
+  api=$(awk -F= '/HAMI_E2E_APISERVER/ {print $2}' "$D/env")
+  curl -sf --cacert "$PKI/ca.crt" -H "Authorization: Bearer $token" \
+    -H 'Content-Type: application/merge-patch+json' -X PATCH \
+    "$api/api/v1/nodes/$name/status" -d @- >/dev/null <<EOF
+{"status": {
+  "capacity": {"cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "$gpus"},
+  "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "$gpus"},
+  "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                  "message": "kubelet is posting ready status",
+                  "lastHeartbeatTime": "$(date -u +%FT%TZ)",
+                  "lastTransitionTime": "$(date -u +%FT%TZ)"}]}}
+EOF
+  KUBECTL patch node "$name" --type=merge -p '{"spec":{"taints":null}}' >/dev/null
+  log "node $name added"
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+env) cat "$D/env" ;;
+status) status ;;
+add-node)
+  shift
+  [ $# -ge 1 ] || die "add-node NAME [GPUS]"
+  add_node "$@"
+  ;;
+-h | --help | help) usage ;;
+*)
+  usage >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,1001 @@
+// End to end on a real Kubernetes 1.20 control plane (tests/e2e/control-plane.sh:
+// etcd, kube-apiserver with RBAC and our MutatingWebhookConfiguration,
+// kube-scheduler with our extender). Everything goes through the real API:
+// pods are created as users write them, mutated by our webhook, placed by
+// kube-scheduler through our extender and bound by it; each node's
+// hami-device-plugin (simulated NVML) registers its GPUs through the API, and
+// a kubelet stand-in per node (the kubelet harness on the plugin's sockets)
+// calls Allocate for every container of every pod bound to its node, as
+// kubelet's device manager does.
+//
+// Runs only with the environment `control-plane.sh start` writes (sourced by
+// tests/e2e/run.sh); skipped otherwise.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "k8s/client.hpp"
+#include "k8s/config.hpp"
+#include "k8s/paths.hpp"
+#include "support/kubelet/fake_kubelet.hpp"
+#include "support/subprocess.hpp"
+
+namespace hami::e2e {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr const char* kRes = "nvidia.com/gpu";
+constexpr int kSplit = 10;  // the device plugin's default deviceSplitCount
+
+std::string env_or(const char* name, const std::string& fallback = {}) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+std::string annotation(const json& obj, const std::string& key) {
+  const json an = obj["metadata"].value("annotations", json::object());
+  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
+}
+
+// One GPU of the simulated inventory.
+struct Gpu {
+  std::string uuid;
+  std::string model;
+  int mib;
+};
+
+// One entry of hami.io/vgpu-devices-allocated: UUID,Type,MiB,Cores.
+struct Grant {
+  std::string uuid;
+  int mib;
+  int cores;
+};
+
+// Per container, init containers first (hami-k8s.md §3.6).
+std::vector<std::vector<Grant>> decode_devices(const std::string& text) {
+  std::vector<std::vector<Grant>> out;
+  std::stringstream containers(text);
+  std::string c;
+  while (std::getline(containers, c, ';')) {
+    std::vector<Grant> gs;
+    std::stringstream devices(c);
+    std::string d;
+    while (std::getline(devices, d, ':')) {
+      if (d.empty()) continue;
+      std::vector<std::string> f;
+      std::stringstream fields(d);
+      std::string x;
+      while (std::getline(fields, x, ','))
+        f.push_back(x);
+      if (f.size() != 4) return {};
+      try {
+        gs.push_back({f[0], std::stoi(f[2]), std::stoi(f[3])});
+      } catch (const std::exception&) {
+        return {};
+      }
+    }
+    out.push_back(gs);
+  }
+  return out;
+}
+
+// What the kubelet stand-in got from Allocate for one container.
+struct ContainerAlloc {
+  std::string container;
+  std::vector<std::string> device_ids;
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::pair<std::string, bool>> mounts;  // container path → host, ro
+  std::string error;
+};
+
+struct PodAlloc {
+  std::string uid;
+  std::string node;
+  std::vector<ContainerAlloc> containers;
+};
+
+int gpu_count(const json& container) {
+  const json r = container.value("resources", json::object());
+  for (const char* k : {"limits", "requests"}) {
+    const json m = r.value(k, json::object());
+    if (m.contains(kRes)) return std::stoi(m[kRes].get<std::string>());
+  }
+  return 0;
+}
+
+// Writes "<pid> <binary>" where control-plane.sh stop finds it, so a process
+// a crashed test left behind is still stopped by PID.
+class PidFile {
+ public:
+  PidFile(std::string path, pid_t pid, const std::string& exe) : path_(std::move(path)) {
+    std::ofstream(path_) << pid << " " << exe << "\n";
+  }
+  ~PidFile() { std::filesystem::remove(path_); }
+  PidFile(const PidFile&) = delete;
+  PidFile& operator=(const PidFile&) = delete;
+
+ private:
+  std::string path_;
+};
+
+// A daemon with its output appended to a log file (a pipe nobody reads
+// would block it once full).
+struct Daemon {
+  std::optional<test::Child> child;
+  std::unique_ptr<PidFile> pid_file;
+
+  void start(const std::string& name, const std::string& exe, std::vector<std::string> args,
+             const test::Env& env, const std::string& dir) {
+    std::vector<std::string> argv = {
+        "/bin/sh", "-c", "exec \"$0\" \"$@\" >>" + dir + "/logs/" + name + ".log 2>&1", exe};
+    argv.insert(argv.end(), args.begin(), args.end());
+    child.emplace(test::Child::spawn(argv, env));
+    pid_file = std::make_unique<PidFile>(dir + "/pids/" + name + ".pid", child->pid(), exe);
+  }
+  bool running() const { return child.has_value(); }
+  int stop(int sig = SIGTERM) {
+    if (!child) return 0;
+    child->kill(sig);
+    const int code = child->finish().exit_code;
+    child.reset();
+    pid_file.reset();
+    return code;
+  }
+};
+
+// kubelet's device-manager side for one node: every pod bound to the node is
+// admitted once, and each of its containers asking for nvidia.com/gpu
+// (init containers first) gets an Allocate call with IDs the plugin prefers
+// among those not yet given to a live pod, as kubelet does.
+class KubeletStandIn {
+ public:
+  KubeletStandIn(k8s::Client* client, std::string node, test::FakeKubelet* kubelet)
+      : client_(client), node_(std::move(node)), kubelet_(kubelet) {
+    thread_ = std::jthread([this](std::stop_token st) { run(st); });
+  }
+  ~KubeletStandIn() {
+    thread_.request_stop();
+    thread_.join();
+  }
+
+  std::optional<PodAlloc> find(const std::string& uid) const {
+    std::lock_guard lk(mu_);
+    auto it = admitted_.find(uid);
+    if (it == admitted_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  void run(std::stop_token st) {
+    while (!st.stop_requested()) {
+      auto pods =
+          client_->list(k8s::core_path("pods"), {.field_selector = "spec.nodeName=" + node_});
+      if (pods) {
+        std::set<std::string> live;
+        for (const json& p : pods->items) {
+          const std::string uid = p["metadata"]["uid"];
+          live.insert(uid);
+          bool seen;
+          {
+            std::lock_guard lk(mu_);
+            seen = admitted_.count(uid) > 0;
+          }
+          if (!seen) admit(p);
+        }
+        std::lock_guard lk(mu_);
+        for (auto it = in_use_.begin(); it != in_use_.end();) {
+          it = live.count(it->first) ? std::next(it) : in_use_.erase(it);
+        }
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+
+  void admit(const json& pod) {
+    PodAlloc out;
+    out.uid = pod["metadata"]["uid"];
+    out.node = node_;
+    std::vector<json> containers;
+    for (const char* k : {"initContainers", "containers"})
+      for (const json& c : pod["spec"].value(k, json::array()))
+        containers.push_back(c);
+    for (const json& c : containers) {
+      const int n = gpu_count(c);
+      if (n == 0) continue;
+      ContainerAlloc ca;
+      ca.container = c["name"];
+      std::set<std::string> taken;
+      {
+        std::lock_guard lk(mu_);
+        for (const auto& [uid, ids] : in_use_)
+          taken.insert(ids.begin(), ids.end());
+      }
+      v1beta1::PreferredAllocationRequest preq;
+      auto* req = preq.add_container_requests();
+      const v1beta1::ListAndWatchResponse listed = kubelet_->devices(kRes);
+      for (const auto& d : listed.devices())
+        if (d.health() == "Healthy" && !taken.count(d.id())) req->add_available_deviceids(d.id());
+      req->set_allocation_size(n);
+      v1beta1::PreferredAllocationResponse presp;
+      grpc::Status st = kubelet_->preferred(kRes, preq, &presp);
+      if (st.ok() && presp.container_responses_size() == 1)
+        for (const auto& id : presp.container_responses(0).deviceids())
+          ca.device_ids.push_back(id);
+      if (static_cast<int>(ca.device_ids.size()) != n) {
+        ca.error = "kubelet: no " + std::to_string(n) + " devices available: " + st.error_message();
+      } else {
+        v1beta1::AllocateResponse resp;
+        st = kubelet_->allocate(kRes, {ca.device_ids}, &resp);
+        if (!st.ok()) {
+          ca.error = st.error_message();
+        } else if (resp.container_responses_size() == 1) {
+          const auto& r = resp.container_responses(0);
+          ca.env = {r.envs().begin(), r.envs().end()};
+          for (const auto& m : r.mounts())
+            ca.mounts[m.container_path()] = {m.host_path(), m.read_only()};
+          std::lock_guard lk(mu_);
+          auto& ids = in_use_[out.uid];
+          ids.insert(ids.end(), ca.device_ids.begin(), ca.device_ids.end());
+        }
+      }
+      out.containers.push_back(std::move(ca));
+    }
+    std::lock_guard lk(mu_);
+    admitted_[out.uid] = std::move(out);
+  }
+
+  k8s::Client* client_;
+  std::string node_;
+  test::FakeKubelet* kubelet_;
+  mutable std::mutex mu_;
+  std::map<std::string, PodAlloc> admitted_;
+  std::map<std::string, std::vector<std::string>> in_use_;
+  std::jthread thread_;
+};
+
+struct NodeSpec {
+  std::string name;
+  std::vector<Gpu> gpus;
+};
+
+// node-a and node-b are alike, so binpack and spread have a choice to make;
+// node-c has another model, for use-gputype.
+std::vector<NodeSpec> inventory() {
+  auto gpus = [](char node, const std::string& model, int mib) {
+    std::vector<Gpu> g;
+    for (int i = 1; i <= 2; ++i)
+      g.push_back(
+          {std::string("GPU-e2e0000") + node + "-0000-4000-8000-00000000000" + std::to_string(i),
+           model, mib});
+    return g;
+  };
+  return {{"node-a", gpus('a', "NVIDIA A100-SXM4-40GB", 40960)},
+          {"node-b", gpus('b', "NVIDIA A100-SXM4-40GB", 40960)},
+          {"node-c", gpus('c', "Tesla T4", 16384)}};
+}
+
+struct NodeRuntime {
+  NodeSpec spec;
+  std::string plugins, hook;
+  std::unique_ptr<test::FakeKubelet> kubelet;
+  Daemon plugin;
+  std::unique_ptr<KubeletStandIn> standin;
+};
+
+struct Cluster {
+  std::string dir, admin_kubeconfig, scheduler_kubeconfig, plugin_kubeconfig;
+  std::string ca, cert, key;
+  int extender_port = 0, metrics_port = 0;
+  std::optional<k8s::Client> client;
+  std::vector<std::unique_ptr<NodeRuntime>> nodes;
+  Daemon scheduler;
+  std::string error;  // why the cluster could not be set up
+};
+
+Cluster* g_cluster = nullptr;
+
+class ControlPlaneTest : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    if (env_or("HAMI_E2E_DIR").empty()) return;
+    g_cluster = new Cluster();
+    Cluster& c = *g_cluster;
+    c.dir = env_or("HAMI_E2E_DIR");
+    c.admin_kubeconfig = env_or("HAMI_E2E_KUBECONFIG");
+    c.scheduler_kubeconfig = env_or("HAMI_E2E_SCHEDULER_KUBECONFIG");
+    c.plugin_kubeconfig = env_or("HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG");
+    c.ca = env_or("HAMI_E2E_CA");
+    c.cert = env_or("HAMI_E2E_CERT");
+    c.key = env_or("HAMI_E2E_KEY");
+    c.extender_port = std::stoi(env_or("HAMI_E2E_EXTENDER_PORT", "0"));
+    c.metrics_port = std::stoi(env_or("HAMI_E2E_METRICS_PORT", "0"));
+    c.error = set_up(c);
+  }
+
+  static void TearDownTestSuite() {
+    if (!g_cluster) return;
+    Cluster& c = *g_cluster;
+    for (auto& n : c.nodes)
+      n->standin.reset();
+    if (int code = c.scheduler.stop(); code != 0)
+      ADD_FAILURE() << "hami-scheduler exited with " << code << " on SIGTERM";
+    for (auto& n : c.nodes)
+      if (int code = n->plugin.stop(); code != 0)
+        ADD_FAILURE() << "hami-device-plugin on " << n->spec.name << " exited with " << code;
+    delete g_cluster;
+    g_cluster = nullptr;
+  }
+
+ protected:
+  void SetUp() override {
+    if (!g_cluster) GTEST_SKIP() << "no control plane: run tests/e2e/run.sh";
+    ASSERT_EQ(g_cluster->error, "");
+    c_ = g_cluster;
+    // One namespace per test; namespaces are never deleted (no namespace
+    // controller runs to finish that), the control plane is thrown away.
+    ns_ = "t";
+    for (char ch : std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (std::isupper(u)) ns_ += '-';
+      ns_ += static_cast<char>(std::tolower(u));
+    }
+    ns_ = ns_.substr(0, 63);
+    auto created = client().create(
+        k8s::core_path("namespaces"),
+        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns_}}}});
+    ASSERT_TRUE(created || created.error().already_exists()) << created.error().message;
+  }
+
+  void TearDown() override {
+    if (!c_) return;
+    // The next test starts on idle GPUs: every pod gone, and the
+    // scheduler's cache (its metrics) back to nothing allocated.
+    auto pods = client().list(k8s::pod_path(ns_));
+    if (pods)
+      for (const json& p : pods->items)
+        delete_pod(p["metadata"]["name"]);
+    EXPECT_TRUE(wait_until(
+        [&] {
+          auto l = client().list(k8s::pod_path(ns_));
+          return l && l->items.empty();
+        },
+        30s))
+        << "pods of " << ns_ << " not deleted";
+    if (c_->scheduler.running()) {
+      EXPECT_TRUE(wait_until([&] { return metric_sum("hami_gpu_shared_count") == 0; }, 30s))
+          << "the scheduler still counts GPUs in use after every pod was deleted";
+    }
+  }
+
+  static k8s::Client& client() { return *g_cluster->client; }
+
+  static std::string set_up(Cluster& c) {
+    auto cfg = k8s::Config::from_kubeconfig(c.admin_kubeconfig);
+    if (!cfg) return "admin kubeconfig: " + cfg.error().message;
+    auto cl = k8s::Client::from_config(*cfg);
+    if (!cl) return "client: " + cl.error().message;
+    c.client.emplace(std::move(*cl));
+    for (const NodeSpec& spec : inventory()) {
+      auto n = std::make_unique<NodeRuntime>();
+      n->spec = spec;
+      if (std::string e = publish_node(*c.client, spec); !e.empty()) return e;
+      const std::string root = c.dir + "/nodes/" + spec.name;
+      n->plugins = root + "/device-plugins";
+      n->hook = root + "/hook";
+      std::filesystem::create_directories(n->plugins);
+      std::filesystem::create_directories(n->hook + "/vgpu");
+      std::ofstream(n->hook + "/vgpu/libvgpu.so") << "not really a library";
+      std::ofstream(root + "/nvml.script") << "";
+      n->kubelet = std::make_unique<test::FakeKubelet>(n->plugins);
+      std::string devices, names;
+      for (const Gpu& g : spec.gpus) {
+        devices += (devices.empty() ? "" : ",") + g.uuid + ":" + std::to_string(g.mib) + "m";
+        names += (names.empty() ? "" : ",") + g.model;
+      }
+      n->plugin.start("hami-device-plugin-" + spec.name, DEVICE_PLUGIN_BINARY,
+                      {"--node-name=" + spec.name, "--kubeconfig=" + c.plugin_kubeconfig,
+                       "--device-plugin-path=" + n->plugins, "--hook-path=" + n->hook,
+                       "--lock-dir=" + root + "/vgpulock", "--nvml-library=" + std::string(SIMNVML),
+                       "--register-interval=5s", "-v4"},
+                      {{"SIMGPU_STATE", root + "/gpu.state"},
+                       {"SIMGPU_DEVICES", devices},
+                       {"SIMGPU_NAMES", names},
+                       {"SIMGPU_NUMA", "0,1"},
+                       {"SIMGPU_NVML_SCRIPT", root + "/nvml.script"},
+                       {"SIMGPU_FAIL", test::kUnset},
+                       {"KUBECONFIG", test::kUnset}},
+                      c.dir);
+      if (!n->kubelet->wait_for_registrations(1, 20s))
+        return "hami-device-plugin on " + spec.name + " never registered with kubelet";
+      const int want = static_cast<int>(spec.gpus.size()) * kSplit;
+      if (!n->kubelet->wait_for_devices(
+              kRes, [&](const auto& l) { return l.devices_size() == want; }, 20s))
+        return "hami-device-plugin on " + spec.name + " never listed its devices";
+      if (!wait_until(
+              [&] {
+                auto node = c.client->get(k8s::node_path(spec.name));
+                return node && annotation(*node, "hami.io/node-nvidia-register") != "<absent>";
+              },
+              20s))
+        return "hami-device-plugin on " + spec.name + " never registered its GPUs on the node";
+      n->standin = std::make_unique<KubeletStandIn>(&*c.client, spec.name, n->kubelet.get());
+      c.nodes.push_back(std::move(n));
+    }
+    return start_scheduler(c);
+  }
+
+  // Node objects as kubelet publishes them: created, then the status
+  // (capacity, allocatable, Ready) through the status subresource. The
+  // TaintNodesByCondition admission plugin gives the node the not-ready
+  // taint; the node lifecycle controller would lift it once Ready, but no
+  // controller-manager runs, so it is lifted here.
+  static std::string publish_node(k8s::Client& cl, const NodeSpec& spec) {
+    const json node = {
+        {"apiVersion", "v1"},
+        {"kind", "Node"},
+        {"metadata",
+         {{"name", spec.name},
+          {"labels", {{"kubernetes.io/hostname", spec.name}, {"kubernetes.io/os", "linux"}}}}}};
+    auto made = cl.create(k8s::node_path(), node);
+    if (!made && made.error().already_exists()) {
+      // Left by an earlier run on this control plane (debugging by hand):
+      // start from a node as fresh as a new kubelet's.
+      if (auto d = cl.del(k8s::node_path(spec.name)); !d)
+        return "delete node: " + d.error().message;
+      made = cl.create(k8s::node_path(), node);
+    }
+    if (!made) return "create node: " + made.error().message;
+    const std::string now = [] {
+      char buf[32];
+      const std::time_t t = std::time(nullptr);
+      std::tm tm{};
+      ::gmtime_r(&t, &tm);
+      std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+      return std::string(buf);
+    }();
+    const json resources = {{"cpu", "64"},
+                            {"memory", "256Gi"},
+                            {"pods", "110"},
+                            {kRes, std::to_string(spec.gpus.size() * kSplit)}};
+    const json status = {{"status",
+                          {{"capacity", resources},
+                           {"allocatable", resources},
+                           {"conditions",
+                            {{{"type", "Ready"},
+                              {"status", "True"},
+                              {"reason", "KubeletReady"},
+                              {"message", "kubelet is posting ready status"},
+                              {"lastHeartbeatTime", now},
+                              {"lastTransitionTime", now}}}}}}};
+    if (auto r = cl.merge_patch(k8s::core_path("nodes", "", spec.name, "status"), status); !r)
+      return "node status: " + r.error().message;
+    if (auto r = cl.merge_patch(k8s::node_path(spec.name), {{"spec", {{"taints", nullptr}}}}); !r)
+      return "node taints: " + r.error().message;
+    auto got = cl.get(k8s::node_path(spec.name));
+    if (!got) return got.error().message;
+    if (!(*got)["spec"].value("taints", json::array()).empty())
+      return "node " + spec.name + " still tainted: " + (*got)["spec"]["taints"].dump();
+    if ((*got)["status"]["allocatable"].value("pods", "") != "110")
+      return "node " + spec.name + " status not kept: " + (*got)["status"].dump();
+    return "";
+  }
+
+  static std::string start_scheduler(Cluster& c) {
+    c.scheduler.start("hami-scheduler", SCHEDULER_BINARY,
+                      {"--kubeconfig=" + c.scheduler_kubeconfig,
+                       "--http_bind=127.0.0.1:" + std::to_string(c.extender_port),
+                       "--cert_file=" + c.cert, "--key_file=" + c.key,
+                       "--metrics-bind-address=127.0.0.1:" + std::to_string(c.metrics_port), "-v4"},
+                      {{"KUBECONFIG", test::kUnset}}, c.dir);
+    httplib::SSLClient https("127.0.0.1", c.extender_port);
+    https.set_ca_cert_path(c.ca.c_str());
+    https.enable_server_certificate_verification(true);
+    if (!wait_until(
+            [&] {
+              auto r = https.Get("/readyz");
+              return r && r->status == 200;
+            },
+            30s))
+      return "hami-scheduler never became ready (log: " + c.dir + "/logs/hami-scheduler.log)";
+    // Ready means synced; every node's GPUs are in its cache.
+    if (!wait_until([&] { return metric_sum("hami_scheduler_cached_nodes") == 3; }, 20s))
+      return "hami-scheduler does not see the 3 nodes";
+    return "";
+  }
+
+  // Sum of every sample of `name` on hami-scheduler's /metrics; -1 when unreadable.
+  static double metric_sum(const std::string& name) {
+    httplib::Client http("127.0.0.1", g_cluster->metrics_port);
+    auto r = http.Get("/metrics");
+    if (!r || r->status != 200) return -1;
+    double sum = 0;
+    std::stringstream in(r->body);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(name, 0) != 0) continue;
+      const char next = line.size() > name.size() ? line[name.size()] : '\0';
+      if (next != '{' && next != ' ') continue;
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    return sum;
+  }
+
+  // A pod as a user writes it: an image, resources, maybe annotations.
+  static json container(const std::string& name, json limits = json::object()) {
+    json c = {{"name", name}, {"image", "cuda:12"}, {"command", {"sleep", "infinity"}}};
+    if (!limits.empty()) c["resources"] = {{"limits", limits}};
+    return c;
+  }
+  json pod(const std::string& name, json containers, json annotations = json::object(),
+           json init = json::array()) const {
+    json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", ns_}}},
+              {"spec", {{"containers", containers}}}};
+    if (!annotations.empty()) p["metadata"]["annotations"] = annotations;
+    if (!init.empty()) p["spec"]["initContainers"] = init;
+    return p;
+  }
+
+  json create(const json& p) {
+    auto r = client().create(k8s::pod_path(ns_), p);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : json();
+  }
+
+  std::optional<json> get_pod(const std::string& name) {
+    auto r = client().get(k8s::pod_path(ns_, name));
+    if (!r) return std::nullopt;
+    return *r;
+  }
+
+  // Without a kubelet a bound pod would wait forever for its containers to
+  // stop; grace period 0 deletes it at once, as `kubectl delete --force` does.
+  void delete_pod(const std::string& name) {
+    auto r = client().del(k8s::pod_path(ns_, name) + "?gracePeriodSeconds=0");
+    EXPECT_TRUE(r || r.error().not_found()) << r.error().message;
+  }
+
+  // The pod once bound and admitted by its node's kubelet stand-in.
+  struct Placed {
+    json pod;
+    PodAlloc alloc;
+  };
+  std::optional<Placed> wait_placed(const std::string& name,
+                                    std::chrono::milliseconds timeout = 60s) {
+    std::optional<Placed> out;
+    std::string last = "never read";
+    const bool ok = wait_until(
+        [&] {
+          auto p = get_pod(name);
+          if (!p) return false;
+          last = p->dump();
+          const std::string node = (*p)["spec"].value("nodeName", "");
+          if (node.empty()) return false;
+          for (auto& n : c_->nodes) {
+            if (n->spec.name != node) continue;
+            auto a = n->standin->find((*p)["metadata"]["uid"]);
+            if (!a) return false;
+            out = Placed{*p, *a};
+            return true;
+          }
+          return false;
+        },
+        timeout);
+    EXPECT_TRUE(ok) << "pod " << ns_ << "/" << name << " not placed and admitted; last seen "
+                    << last;
+    return ok ? out : std::nullopt;
+  }
+
+  const NodeSpec& node_spec(const std::string& name) const {
+    for (auto& n : c_->nodes)
+      if (n->spec.name == name) return n->spec;
+    throw std::runtime_error("no node " + name);
+  }
+  int gpu_mib(const std::string& uuid) const {
+    for (auto& n : c_->nodes)
+      for (const Gpu& g : n->spec.gpus)
+        if (g.uuid == uuid) return g.mib;
+    return -1;
+  }
+
+  // The contract of docs/device-plugin.md §Allocate for one container and
+  // the GPUs the scheduler granted it.
+  void expect_container_env(const std::string& uid, const ContainerAlloc& a,
+                            const std::vector<Grant>& granted, const std::string& hook) {
+    SCOPED_TRACE("container " + a.container);
+    ASSERT_EQ(a.error, "");
+    std::vector<std::string> uuids;
+    for (const Grant& g : granted)
+      uuids.push_back(g.uuid);
+    std::vector<std::string> sorted = uuids;
+    std::sort(sorted.begin(), sorted.end());  // NVML order = UUID order in this inventory
+    std::string visible;
+    for (const auto& u : sorted)
+      visible += (visible.empty() ? "" : ",") + u;
+    EXPECT_EQ(a.env.at("NVIDIA_VISIBLE_DEVICES"), visible);
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      const auto g = std::find_if(granted.begin(), granted.end(),
+                                  [&](const Grant& x) { return x.uuid == sorted[i]; });
+      EXPECT_EQ(a.env.at("CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i)),
+                std::to_string(g->mib) + "m");
+    }
+    const auto first = std::find_if(granted.begin(), granted.end(),
+                                    [&](const Grant& x) { return x.uuid == sorted[0]; });
+    EXPECT_EQ(a.env.at("CUDA_DEVICE_SM_LIMIT"), std::to_string(std::min(first->cores, 100)));
+    EXPECT_THAT(a.env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE"),
+                ::testing::MatchesRegex(hook + "/vgpu/[0-9a-f-]{36}\\.cache"));
+    const std::string v = hook + "/vgpu";
+    const std::string key = uid + "_" + a.container;
+    EXPECT_EQ(a.mounts.at(v + "/libvgpu.so"), std::make_pair(v + "/libvgpu.so", true));
+    EXPECT_EQ(a.mounts.at(v), std::make_pair(v + "/containers/" + key, false));
+    EXPECT_EQ(a.mounts.at("/etc/ld.so.preload"), std::make_pair(v + "/ld.so.preload", true));
+    EXPECT_EQ(a.mounts.at("/etc/vgpu/limits"), std::make_pair(v + "/limits/" + key, true));
+    EXPECT_EQ(a.mounts.count("/tmp/vgpulock"), 1u);
+    // kubelet's IDs are on the GPUs the scheduler chose.
+    for (const auto& id : a.device_ids)
+      EXPECT_TRUE(std::any_of(uuids.begin(), uuids.end(), [&](const std::string& u) {
+        return id.rfind(u + "-", 0) == 0;
+      })) << id;
+  }
+
+  // Checks the whole protocol for a placed pod: annotations, bind-phase,
+  // every GPU container allocated as granted. Returns the grants.
+  std::vector<std::vector<Grant>> expect_protocol(const Placed& p) {
+    const std::string node = p.pod["spec"]["nodeName"];
+    const std::string uid = p.pod["metadata"]["uid"];
+    EXPECT_EQ(annotation(p.pod, "hami.io/vgpu-node"), node);
+    const auto grants = decode_devices(annotation(p.pod, "hami.io/vgpu-devices-allocated"));
+    // bind-phase reaches success once the last container is allocated.
+    const std::string name = p.pod["metadata"]["name"];
+    std::optional<json> now;
+    EXPECT_TRUE(wait_until(
+        [&] {
+          now = get_pod(name);
+          return now && annotation(*now, "hami.io/bind-phase") == "success";
+        },
+        10s))
+        << "bind-phase of " << name << " never success";
+    // Every device served exactly once: the plugin consumed them all.
+    if (now) {
+      const std::string left = annotation(*now, "hami.io/vgpu-devices-to-allocate");
+      for (const auto& c : decode_devices(left))
+        EXPECT_TRUE(c.empty()) << name << " still has devices to allocate: " << left;
+    }
+    std::vector<std::string> names;
+    for (const char* k : {"initContainers", "containers"})
+      for (const json& c : p.pod["spec"].value(k, json::array()))
+        names.push_back(c["name"]);
+    EXPECT_EQ(grants.size(), names.size()) << annotation(p.pod, "hami.io/vgpu-devices-allocated");
+    std::string hook;
+    for (auto& n : c_->nodes)
+      if (n->spec.name == node) hook = n->hook;
+    size_t next = 0;
+    for (size_t i = 0; i < names.size() && i < grants.size(); ++i) {
+      if (grants[i].empty()) continue;
+      for (const Grant& g : grants[i])
+        EXPECT_GT(gpu_mib(g.uuid), 0) << g.uuid << " is not a GPU of " << node;
+      if (next >= p.alloc.containers.size()) {
+        ADD_FAILURE() << "container " << names[i] << " was never allocated";
+        continue;
+      }
+      const ContainerAlloc& a = p.alloc.containers[next++];
+      EXPECT_EQ(a.container, names[i]);
+      expect_container_env(uid, a, grants[i], hook);
+    }
+    EXPECT_EQ(next, p.alloc.containers.size());
+    return grants;
+  }
+
+  Cluster* c_ = nullptr;
+  std::string ns_;
+};
+
+TEST_F(ControlPlaneTest, MemoryAndCoresSliceIsMutatedPlacedAndAllocated) {
+  const json created = create(pod("slice", {container("main", {{"nvidia.com/gpumem", "3000"},
+                                                               {"nvidia.com/gpucores", "30"}})}));
+  // The webhook: ours to schedule, and one GPU since none was asked.
+  EXPECT_EQ(created["spec"]["schedulerName"], "hami-scheduler");
+  EXPECT_EQ(created["spec"]["containers"][0]["resources"]["limits"][kRes], "1");
+  auto p = wait_placed("slice");
+  ASSERT_TRUE(p);
+  const auto grants = expect_protocol(*p);
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].size(), 1u);
+  EXPECT_EQ(grants[0][0].mib, 3000);
+  EXPECT_EQ(grants[0][0].cores, 30);
+  EXPECT_EQ(p->alloc.containers.at(0).env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
+  EXPECT_EQ(p->alloc.containers.at(0).env.at("CUDA_DEVICE_SM_LIMIT"), "30");
+  // The node lock is released once Allocate is done.
+  auto node = client().get(k8s::node_path(p->pod["spec"]["nodeName"].get<std::string>()));
+  ASSERT_TRUE(node);
+  EXPECT_EQ(annotation(*node, "hami.io/mutex.lock"), "<absent>");
+}
+
+TEST_F(ControlPlaneTest, TwoGpusWithMemoryPercentage) {
+  create(pod("two", {container("main", {{kRes, "2"}, {"nvidia.com/gpumem-percentage", "50"}})}));
+  auto p = wait_placed("two");
+  ASSERT_TRUE(p);
+  const auto grants = expect_protocol(*p);
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].size(), 2u);
+  EXPECT_NE(grants[0][0].uuid, grants[0][1].uuid) << "two slices of one GPU";
+  for (const Grant& g : grants[0])
+    EXPECT_EQ(g.mib, gpu_mib(g.uuid) / 2) << g.uuid;
+  EXPECT_EQ(p->alloc.containers.at(0).env.count("CUDA_DEVICE_MEMORY_LIMIT_1"), 1u);
+}
+
+TEST_F(ControlPlaneTest, InitContainerAndTwoContainers) {
+  create(pod("multi",
+             {container("app", {{"nvidia.com/gpumem", "2000"}, {"nvidia.com/gpucores", "20"}}),
+              container("sidecar", {{"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "10"}}),
+              container("no-gpu")},
+             {},
+             {container("init", {{"nvidia.com/gpumem", "1500"}, {"nvidia.com/gpucores", "50"}})}));
+  auto p = wait_placed("multi");
+  ASSERT_TRUE(p);
+  const auto grants = expect_protocol(*p);
+  ASSERT_EQ(grants.size(), 4u);
+  EXPECT_EQ(grants[0].at(0).mib, 1500);
+  EXPECT_EQ(grants[1].at(0).mib, 2000);
+  EXPECT_EQ(grants[2].at(0).mib, 1000);
+  EXPECT_TRUE(grants[3].empty());
+  ASSERT_EQ(p->alloc.containers.size(), 3u);
+  EXPECT_EQ(p->alloc.containers[0].container, "init");
+  EXPECT_EQ(p->alloc.containers[1].container, "app");
+  EXPECT_EQ(p->alloc.containers[2].container, "sidecar");
+}
+
+TEST_F(ControlPlaneTest, UseGpuTypePicksTheModel) {
+  create(pod("t4", {container("main", {{"nvidia.com/gpumem", "4000"}})},
+             {{"nvidia.com/use-gputype", "T4"}}));
+  create(pod("a100", {container("main", {{"nvidia.com/gpumem", "4000"}})},
+             {{"nvidia.com/use-gputype", "A100"}}));
+  auto t4 = wait_placed("t4");
+  auto a100 = wait_placed("a100");
+  ASSERT_TRUE(t4 && a100);
+  EXPECT_EQ(t4->pod["spec"]["nodeName"], "node-c");
+  EXPECT_NE(a100->pod["spec"]["nodeName"], "node-c");
+  expect_protocol(*t4);
+  expect_protocol(*a100);
+}
+
+TEST_F(ControlPlaneTest, WholeGpuFromCountAlone) {
+  const json created = create(pod("whole", {container("main", {{kRes, "1"}})}));
+  // A count alone is a whole, exclusive GPU (upstream PR #1354).
+  EXPECT_EQ(created["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"], "100");
+  auto p = wait_placed("whole");
+  ASSERT_TRUE(p);
+  const auto grants = expect_protocol(*p);
+  ASSERT_EQ(grants.at(0).size(), 1u);
+  EXPECT_EQ(grants[0][0].mib, gpu_mib(grants[0][0].uuid));
+  EXPECT_EQ(grants[0][0].cores, 100);
+  EXPECT_EQ(p->alloc.containers.at(0).env.at("CUDA_DEVICE_SM_LIMIT"), "100");
+}
+
+TEST_F(ControlPlaneTest, PodWithoutGpuIsLeftToTheDefaultScheduler) {
+  const json created = create(pod("plain", {container("main", {{"cpu", "100m"}})}));
+  EXPECT_EQ(created["spec"].value("schedulerName", ""), "default-scheduler");
+  auto p = wait_placed("plain");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(annotation(p->pod, "hami.io/vgpu-node"), "<absent>");
+  EXPECT_TRUE(p->alloc.containers.empty()) << "Allocate called for a pod without GPUs";
+}
+
+TEST_F(ControlPlaneTest, InvalidPodIsRefusedWithOurMessage) {
+  auto r = client().create(
+      k8s::pod_path(ns_),
+      pod("bad", {container("main", {{kRes, "1"}, {"nvidia.com/gpumem-percentage", "150"}})}));
+  ASSERT_FALSE(r) << "created: " << r->dump();
+  EXPECT_THAT(r.error().message,
+              HasSubstr("admission webhook \"vgpu.hami.io\" denied the request"));
+  EXPECT_THAT(r.error().message,
+              HasSubstr("container main: nvidia.com/gpumem-percentage is 150, must be 0..100"));
+  EXPECT_FALSE(get_pod("bad")) << "the refused pod exists";
+}
+
+// A batch of pods that only the two A100 nodes take; `policy` for both the
+// node and the GPU choice. Returns pods per node and per GPU.
+struct Placement {
+  std::map<std::string, int> per_node;
+  std::map<std::string, int> per_gpu;
+};
+
+TEST_F(ControlPlaneTest, BinpackFillsOneNodeAndOneGpu) {
+  const json annotations = {{"nvidia.com/use-gputype", "A100"},
+                            {"hami.io/node-scheduler-policy", "binpack"},
+                            {"hami.io/gpu-scheduler-policy", "binpack"}};
+  for (int i = 0; i < 4; ++i)
+    create(pod("bp-" + std::to_string(i),
+               {container("main", {{"nvidia.com/gpumem", "8000"}, {"nvidia.com/gpucores", "20"}})},
+               annotations));
+  Placement pl;
+  for (int i = 0; i < 4; ++i) {
+    auto p = wait_placed("bp-" + std::to_string(i));
+    ASSERT_TRUE(p);
+    const auto grants = expect_protocol(*p);
+    ++pl.per_node[p->pod["spec"]["nodeName"]];
+    ++pl.per_gpu[grants.at(0).at(0).uuid];
+  }
+  EXPECT_EQ(pl.per_node.size(), 1u) << "binpack used more than one node";
+  EXPECT_EQ(pl.per_gpu.size(), 1u) << "binpack used more than one GPU";
+}
+
+TEST_F(ControlPlaneTest, SpreadUsesEveryNodeAndGpu) {
+  const json annotations = {{"nvidia.com/use-gputype", "A100"},
+                            {"hami.io/node-scheduler-policy", "spread"},
+                            {"hami.io/gpu-scheduler-policy", "spread"}};
+  for (int i = 0; i < 4; ++i)
+    create(pod("sp-" + std::to_string(i),
+               {container("main", {{"nvidia.com/gpumem", "8000"}, {"nvidia.com/gpucores", "20"}})},
+               annotations));
+  Placement pl;
+  for (int i = 0; i < 4; ++i) {
+    auto p = wait_placed("sp-" + std::to_string(i));
+    ASSERT_TRUE(p);
+    const auto grants = expect_protocol(*p);
+    ++pl.per_node[p->pod["spec"]["nodeName"]];
+    ++pl.per_gpu[grants.at(0).at(0).uuid];
+  }
+  EXPECT_EQ(pl.per_node, (std::map<std::string, int>{{"node-a", 2}, {"node-b", 2}}));
+  EXPECT_EQ(pl.per_gpu.size(), 4u) << "spread put two pods on one GPU while others were idle";
+}
+
+TEST_F(ControlPlaneTest, UnfitPodWaitsWithOurReasonUntilSpaceIsFreed) {
+  // No GPU anywhere has 100,000 MiB.
+  const json huge_pod = create(pod("huge", {container("main", {{"nvidia.com/gpumem", "100000"}})}));
+  // Both T4s taken whole; a T4 slice must wait for them.
+  create(pod("hog", {container("main", {{kRes, "2"}})}, {{"nvidia.com/use-gputype", "T4"}}));
+  auto hog = wait_placed("hog");
+  ASSERT_TRUE(hog);
+  EXPECT_EQ(hog->pod["spec"]["nodeName"], "node-c");
+  const json waiter_pod = create(pod("waiter", {container("main", {{"nvidia.com/gpumem", "1000"}})},
+                                     {{"nvidia.com/use-gputype", "T4"}}));
+
+  // kube-scheduler records our filter's reasons in the FailedScheduling
+  // event and in the pod's PodScheduled condition.
+  // (By UID: a rerun in the same namespace finds the events of the pods
+  // of the same name before it.)
+  auto event_for = [&](const json& p) {
+    std::string msg;
+    wait_until(
+        [&] {
+          auto evs = client().list(
+              k8s::core_path("events", ns_),
+              {.field_selector = "involvedObject.uid=" + p["metadata"]["uid"].get<std::string>()});
+          if (!evs) return false;
+          for (const json& e : evs->items)
+            if (e.value("reason", "") == "FailedScheduling") msg = e.value("message", "");
+          return !msg.empty();
+        },
+        30s);
+    return msg;
+  };
+  const std::string huge = event_for(huge_pod);
+  EXPECT_THAT(huge, HasSubstr("0/3 nodes are available"));
+  EXPECT_THAT(huge, HasSubstr("2/2 CardInsufficientMemory"));
+  const std::string waiter = event_for(waiter_pod);
+  EXPECT_THAT(waiter, HasSubstr("0/3 nodes are available"));
+  EXPECT_THAT(waiter, HasSubstr("2/2 CardTypeMismatch"));
+  // The hog holds all of both T4s' memory.
+  EXPECT_THAT(waiter, HasSubstr("2/2 CardInsufficientMemory"));
+  std::optional<json> w;
+  std::string message;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        w = get_pod("waiter");
+        if (!w) return false;
+        for (const json& cond : (*w)["status"].value("conditions", json::array()))
+          if (cond["type"] == "PodScheduled" && cond["status"] == "False" &&
+              cond.value("reason", "") == "Unschedulable") {
+            message = cond.value("message", "");
+            return true;
+          }
+        return false;
+      },
+      30s))
+      << (w ? (*w)["status"].dump() : "no pod");
+  EXPECT_THAT(message, HasSubstr("CardTypeMismatch"));
+  ASSERT_TRUE(w);
+  EXPECT_EQ((*w)["spec"].value("nodeName", ""), "");
+
+  // Deleting the hog frees both T4s; kube-scheduler retries the waiter.
+  delete_pod("hog");
+  auto placed = wait_placed("waiter", 90s);
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(placed->pod["spec"]["nodeName"], "node-c");
+  expect_protocol(*placed);
+  auto h = get_pod("huge");
+  ASSERT_TRUE(h);
+  EXPECT_EQ((*h)["spec"].value("nodeName", ""), "") << "a pod that fits nowhere was placed";
+}
+
+TEST_F(ControlPlaneTest, ExtenderRestartedMidBatchLosesNoPodAndGrantsNoGpuTwice) {
+  constexpr int kPods = 12;
+  for (int i = 0; i < kPods; ++i)
+    create(pod("r-" + std::to_string(i), {container("main", {{"nvidia.com/gpumem", "3000"},
+                                                             {"nvidia.com/gpucores", "15"}})}));
+  // Once a few are bound, hami-scheduler dies without a word and comes back.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto l = client().list(k8s::pod_path(ns_));
+        if (!l) return false;
+        int bound = 0;
+        for (const json& p : l->items)
+          bound += !p["spec"].value("nodeName", "").empty();
+        return bound >= 2;
+      },
+      60s));
+  c_->scheduler.stop(SIGKILL);
+  const std::string err = start_scheduler(*c_);
+  ASSERT_EQ(err, "");
+
+  std::map<std::string, int> slots, mib, cores;
+  for (int i = 0; i < kPods; ++i) {
+    auto p = wait_placed("r-" + std::to_string(i), 180s);
+    ASSERT_TRUE(p) << "pod r-" << i << " lost";
+    const auto grants = expect_protocol(*p);
+    for (const auto& c : grants)
+      for (const Grant& g : c) {
+        ++slots[g.uuid];
+        mib[g.uuid] += g.mib;
+        cores[g.uuid] += g.cores;
+      }
+  }
+  for (const auto& [uuid, n] : slots) {
+    EXPECT_LE(n, kSplit) << uuid;
+    EXPECT_LE(mib[uuid], gpu_mib(uuid)) << uuid << " over-committed";
+    EXPECT_LE(cores[uuid], 100) << uuid << " over-committed";
+  }
+  // No node stays locked by a bind the kill cut short.
+  for (auto& n : c_->nodes) {
+    EXPECT_TRUE(wait_until(
+        [&] {
+          auto node = client().get(k8s::node_path(n->spec.name));
+          return node && annotation(*node, "hami.io/mutex.lock") == "<absent>";
+        },
+        10s))
+        << n->spec.name << " still locked";
+  }
+  // The restarted scheduler's cache, rebuilt from the API, agrees.
+  EXPECT_TRUE(wait_until([&] { return metric_sum("hami_gpu_shared_count") == kPods; }, 20s))
+      << metric_sum("hami_gpu_shared_count");
+}
+
+}  // namespace
+}  // namespace hami::e2e

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The end-to-end suite on a real Kubernetes control plane, as CI runs it:
+#   1. tests/e2e/build-k8s.sh: Debian packages; kube-apiserver, kube-scheduler
+#      and kubectl 1.20 built once and cached (~/.cache/hami-e2e)
+#   2. our daemons and the test, in build/e2e (Release, -DHAMI_E2E=ON)
+#   3. tests/e2e/control-plane.sh start; the test; control-plane.sh stop, also
+#      when a step fails or the run is interrupted
+# Prints the time each phase took.
+#
+#   tests/e2e/run.sh [gtest flags, e.g. --gtest_filter=*Spread*]
+#
+# HAMI_E2E_JOBS   parallel build jobs (default 2); the rest: control-plane.sh --help
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+JOBS=${HAMI_E2E_JOBS:-2}
+BUILD=build/e2e
+export HAMI_E2E_DIR=${HAMI_E2E_DIR:-/tmp/hami-e2e}
+start=$SECONDS
+phase_start=$SECONDS
+phase() {
+  printf '=== e2e: %s done in %ds\n' "$1" $((SECONDS - phase_start))
+  phase_start=$SECONDS
+}
+
+tests/e2e/build-k8s.sh
+phase "Kubernetes binaries (build or cache)"
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHAMI_E2E=ON >/dev/null
+cmake --build "$BUILD" -j "$JOBS" --target e2e_control_plane_tests
+phase "our binaries"
+
+cleanup() {
+  local rc=$?
+  tests/e2e/control-plane.sh stop || true
+  if [ $rc -ne 0 ]; then
+    echo "e2e: failed; logs of every process are in $HAMI_E2E_DIR/logs" >&2
+  fi
+  printf '=== e2e: total %ds\n' $((SECONDS - start))
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+tests/e2e/control-plane.sh start >/dev/null
+phase "control plane start"
+
+# shellcheck disable=SC1091
+source "$HAMI_E2E_DIR/env"
+"$BUILD/tests/e2e_control_plane_tests" "$@"
+phase "scenarios"
