@@ -70,22 +70,26 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
   // +2: unregistered), added to the metrics once.
   using Counts = std::array<uint64_t, fit::kReasonCount + 2>;
   std::vector<Counts> counts(pool_ ? pool_->shares() : 1, Counts{});
+  std::vector<float> scores(n, -1);  // for prioritize, through memo_
+  uint64_t version = 0;
   cache_.read([&](const ClusterCache::View& view) {
+    version = view.version();
     // The shared lock is held by this thread for the whole request; the
     // pool's threads read under it.
     auto body = [&](size_t begin, size_t end, size_t share) {
       fit::FitScratch& s = scratch();
       Counts& c = counts[share];
       for (size_t i = begin; i < end; ++i) {
-        const fit::NodeDevices* node = view.node(node_names[i]);
+        const ClusterCache::NodeState* node = view.node_state(node_names[i]);
         if (node == nullptr) {
           verdict[i] = 2;
           ++c[fit::kReasonCount + 1];
           continue;
         }
-        fit::NodeFit f = fit::fit_pod(*node, prepared, s);
+        fit::NodeFit f = fit::fit_pod(node->devices, prepared, s);
         if (f.fits) {
           verdict[i] = 1;
+          scores[i] = node->score;
           continue;
         }
         reasons[i] = fit::describe(f.failure);
@@ -102,14 +106,18 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
     return 0;
   });
   out.nodes.reserve(n);
+  std::vector<float> kept_scores;
+  kept_scores.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (verdict[i] == 1) {
       out.nodes.push_back(node_names[i]);
+      kept_scores.push_back(scores[i]);
     } else {
       out.failed.emplace(node_names[i],
                          verdict[i] == 2 ? kNodeUnregistered : std::move(reasons[i]));
     }
   }
+  memo_.store(pod.meta.uid, version, out.nodes, std::move(kept_scores));
   if (metrics_) {
     Counts total{};
     for (const Counts& c : counts) {
@@ -142,14 +150,19 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
   }
   const fit::NodePolicy policy = req->prepared->options().node_policy;
   out.resize(node_names.size());
+  auto priority = [policy](float node_score) -> int64_t {
+    return node_score >= 0 ? fit::node_priority(node_score, policy, kMaxExtenderPriority) : 0;
+  };
   cache_.read([&](const ClusterCache::View& view) {
+    // Usually filter of this very pod has just looked every node up.
+    if (auto scores = memo_.find(pod.meta.uid, view.version(), node_names)) {
+      for (size_t i = 0; i < node_names.size(); ++i)
+        out[i] = {node_names[i], priority((*scores)[i])};
+      return 0;
+    }
     auto body = [&](size_t begin, size_t end, size_t) {
-      for (size_t i = begin; i < end; ++i) {
-        const float node_score = view.node_score(node_names[i]);
-        int64_t score = 0;
-        if (node_score >= 0) score = fit::node_priority(node_score, policy, kMaxExtenderPriority);
-        out[i] = {node_names[i], score};
-      }
+      for (size_t i = begin; i < end; ++i)
+        out[i] = {node_names[i], priority(view.node_score(node_names[i]))};
     };
     if (pool_ != nullptr) {
       pool_->run(node_names.size(), body);

@@ -35,6 +35,7 @@
 #include "scheduler/metrics.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/pod_request.hpp"
+#include "scheduler/score_memo.hpp"
 
 namespace hami::scheduler {
 
@@ -119,6 +120,7 @@ class Extender {
   ParallelFor* pool_ = nullptr;
   std::function<bool()> is_leader_;
   std::function<std::chrono::system_clock::time_point()> now_;
+  ScoreMemo memo_;  // filter's scores for the prioritize that follows
   std::mutex seen_mu_;
   std::unordered_map<std::string, k8s::Pod> seen_;  // by UID, cleared past kMaxSeen
 };

@@ -102,6 +102,32 @@ TEST_F(ExtenderTest, PrioritizeFollowsNodePolicy) {
   }
 }
 
+// prioritize answers from filter's scores only while they are still the
+// cache's: after a change (another pod placed) it scores the nodes again.
+TEST_F(ExtenderTest, PrioritizeAfterFilterScoresTheCacheAsItIsNow) {
+  json p =
+      add("p", {{"nvidia.com/gpu", "1"}}, "u1", {{"hami.io/node-scheduler-policy", "binpack"}});
+  const std::vector<std::string> ab{"a", "b"};
+  FilterResult f = ext.filter(pod_of(p), ab);
+  ASSERT_EQ(f.nodes, ab);
+  auto before = ext.prioritize(pod_of(p), f.nodes);
+  ASSERT_TRUE(before);
+  EXPECT_EQ((*before)[0].score, (*before)[1].score) << "both nodes idle";
+  // Between filter and prioritize another pod lands on b.
+  ext.filter(pod_of(p), ab);
+  feed.pod_changed(test::placed_pod("busy", "ub", "b", "GPU-b-0,NVIDIA,8000,50:;"));
+  auto after = ext.prioritize(pod_of(p), f.nodes);
+  ASSERT_TRUE(after);
+  EXPECT_EQ((*after)[0].score, 0);
+  EXPECT_EQ((*after)[1].score, 2) << "binpack now prefers the busier node b";
+  // And the same answer as an extender that never filtered this pod.
+  Extender fresh{cache, config, &backend, nullptr};
+  auto want = fresh.prioritize(pod_of(p), f.nodes);
+  ASSERT_TRUE(want);
+  EXPECT_EQ((*after)[0].score, (*want)[0].score);
+  EXPECT_EQ((*after)[1].score, (*want)[1].score);
+}
+
 TEST_F(ExtenderTest, BindWritesUpstreamAnnotationsAndReservesAtOnce) {
   json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "10000"}}, "u1");
   ASSERT_EQ(ext.bind({"default", "p", "u1", "small"}),
