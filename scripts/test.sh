@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what it needs, then builds and
 # runs the unit and integration tests in Release and under ASan+UBSan, the
-# concurrent parts under TSan, and a bounded fuzzing run.
+# deployment checks, the concurrent parts under TSan, the end-to-end scenarios
+# on a real Kubernetes control plane, and a bounded fuzzing run.
 #   scripts/test.sh            everything
 #   FUZZ_SECONDS=0 scripts/test.sh   skip the bounded fuzzing run
+#   E2E=0 scripts/test.sh            skip the end-to-end run on a real control plane
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +36,15 @@ cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests
 step "test tsan (concurrency, the Kubernetes client, the scheduler's cache and server)"
 TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
   ctest --preset tsan -L "concurrency|k8s|scheduler"
+
+# The whole path through a real kube-apiserver and kube-scheduler (1.20, built
+# once from Debian's source package and cached outside the clone): E2E=0 skips.
+if [ "${E2E:-1}" != 0 ]; then
+  step "end to end on a real Kubernetes 1.20 control plane (tests/e2e/run.sh)"
+  e2e_start=$SECONDS
+  tests/e2e/run.sh
+  echo "end to end: $((SECONDS - e2e_start)) s"
+fi
 
 step "clang-format check"
 scripts/format.sh --check
