@@ -56,26 +56,9 @@ log() { printf 'check.sh: %s\n' "$*"; }
 # webhook certificate the chart makes.
 PACKAGES=(golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
   yamllint python3 python3-yaml openssl)
-missing=()
-for p in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=()
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null; then
-      SUDO=(sudo)
-    else
-      echo "check.sh: missing packages (${missing[*]}) and not root; rerun as root or install them" >&2
-      exit 2
-    fi
-  fi
-  log "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  "${SUDO[@]}" apt-get update -qq
-  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ! scripts/setup.sh "${PACKAGES[@]}" >/dev/null; then
+  echo "check.sh: cannot install ${PACKAGES[*]} (scripts/setup.sh says why above); rerun as root" >&2
+  exit 2
 fi
 
 # The renderer, built offline in GOPATH mode against /usr/share/gocode (where

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package the build, tests, fuzzing and demo need.
 # Idempotent: installs only what is missing. Runs as root, or through sudo.
+#   scripts/setup.sh              the project's packages
+#   scripts/setup.sh PACKAGE...   only these (for scripts with needs of their own)
 set -euo pipefail
 
 PACKAGES=(
@@ -13,6 +15,7 @@ PACKAGES=(
   clang libclang-rt-14-dev llvm clang-format
   valgrind
 )
+if [ $# -gt 0 ]; then PACKAGES=("$@"); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
