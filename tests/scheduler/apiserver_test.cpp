@@ -49,6 +49,13 @@ class SchedulerApiTest : public test::ApiFixture {
     return api().put("pods", test::sched_pod(name, limits));
   }
   std::string uid(const json& p) { return p["metadata"]["uid"]; }
+  // The node lock as the device plugin's pod "default/owner" holds it, taken now.
+  void lock_node_for_owner(const std::string& node) {
+    json n = *api().get("nodes", "", node);
+    n["metadata"]["annotations"]["hami.io/mutex.lock"] =
+        deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
+    api().put("nodes", n);
+  }
 
   ClusterCache cache;
   CacheFeed feed{cache};
@@ -86,10 +93,7 @@ TEST_F(SchedulerApiTest, BindAnnotatesLocksAndBinds) {
 
 TEST_F(SchedulerApiTest, LockHeldByALivePodIsContention) {
   api().put("pods", test::sched_pod("owner", {}));
-  json n = *api().get("nodes", "", "a");
-  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
-      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
-  api().put("nodes", n);
+  lock_node_for_owner("a");
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   const std::string err = ext->bind({"default", "p", uid(p), "a"});
   EXPECT_NE(err.find("node lock contention"), std::string::npos) << err;
@@ -102,10 +106,7 @@ TEST_F(SchedulerApiTest, LockHeldByALivePodIsContention) {
 TEST_F(SchedulerApiTest, LockReleasedWithinTheWaitIsTaken) {
   backend.emplace(client(), std::chrono::seconds(300), 5s);
   api().put("pods", test::sched_pod("owner", {}));
-  json n = *api().get("nodes", "", "a");
-  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
-      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
-  api().put("nodes", n);
+  lock_node_for_owner("a");
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   // The device plugin releases the owner's lock once kubelet allocated it.
   std::thread plugin([&] {
@@ -129,10 +130,7 @@ TEST_F(SchedulerApiTest, LockReleasedWithinTheWaitIsTaken) {
 TEST_F(SchedulerApiTest, LockHeldPastTheWaitIsContention) {
   backend.emplace(client(), std::chrono::seconds(300), 300ms);
   api().put("pods", test::sched_pod("owner", {}));
-  json n = *api().get("nodes", "", "a");
-  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
-      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
-  api().put("nodes", n);
+  lock_node_for_owner("a");
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   const auto t0 = std::chrono::steady_clock::now();
   const std::string err = ext->bind({"default", "p", uid(p), "a"});
@@ -146,10 +144,7 @@ TEST_F(SchedulerApiTest, LockOfAPodBoundElsewhereIsTakenOver) {
   json owner = test::sched_pod("owner", {{"nvidia.com/gpu", "1"}});
   owner["spec"]["nodeName"] = "b";
   api().put("pods", owner);
-  json n = *api().get("nodes", "", "a");
-  n["metadata"]["annotations"]["hami.io/mutex.lock"] =
-      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
-  api().put("nodes", n);
+  lock_node_for_owner("a");
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   EXPECT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
   auto lock =
