@@ -26,6 +26,7 @@
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
+#include "support/wait.hpp"
 
 namespace hami::deviceplugin {
 namespace {
@@ -41,14 +42,7 @@ constexpr const char* kB = "GPU-5a3e0000-0000-4000-8000-0000000000b2";
 constexpr const char* kNode = "node-1";
 constexpr const char* kRes = "nvidia.com/gpu";
 
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using test::wait_until;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);

@@ -42,6 +42,7 @@
 #include "k8s/paths.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
+#include "support/wait.hpp"
 
 namespace hami::e2e {
 namespace {
@@ -58,13 +59,9 @@ std::string env_or(const char* name, const std::string& fallback = {}) {
   return v ? v : fallback;
 }
 
+// A real API server behind each check: poll it gently.
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
+  return test::wait_until(pred, timeout, 50ms);
 }
 
 std::string annotation(const json& obj, const std::string& key) {

@@ -23,6 +23,7 @@
 #include "k8s/paths.hpp"
 #include "support/apiserver/api_server.hpp"
 #include "support/temp_dir.hpp"
+#include "support/wait.hpp"
 
 namespace hami::test {
 
@@ -50,17 +51,6 @@ inline nlohmann::json make_pod(const std::string& name,
 
 inline nlohmann::json make_node(const std::string& name) {
   return {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
-}
-
-// Polls `pred` until it holds or `timeout` passes.
-inline bool wait_until(const std::function<bool()>& pred,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
 }
 
 class ApiFixture : public ::testing::Test {

@@ -25,6 +25,7 @@
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
+#include "support/wait.hpp"
 
 namespace hami::scheduler {
 namespace {
@@ -38,12 +39,7 @@ constexpr const char* kNode = "node-1";
 constexpr const char* kRes = "nvidia.com/gpu";
 
 bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 15s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
+  return test::wait_until(pred, timeout, 10ms);
 }
 
 // A port the kernel just handed out and freed. Another process could take it
