@@ -69,12 +69,7 @@ void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice>
   ++version_;
   ++stats_.node_events;
   if (inventory.empty()) {
-    auto it = nodes_.find(name);
-    if (it == nodes_.end()) return;
-    if (it->second.registered) --registered_;
-    it->second.registered = false;
-    it->second.devices.devices.clear();
-    if (it->second.pods.empty()) nodes_.erase(it);
+    unregister_locked(name);
     return;
   }
   NodeState& n = node_entry(name);
@@ -116,6 +111,10 @@ void ClusterCache::remove_node(const std::string& name) {
   std::unique_lock lock(mu_);
   ++version_;
   ++stats_.node_events;
+  unregister_locked(name);
+}
+
+void ClusterCache::unregister_locked(const std::string& name) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   if (it->second.registered) --registered_;

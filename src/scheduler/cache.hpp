@@ -140,6 +140,8 @@ class ClusterCache {
   NodeState& node_entry(const std::string& name);
   void uncharge(const std::string& uid, const PodCharge& p);
   void charge(const std::string& uid, const PodCharge& p);
+  // Drops a node's inventory (set_node with none, remove_node); under mu_.
+  void unregister_locked(const std::string& name);
   // The id fit::GpuDevice::model_id carries for (type, mode); under mu_.
   uint32_t model_id(const std::string& type, const std::string& mode);
 
