@@ -1,6 +1,7 @@
 #include "vgpu/config.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <map>
 
@@ -16,13 +17,17 @@ const char* kMemoryKey = "CUDA_DEVICE_MEMORY_LIMIT";
 const char* kSmKey = "CUDA_DEVICE_SM_LIMIT";
 const char* kPriorityKey = "CUDA_TASK_PRIORITY";
 const char* kPolicyKey = "GPU_CORE_UTILIZATION_POLICY";
+const char* kSustainKey = "CUDA_DEVICE_SM_SUSTAIN_MS";
+constexpr uint32_t kMaxSustainMs = 1000;
 
 std::string indexed(const char* key, int dev) {
   return std::string(key) + "_" + std::to_string(dev);
 }
 
 bool known_key(const std::string& key) {
-  if (key == kMemoryKey || key == kSmKey || key == kPriorityKey || key == kPolicyKey) return true;
+  if (key == kMemoryKey || key == kSmKey || key == kPriorityKey || key == kPolicyKey ||
+      key == kSustainKey)
+    return true;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (key == indexed(kMemoryKey, d) || key == indexed(kSmKey, d)) return true;
   }
@@ -146,6 +151,21 @@ void resolve_policy(const Values& v, const std::string& where, Config& cfg) {
   }
 }
 
+void resolve_sustain(const Values& v, const std::string& where, Config& cfg) {
+  auto it = v.find(kSustainKey);
+  if (it == v.end() || it->second.empty()) return;
+  const std::string& text = it->second;
+  uint32_t ms = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec != std::errc() || end != text.data() + text.size() || ms > kMaxSustainMs) {
+    cfg.warnings.push_back(
+        where + kSustainKey + "=" + text + " is not a whole number of ms from 0 to " +
+        std::to_string(kMaxSustainMs) + "; using " + std::to_string(cfg.sm_sustain_ms));
+    return;
+  }
+  cfg.sm_sustain_ms = ms;
+}
+
 }  // namespace
 
 bool Config::accounting_needed() const {
@@ -221,6 +241,7 @@ Config load_config(const ConfigSources& src) {
     take(kSmKey);
     take(kPriorityKey);
     take(kPolicyKey);
+    take(kSustainKey);
     for (int d = 0; d < kMaxDevices; ++d) {
       take(indexed(kMemoryKey, d));
       take(indexed(kSmKey, d));
@@ -230,6 +251,7 @@ Config load_config(const ConfigSources& src) {
   resolve_sm(values, where, cfg);
   resolve_priority(values, where, cfg);
   resolve_policy(values, where, cfg);
+  resolve_sustain(values, where, cfg);
   return cfg;
 }
 

@@ -27,6 +27,7 @@ constexpr int64_t kBlockedPollNs = 10'000'000;
 
 void SmControl::init(region::Region& region, const Config& cfg) noexcept {
   policy_ = cfg.core_policy;
+  sustain_ms_ = cfg.sm_sustain_ms;
   for (int d = 0; d < kMaxDevices; ++d) {
     const uint64_t pct = region.sm_limit(d);
     if (pct == 0 || pct >= 100) continue;
@@ -48,6 +49,7 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
   if (limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire)) return lim;
   limiter::LimiterOptions opt;
   opt.percent = percent_[d].load(std::memory_order_relaxed);
+  opt.sustain_run_ns = int64_t{sustain_ms_} * 1'000'000;
   auto* timer = new (std::nothrow) CudaEventTimer();
   auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
   if (lim == nullptr) {
@@ -121,14 +123,15 @@ void SmControl::log_summary(region::Region& region) const noexcept {
     const limiter::LimiterStats s = lim->stats();
     log::info(
         "device %zu (%s): SM share %u%%: launches kernel=%llu kernel_ex=%llu cooperative=%llu "
-        "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples, %llu shapes",
+        "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples, %llu shapes, %llu sustain "
+        "runs",
         d, region.device_uuid(static_cast<int>(d)).c_str(), lim->percent(),
         static_cast<unsigned long long>(s.launches[0]),
         static_cast<unsigned long long>(s.launches[1]),
         static_cast<unsigned long long>(s.launches[2]),
         static_cast<unsigned long long>(s.launches[3]), static_cast<double>(s.charged_ns) / 1e6,
         static_cast<double>(s.waited_ns) / 1e6, static_cast<unsigned long long>(s.samples),
-        static_cast<unsigned long long>(s.shapes));
+        static_cast<unsigned long long>(s.shapes), static_cast<unsigned long long>(s.sustain_runs));
   }
 }
 

@@ -73,6 +73,7 @@ class SmControl {
 
   bool any_limit_ = false;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
+  uint32_t sustain_ms_ = 300;
   // 0: no share on that device (or its limiter could not be built). Atomic: a
   // failed build clears it while other threads' launches read it.
   std::array<std::atomic<uint32_t>, kMaxDevices> percent_{};

@@ -84,7 +84,7 @@ struct SmSummary {
   unsigned percent = 0;
   unsigned long long kernel = 0, kernel_ex = 0, cooperative = 0, graph = 0;
   double charged_ms = 0, waited_ms = 0;
-  unsigned long long samples = 0, shapes = 0;
+  unsigned long long samples = 0, shapes = 0, sustain_runs = 0;
   unsigned long long launches() const { return kernel + kernel_ex + cooperative + graph; }
 };
 
@@ -102,10 +102,11 @@ SmSummary sm_summary(const std::string& err, int device) {
     const int n = std::sscanf(
         text.c_str() + at,
         "INFO: device %d (%127[^)]): SM share %u%%: launches kernel=%llu kernel_ex=%llu "
-        "cooperative=%llu graph=%llu; charged %lf ms, waited %lf ms, %llu samples, %llu shapes",
+        "cooperative=%llu graph=%llu; charged %lf ms, waited %lf ms, %llu samples, %llu shapes, "
+        "%llu sustain runs",
         &dev, uuid, &cur.percent, &cur.kernel, &cur.kernel_ex, &cur.cooperative, &cur.graph,
-        &cur.charged_ms, &cur.waited_ms, &cur.samples, &cur.shapes);
-    if (n != 11 || dev != device) continue;
+        &cur.charged_ms, &cur.waited_ms, &cur.samples, &cur.shapes, &cur.sustain_runs);
+    if (n != 12 || dev != device) continue;
     cur.found = true;
     s = cur;
     ++lines;
@@ -610,13 +611,15 @@ TEST_F(Preload, EveryLaunchPathIsChargedOnEveryLookupRoute) {
 TEST_F(Preload, PacingHoldsChargedGpuTimeToTheShare) {
   // 2 ms kernels at a 25 % share: once the kernel is measured, every launch
   // is charged ~2 ms and must be spaced ~8 ms apart. (The paced ones go to a
-  // stream of their own: samples follow the launch's stream.)
+  // stream of their own: samples follow the launch's stream.) No sustain run:
+  // it would let the first 250 ms of GPU time through at once.
   constexpr double kKernelMs = 2.0;
   constexpr double kShare = 25.0;
   constexpr double kBurstMs = 5.0;  // LimiterOptions::burst_ns: admitted ahead of the share
   const auto r =
       run({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "launchpath:kernel:100"},
           {{"CUDA_DEVICE_SM_LIMIT", "25"},
+           {"CUDA_DEVICE_SM_SUSTAIN_MS", "0"},
            {"SIMGPU_KERNEL_NS", "2000000"},
            {"LIBCUDA_LOG_LEVEL", "3"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -637,6 +640,33 @@ TEST_F(Preload, PacingHoldsChargedGpuTimeToTheShare) {
   EXPECT_GT(s.waited_ms, 0);
   EXPECT_GE(s.waited_ms, 0.5 * min_wall) << r.err;
   EXPECT_GE(ms(paced), 0.5 * min_wall) << r.out;
+  EXPECT_EQ(s.sustain_runs, 0u);
+}
+
+// By default the first launches run ahead of the share: a sustain run lends
+// the share of a second (250 ms at 25 %) to time kernels flat out, and the
+// launches after it wait the loan off.
+TEST_F(Preload, ASustainRunLendsTheShareOfASecondFirst) {
+  for (const char* launches : {"launchpath:kernel:100", "launchpath:kernel:160"}) {
+    SCOPED_TRACE(launches);
+    std::filesystem::remove(state_file());
+    const auto r = run({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", launches},
+                       {{"CUDA_DEVICE_SM_LIMIT", "25"},
+                        {"SIMGPU_KERNEL_NS", "2000000"},
+                        {"LIBCUDA_LOG_LEVEL", "3"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const SmSummary s = sm_summary(r.err, 0);
+    ASSERT_TRUE(s.found) << r.err;
+    if (std::string(launches) == "launchpath:kernel:100") {
+      // ~200 ms charged: all of it within the loan, nothing waits.
+      EXPECT_EQ(s.waited_ms, 0) << r.err;
+      EXPECT_EQ(s.sustain_runs, 0u) << r.err;
+    } else {
+      // ~320 ms: the loan runs out after ~250 ms, and the rest waits.
+      EXPECT_GT(s.waited_ms, 100) << r.err;
+      EXPECT_EQ(s.sustain_runs, 1u) << r.err;
+    }
+  }
 }
 
 TEST_F(Preload, CapturedLaunchesAreNotCharged) {
@@ -672,6 +702,7 @@ TEST_F(Preload, PacedLaunchBesideACaptureLeavesTheCaptureValid) {
   const auto r =
       run({"init", "ctx:0", "launchpath:kernel:1", "sync", "launchpath:kernel:3", "capture:2:v2:5"},
           {{"CUDA_DEVICE_SM_LIMIT", "25"},
+           {"CUDA_DEVICE_SM_SUSTAIN_MS", "0"},
            {"SIMGPU_KERNEL_NS", "2000000"},
            {"LIBCUDA_LOG_LEVEL", "3"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;

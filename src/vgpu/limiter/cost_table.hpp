@@ -26,6 +26,11 @@ struct CostEntry {
   // its noise only adds time, so the low end is the steady period.
   RobustEstimate stream{RobustEstimate::Pick::kLow};
   std::atomic<int> single_count{0};  // mirrors single.count() for lock-free readers
+  // Lone samples from the last third of sustain run number `sustain_run`:
+  // the kernel's time when the program runs flat out (a GPU with power to
+  // spare clocks up for a throttled program). Written under the limiter's lock.
+  RobustEstimate sustained;
+  uint32_t sustain_run = 0;
   // Launches admitted before the shape had a cost of its own, and what they
   // were charged; settled when the first cost is known.
   std::atomic<int64_t> provisional{0};

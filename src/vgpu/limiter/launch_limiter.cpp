@@ -1,5 +1,7 @@
 #include "vgpu/limiter/launch_limiter.hpp"
 
+#include <algorithm>
+
 namespace hami::vgpu::limiter {
 
 const char* to_string(LaunchPath p) {
@@ -16,8 +18,27 @@ const char* to_string(LaunchPath p) {
   return "?";
 }
 
+namespace {
+
+// GPU time lent in one sustain run: capped at the share of a second, so that
+// the run and the wait that repays it take about a second.
+int64_t sustain_run(const LimiterOptions& o) {
+  const int64_t p = o.percent;
+  if (o.sustain_run_ns <= 0 || p <= 0 || p >= 100) return 0;
+  return std::min(o.sustain_run_ns, p * 10'000'000);
+}
+
+}  // namespace
+
 LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
-    : options_(options), timer_(timer), table_(options.table_capacity) {}
+    : options_(options),
+      sustain_run_ns_(sustain_run(options)),
+      // Enough that no launch of the run waits, even when the program queues
+      // the whole run at once: the run's work at the share, on top of a burst.
+      sustain_burst_ns_(
+          sustain_run_ns_ > 0 ? sustain_run_ns_ * 100 / options.percent + options.burst_ns : 0),
+      timer_(timer),
+      table_(options.table_capacity) {}
 
 int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns) noexcept {
   CostEntry* e = table_.insert(key);
@@ -33,7 +54,42 @@ int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns) noex
   }
   launches_[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
   charged_ns_.fetch_add(static_cast<uint64_t>(cost), std::memory_order_relaxed);
-  return pacer_.admit(cost, options_.percent, now_ns, options_.burst_ns);
+  if (sustain_run_ns_ == 0 || now_ns < next_sustain_ns_.load(std::memory_order_relaxed))
+    return pacer_.admit(cost, options_.percent, now_ns, options_.burst_ns);
+  // A sustain run is due. It is under way while the program keeps ahead of
+  // its share, and counts the GPU time admitted meanwhile.
+  const bool ahead = pacer_.backlog_ns(now_ns) > options_.burst_ns;
+  const int64_t go = pacer_.admit(cost, options_.percent, now_ns, sustain_burst_ns_);
+  track_sustain_run(ahead ? cost : -1, now_ns);
+  return go;
+}
+
+void LaunchLimiter::track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept {
+  if (cost_ns < 0) {  // the program is not ahead of its share: no run, or it broke off
+    if (sustain_charged_ns_.load(std::memory_order_relaxed) != 0)
+      sustain_charged_ns_.store(0, std::memory_order_relaxed);
+    if (sustain_late_.load(std::memory_order_relaxed))
+      sustain_late_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  const int64_t charged =
+      sustain_charged_ns_.fetch_add(cost_ns, std::memory_order_relaxed) + cost_ns;
+  // The GPU runs the run's launches in the order they were admitted: those in
+  // its last third run after two thirds of its work, whatever the queue.
+  if (charged * 3 >= sustain_run_ns_ * 2 && !sustain_late_.load(std::memory_order_relaxed))
+    sustain_late_.store(true, std::memory_order_relaxed);
+  if (charged < sustain_run_ns_) return;
+  // The loan is spent: the launches after this one wait it off. One thread
+  // ends the run.
+  int64_t due = next_sustain_ns_.load(std::memory_order_relaxed);
+  if (due > now_ns || !next_sustain_ns_.compare_exchange_strong(
+                          due, now_ns + options_.sustain_every_ns, std::memory_order_relaxed)) {
+    return;
+  }
+  sustain_charged_ns_.store(0, std::memory_order_relaxed);
+  sustain_late_.store(false, std::memory_order_relaxed);
+  sustain_run_.fetch_add(1, std::memory_order_relaxed);
+  sustain_runs_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LaunchLimiter::note_wait(int64_t ns) noexcept {
@@ -71,8 +127,15 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   ++sample_seq_;
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   last_open_ns_.store(now_ns, std::memory_order_relaxed);
-  w = SampleWindow{
-      this, stream, key, start, 0, target, now_ns, 0, entry->epoch.load(std::memory_order_relaxed)};
+  // Tagged only while the run is still due: a thread may set the flag just
+  // after another ended the run.
+  const bool late = sustain_late_.load(std::memory_order_relaxed) &&
+                    now_ns >= next_sustain_ns_.load(std::memory_order_relaxed);
+  const uint32_t sustain = late ? sustain_run_.load(std::memory_order_relaxed) : 0;
+  w = SampleWindow{this,   stream, key,
+                   start,  0,      target,
+                   now_ns, 0,      entry->epoch.load(std::memory_order_relaxed),
+                   sustain};
 }
 
 void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns,
@@ -117,7 +180,8 @@ void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   // in_flight_ counts this window already, so there is room.
   const int64_t host = now_ns > 0 && taken.opened_ns > 0 ? now_ns - taken.opened_ns : 0;
   pending_[npending_++] =
-      Pending{taken.start, end, taken.key, taken.launches, host, taken.overhead_ns, taken.epoch};
+      Pending{taken.start,       end,         taken.key,    taken.launches, host,
+              taken.overhead_ns, taken.epoch, taken.sustain};
   pending_hint_.store(npending_, std::memory_order_relaxed);
 }
 
@@ -153,6 +217,13 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
   if (p.launches == 1) {
     e->single.add(ns);
     e->single_count.store(e->single.count(), std::memory_order_relaxed);
+    if (p.sustain != 0) {
+      if (e->sustain_run != p.sustain) {  // a newer run replaces what an older one measured
+        e->sustained.reset();
+        e->sustain_run = p.sustain;
+      }
+      e->sustained.add(ns);
+    }
   } else {
     // When the GPU kept pace with the host (it timestamped the end no later
     // than the host got there), the period is the host's, our own hook code
@@ -172,7 +243,13 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
   int64_t cost = single;
   // Back to back, a launch occupies the GPU for its period; with gaps longer
   // than half its kernel time, the gaps are the program's and not charged.
-  if (stream > 0 && (single == 0 || stream * 2 <= single * 3)) cost = stream;
+  if (stream > 0 && (single == 0 || stream * 2 <= single * 3)) {
+    cost = stream;
+  } else if (e.sustained.value() > cost) {
+    // Flat out, the program would get the GPU at its power limit, not the
+    // boost clock a throttled program sees: its share is of that speed.
+    cost = e.sustained.value();
+  }
   e.cost_ns.store(cost, std::memory_order_relaxed);
   const int64_t d = default_cost_.load(std::memory_order_relaxed);
   default_cost_.store(d == 0 ? cost : d + (cost - d) / 8, std::memory_order_relaxed);
@@ -196,6 +273,8 @@ void LaunchLimiter::forget(uint64_t key) noexcept {
   e->provisional_ns.store(0, std::memory_order_relaxed);
   e->single.reset();
   e->stream.reset();
+  e->sustained.reset();
+  e->sustain_run = 0;
   e->single_count.store(0, std::memory_order_relaxed);
   e->cost_ns.store(0, std::memory_order_relaxed);
 }
@@ -224,6 +303,7 @@ LimiterStats LaunchLimiter::stats() const noexcept {
   s.waited_ns = waited_ns_.load();
   s.samples = samples_.load();
   s.shapes = table_.size();
+  s.sustain_runs = sustain_runs_.load();
   return s;
 }
 

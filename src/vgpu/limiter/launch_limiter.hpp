@@ -16,6 +16,12 @@
 //    is the program's own idle time and only the kernel time is charged.
 //  * Medians throw away samples stretched by another container's time slice,
 //    so two containers pacing themselves this way each get their share.
+//  * A throttled GPU has power to spare and clocks up, so a heavy kernel runs
+//    faster than it does when the program runs unthrottled. Once a minute
+//    (first at the first launch) the pacer lends the program up to 300 ms of
+//    GPU time at once (a sustain run, repaid by the wait after it); kernels
+//    timed in the last third of that run are timed at the speed the program
+//    gets flat out, and a kernel is charged at least that.
 //
 // Thread-safe. The per-launch path is lock-free (a table probe, one CAS);
 // sampling and harvesting take a lock at most once per sample.
@@ -48,6 +54,10 @@ struct LimiterOptions {
   int min_stream_launches = 4;             // shorter runs are not samples
   int64_t stream_worth_ns = 50'000;        // longer kernels: launch overhead moot
   int64_t harvest_interval_ns = 100'000;   // between polls of samples in flight
+  // GPU time lent at once for a sustain run (capped at the share of a
+  // second, so run and wait fit in one second); 0: none.
+  int64_t sustain_run_ns = 300'000'000;
+  int64_t sustain_every_ns = 60'000'000'000;  // from the end of one run to the next
   size_t table_capacity = 8192;
 };
 
@@ -60,7 +70,8 @@ struct LimiterStats {
   uint64_t charged_ns = 0;
   uint64_t waited_ns = 0;
   uint64_t samples = 0;
-  uint64_t shapes = 0;  // distinct launch shapes seen
+  uint64_t shapes = 0;        // distinct launch shapes seen
+  uint64_t sustain_runs = 0;  // loans used up (see LimiterOptions::sustain_run_ns)
 };
 
 class LaunchLimiter;
@@ -76,6 +87,7 @@ struct SampleWindow {
   int64_t opened_ns = 0;    // host time the start mark was made
   int64_t overhead_ns = 0;  // host time our own hook code took inside the sample
   uint32_t epoch = 0;       // the shape's when the window opened
+  uint32_t sustain = 0;     // the sustain run it was opened late in (0: none)
 };
 
 class LaunchLimiter {
@@ -116,6 +128,8 @@ class LaunchLimiter {
 
   // What a launch of `key` is charged now (0: unknown).
   int64_t cost_of(uint64_t key) const noexcept;
+  // GPU time one sustain run lends (0: none at this share, or off).
+  int64_t sustain_run_ns() const noexcept { return sustain_run_ns_; }
   int64_t default_cost() const noexcept { return default_cost_.load(std::memory_order_relaxed); }
   LimiterStats stats() const noexcept;
 
@@ -128,14 +142,22 @@ class LaunchLimiter {
     int64_t host_ns = 0;      // host time between the two marks (0: unknown)
     int64_t overhead_ns = 0;  // of which our own
     uint32_t epoch = 0;
+    uint32_t sustain = 0;
   };
   static constexpr int kMaxInFlight = 32;
 
   void close_window(SampleWindow& w, int64_t now_ns) noexcept;        // w.owner == this
   void learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept;  // under mu_
   void update_cost(CostEntry& e, int64_t now_ns) noexcept;            // under mu_
+  // After a launch admitted while a run is due; `cost_ns` < 0: the program
+  // was not ahead of its share.
+  void track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept;
 
   const LimiterOptions options_;
+  // Derived from the options: a sustain run's GPU time, and the pacer's
+  // tolerance while one is due.
+  const int64_t sustain_run_ns_;
+  const int64_t sustain_burst_ns_;
   GpuTimer& timer_;
   SharePacer pacer_;
   CostTable table_;
@@ -149,6 +171,11 @@ class LaunchLimiter {
   std::atomic<int64_t> last_open_ns_{INT64_MIN / 2};
   std::atomic<int64_t> last_harvest_ns_{INT64_MIN / 2};
   std::atomic<int64_t> default_cost_{0};
+  std::atomic<int64_t> next_sustain_ns_{INT64_MIN / 2};  // a run is due from then
+  std::atomic<int64_t> sustain_charged_ns_{0};           // GPU time admitted in the run so far
+  std::atomic<bool> sustain_late_{false};                // the run is in its last third
+  std::atomic<uint32_t> sustain_run_{1};                 // numbers the runs
+  std::atomic<uint64_t> sustain_runs_{0};
 
   std::array<std::atomic<uint64_t>, kLaunchPaths> launches_{};
   std::atomic<uint64_t> charged_ns_{0};

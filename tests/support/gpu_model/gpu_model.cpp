@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace hami::test {
 
@@ -81,6 +82,19 @@ uint64_t GpuModel::completed_between(int ctx, int64_t t0, int64_t t1) const {
   return b > a ? static_cast<uint64_t>(b - a) : 0;
 }
 
+double GpuModel::speed() const {
+  if (options_.boost <= 1.0) return 1.0;
+  const double headroom = (1.0 - busy_avg_) / (1.0 - options_.boost_knee);
+  return 1.0 + (options_.boost - 1.0) * std::clamp(headroom, 0.0, 1.0);
+}
+
+void GpuModel::age(int64_t dt, bool busy) {
+  if (options_.boost <= 1.0 || dt <= 0) return;
+  const double keep =
+      std::exp(-static_cast<double>(dt) / static_cast<double>(options_.power_tau_ns));
+  busy_avg_ = busy_avg_ * keep + (busy ? 1.0 - keep : 0.0);
+}
+
 void GpuModel::advance_to(int64_t t) {
   run(t, false);
 }
@@ -108,6 +122,7 @@ void GpuModel::run(int64_t t, bool stop_on_watch) {
       case State::kIdle: {
         const int c = next_with_work(cur_);
         if (c < 0) {
+          age(t - t_, false);
           t_ = t;
           return;
         }
@@ -122,9 +137,11 @@ void GpuModel::run(int64_t t, bool stop_on_watch) {
       }
       case State::kSwitching:
         if (switch_end_ > t) {
+          age(t - t_, false);
           t_ = t;
           return;
         }
+        age(switch_end_ - t_, false);
         t_ = switch_end_;
         state_ = State::kRunning;
         slice_end_ = t_ + slice;
@@ -151,16 +168,25 @@ void GpuModel::run(int64_t t, bool stop_on_watch) {
           break;
         }
         const int64_t limit = others ? std::min(t, slice_end_) : t;
-        if (t_ + op.remaining <= limit) {
-          t_ += op.remaining;
-          c.busy_ns += op.remaining;
+        // `remaining` is flat-out GPU time; at a boost it takes less.
+        const double sp = speed();
+        const int64_t need =
+            sp == 1.0 ? op.remaining
+                      : static_cast<int64_t>(std::ceil(static_cast<double>(op.remaining) / sp));
+        if (t_ + need <= limit) {
+          age(need, true);
+          t_ += need;
+          c.busy_ns += need;
           c.done.push_back(t_);
           pop(c);
           if (stop_on_watch && watch_hit(c)) return;
           break;
         }
-        c.busy_ns += limit - t_;
-        op.remaining -= limit - t_;
+        const int64_t ran = limit - t_;
+        age(ran, true);
+        c.busy_ns += ran;
+        const int64_t work = sp == 1.0 ? ran : static_cast<int64_t>(static_cast<double>(ran) * sp);
+        op.remaining = std::max<int64_t>(1, op.remaining - work);
         t_ = limit;
         if (limit == t) {
           if (!others && t_ >= slice_end_) slice_end_ += ((t_ - slice_end_) / slice + 1) * slice;

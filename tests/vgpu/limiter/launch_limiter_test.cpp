@@ -12,6 +12,7 @@
 
 #include "gpu_model/gpu_model.hpp"
 #include "gpu_model/tenants.hpp"
+#include "model_runs.hpp"
 
 namespace hami::test {
 namespace {
@@ -21,60 +22,6 @@ using vgpu::limiter::LaunchPath;
 using vgpu::limiter::LimiterOptions;
 using vgpu::limiter::LimiterStats;
 using vgpu::limiter::SampleWindow;
-
-constexpr int64_t us = kMicrosecond;
-constexpr int64_t ms = kMillisecond;
-
-TenantSpec one_kernel(int64_t gpu_ns, int64_t host_ns, uint64_t key = 0x5eed) {
-  return TenantSpec{.cycle = {{.key = key, .gpu_ns = gpu_ns, .host_ns = host_ns}}};
-}
-
-LimiterOptions at(uint32_t percent) {
-  LimiterOptions o;
-  o.percent = percent;
-  return o;
-}
-
-struct Outcome {
-  uint64_t done = 0;                 // kernels finished in the span
-  std::vector<uint64_t> per_second;  // ... in each whole second
-  LimiterStats stats;
-  int64_t cost = 0;  // what the limiter charged the first shape at the end
-};
-
-// `spec` alone on the GPU for `span`, limited to `percent` (0: unlimited).
-Outcome run_alone(const TenantSpec& spec, uint32_t percent, int64_t span) {
-  Tenants sim;
-  const int a = sim.add(spec);
-  LaunchLimiter* lim = percent != 0 ? &sim.limit(a, at(percent)) : nullptr;
-  sim.run_until(span);
-  Outcome r;
-  r.done = sim.completed_between(a, 0, span);
-  for (int64_t t = 0; t + kSecond <= span; t += kSecond)
-    r.per_second.push_back(sim.completed_between(a, t, t + kSecond));
-  if (lim != nullptr) {
-    r.stats = lim->stats();
-    r.cost = lim->cost_of(spec.cycle[0].key);
-  }
-  return r;
-}
-
-double percent_of(uint64_t part, uint64_t whole) {
-  return 100.0 * static_cast<double>(part) / static_cast<double>(whole);
-}
-
-// Prints a measurement, what the limited run achieved in percent of the
-// unlimited one against what it should, and records it in the test's XML.
-void report(const std::string& what, uint32_t limit, double achieved, double target) {
-  std::printf("[ limiter  ] %-46s limit %2u%%: %6.2f%% of unlimited, target %3.0f%% (%+.2f)\n",
-              what.c_str(), limit, achieved, target, achieved - target);
-  char value[32];
-  std::snprintf(value, sizeof value, "%.2f", achieved);
-  ::testing::Test::RecordProperty(what + " @" + std::to_string(limit), value);
-}
-void report(const std::string& what, uint32_t limit, double achieved) {
-  report(what, limit, achieved, limit);
-}
 
 // (a) A compute-bound program: 216 us kernels, 10 us of host work per launch.
 TEST(LimiterOnModel, ComputeBoundTracksEveryLimitOverTheRunAndEachSecond) {
@@ -285,7 +232,9 @@ TEST(LaunchLimiter, AFailedLaunchMeasuresNothing) {
 // is known, so that over time every launch is charged what it costs. Fails
 // until it does.
 TEST(LaunchLimiter, LaunchesAdmittedBeforeTheirCostIsKnownAreChargedOnceItIs) {
-  Rig r(at(50));
+  LimiterOptions o = at(50);
+  o.sustain_run_ns = 0;  // the burst is the ordinary one
+  Rig r(o);
   for (int i = 0; i < 100; ++i)
     r.launch(0x6a, 5 * ms, i * 10 * us);  // all in the first millisecond, all free
   r.harvest(6 * ms);                      // the first is measured
