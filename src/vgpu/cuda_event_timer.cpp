@@ -77,6 +77,13 @@ limiter::GpuTimer::Poll CudaEventTimer::elapsed(Event from, Event to, int64_t* n
   return Poll::kReady;
 }
 
+bool CudaEventTimer::busy(uintptr_t stream) noexcept {
+  const RealCuda& cu = real_cuda();
+  return cu.cuStreamQuery != nullptr &&
+         call_real(cu.cuStreamQuery, reinterpret_cast<cuda::CUstream>(stream)) ==
+             cuda::CUDA_ERROR_NOT_READY;
+}
+
 void CudaEventTimer::release(Event e) noexcept {
   std::lock_guard lock(mu_);
   if (Slot* s = decode(e)) s->in_use = false;

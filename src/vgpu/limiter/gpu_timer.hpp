@@ -26,6 +26,12 @@ class GpuTimer {
   // GPU time from `from` to `to` once `to` has been reached.
   virtual Poll elapsed(Event from, Event to, int64_t* ns) noexcept = 0;
   virtual void release(Event e) noexcept = 0;
+  // Whether `stream` has work queued or running now, so that a mark made now
+  // is reached only when that work is done and a launch made right after it
+  // starts at once. On an idle stream the mark is reached at once, and the
+  // host's time until the launch arrives lands in the sample. false when it
+  // cannot be told.
+  virtual bool busy(uintptr_t stream) noexcept = 0;
 };
 
 }  // namespace hami::vgpu::limiter

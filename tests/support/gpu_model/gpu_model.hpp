@@ -156,6 +156,7 @@ class ModelTimer : public vgpu::limiter::GpuTimer {
   Event record(uintptr_t stream) noexcept override;
   Poll elapsed(Event from, Event to, int64_t* ns) noexcept override;
   void release(Event e) noexcept override;
+  bool busy(uintptr_t) noexcept override { return gpu_.queued(ctx_) > 0; }
 
   // Host time the records made since the last call.
   int64_t take_host_cost() noexcept {

@@ -820,6 +820,16 @@ CUresult stream_sync(const char* fn, CUstream s, bool ptsz) {
   return CUDA_SUCCESS;
 }
 
+CUresult stream_query(const char* fn, CUstream s, bool ptsz) {
+  simgpu::count(fn);
+  Gpu& g = gpu();
+  std::lock_guard lock(g.mu);
+  const uintptr_t key = stream_key(s, ptsz);
+  if (key == 0) return kInvalidHandle;
+  if (unsafe_during_capture() || legacy_use_during_capture(key)) return kCaptureUnsupported;
+  return now_ns() >= stream_end(key) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
 CUresult begin_capture(const char* fn, CUstream s, bool ptsz, int mode) {
   simgpu::count(fn);
   if (mode < kCaptureGlobal || mode > kCaptureRelaxed) return CUDA_ERROR_INVALID_VALUE;
@@ -1046,6 +1056,13 @@ CUresult cuStreamSynchronize_ptsz(CUstream s) {
   return stream_sync("cuStreamSynchronize_ptsz", s, true);
 }
 
+CUresult cuStreamQuery(CUstream s) {
+  return stream_query("cuStreamQuery", s, false);
+}
+CUresult cuStreamQuery_ptsz(CUstream s) {
+  return stream_query("cuStreamQuery_ptsz", s, true);
+}
+
 CUresult cuCtxSynchronize() {
   simgpu::count("cuCtxSynchronize");
   if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -1207,6 +1224,8 @@ const ProcEntry kProcs[] = {
     {"cuStreamBeginCaptureToGraph", 12030, true, F(cuStreamBeginCaptureToGraph_ptsz)},
     {"cuStreamEndCapture", 10000, false, F(cuStreamEndCapture)},
     {"cuStreamEndCapture", 10000, true, F(cuStreamEndCapture_ptsz)},
+    {"cuStreamQuery", 2000, false, F(cuStreamQuery)},
+    {"cuStreamQuery", 7000, true, F(cuStreamQuery_ptsz)},
     {"cuStreamIsCapturing", 10000, false, F(cuStreamIsCapturing)},
     {"cuStreamIsCapturing", 10000, true, F(cuStreamIsCapturing_ptsz)},
     {"cuGetErrorString", 6000, false, F(cuGetErrorString)},

@@ -21,6 +21,7 @@ namespace {
 using vgpu::limiter::LaunchLimiter;
 using vgpu::limiter::LaunchPath;
 using vgpu::limiter::LimiterOptions;
+using vgpu::limiter::SampleWindow;
 
 GpuModel::Options boosting() {
   GpuModel::Options o;
@@ -105,6 +106,39 @@ TEST(SustainRun, LendsAtMostTheShareOfASecond) {
   EXPECT_EQ(LaunchLimiter(at(1), timer).sustain_run_ns(), 10 * ms);
   EXPECT_EQ(LaunchLimiter(at(100), timer).sustain_run_ns(), 0);
   EXPECT_EQ(LaunchLimiter(without_sustain_runs(30), timer).sustain_run_ns(), 0);
+}
+
+// Late in a run, a lone sample is only opened when the stream is busy: on an
+// idle stream the start mark is reached at once, and the host's time to the
+// launch lands in the sample.
+TEST(SustainRun, LateSamplesOnlyOnABusyStream) {
+  GpuModel gpu;
+  const int ctx = gpu.add_context();
+  ModelTimer timer(gpu, ctx);
+  LaunchLimiter lim(at(50), timer);
+  SampleWindow w;
+  for (int i = 0; i < 3; ++i) {  // learn the 1 ms kernel, each launch alone
+    gpu.advance_to(i * 2 * ms);
+    lim.admit(9, LaunchPath::kKernel, i * 2 * ms);
+    lim.before_launch(w, 9, 1, i * 2 * ms);
+    gpu.launch(ctx, 1 * ms);
+    lim.after_launch(w, true);
+  }
+  gpu.advance_to(10 * ms);
+  lim.harvest(10 * ms);
+  ASSERT_EQ(lim.cost_of(9), 1 * ms);
+  // The program runs ahead of its share: 210 ms of launches admitted at once,
+  // past two thirds of the 300 ms run.
+  for (int i = 0; i < 210; ++i)
+    lim.admit(9, LaunchPath::kKernel, 10 * ms);
+  EXPECT_EQ(lim.stats().sustain_runs, 0u);
+  lim.before_launch(w, 9, 1, 12 * ms);  // the GPU is idle
+  EXPECT_EQ(w.owner, nullptr);
+  gpu.launch(ctx, 1 * ms);  // now it is busy
+  lim.before_launch(w, 9, 1, 12 * ms);
+  ASSERT_EQ(w.owner, &lim);
+  EXPECT_NE(w.sustain, 0u);
+  LaunchLimiter::end_window(w);
 }
 
 // Without sustain runs the throttled program is charged its boosted kernel
