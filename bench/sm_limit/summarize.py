@@ -67,6 +67,32 @@ for w in ("gemm", "launch", "launch_ptds", "graph"):
 base, rates = baseline("gemm", ("pair-before", "pair-after"))
 print(f"unlimited gemm around the pair: {', '.join(f'{x:.1f}' for x in rates)} /s")
 
+# A/A: each unlimited run after a limited one, judged like a limited run at
+# 100 % against the unlimited run before it. What this shows is the noise of
+# the machine and the measurement, which no limiter can go below.
+aa = []
+for r in rows:
+    if r["limit"] != 0 or not r["tag"].startswith("after"):
+        continue
+    before_tag = "before" + r["tag"][len("after"):]
+    before = [x for x in rows if x["workload"] == r["workload"] and x["limit"] == 0
+              and x["tag"] == before_tag]
+    if not before:
+        continue
+    base = before[0]["result"]["rate"]
+    total = 100.0 * r["result"]["rate"] / base
+    secs = [100.0 * v / base for v in r["result"]["per_second"][1:]]
+    aa.append((f"{r['workload']} {r['tag']}/{before_tag}", total, secs))
+if aa:
+    print()
+    print("# A/A: an unlimited run against the unlimited run before it, judged as a")
+    print("# limited run at 100 % would be (targets +-3 total, +-5 each second).")
+    print(f"{'runs':28} {'ratio':>8} {'per-second min..max':>22}  verdict")
+    for name, total, secs in aa:
+        ok = abs(total - 100) <= 3 and all(abs(x - 100) <= 5 for x in secs)
+        verdict = "ok" if ok else ("outside total" if abs(total - 100) > 3 else "outside seconds")
+        print(f"{name:28} {total:7.2f}% {min(secs):9.2f}..{max(secs):6.2f}%  {verdict}")
+
 ab = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])][1:] if len(sys.argv) > 2 else []
 if ab:
     base = {int(r): float(v) for r, c, v in ab if c == "bare" and v}

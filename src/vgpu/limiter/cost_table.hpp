@@ -28,8 +28,11 @@ struct CostEntry {
   std::atomic<int> single_count{0};  // mirrors single.count() for lock-free readers
   // Lone samples from the last third of sustain run number `sustain_run`:
   // the kernel's time when the program runs flat out (a GPU with power to
-  // spare clocks up for a throttled program). Written under the limiter's lock.
-  RobustEstimate sustained;
+  // spare clocks up for a throttled program). Flat out beside another
+  // program, about one sample in eight holds the other's time slice, and a
+  // median of five is then stretched about once in a hundred: the second
+  // lowest is. Written under the limiter's lock.
+  RobustEstimate sustained{RobustEstimate::Pick::kLow};
   uint32_t sustain_run = 0;
   // Launches admitted before the shape had a cost of its own, and what they
   // were charged; settled when the first cost is known.
