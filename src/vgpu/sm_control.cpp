@@ -124,14 +124,15 @@ void SmControl::log_summary(region::Region& region) const noexcept {
     log::info(
         "device %zu (%s): SM share %u%%: launches kernel=%llu kernel_ex=%llu cooperative=%llu "
         "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples, %llu shapes, %llu sustain "
-        "runs",
+        "runs (%llu on a shared GPU)",
         d, region.device_uuid(static_cast<int>(d)).c_str(), lim->percent(),
         static_cast<unsigned long long>(s.launches[0]),
         static_cast<unsigned long long>(s.launches[1]),
         static_cast<unsigned long long>(s.launches[2]),
         static_cast<unsigned long long>(s.launches[3]), static_cast<double>(s.charged_ns) / 1e6,
         static_cast<double>(s.waited_ns) / 1e6, static_cast<unsigned long long>(s.samples),
-        static_cast<unsigned long long>(s.shapes), static_cast<unsigned long long>(s.sustain_runs));
+        static_cast<unsigned long long>(s.shapes), static_cast<unsigned long long>(s.sustain_runs),
+        static_cast<unsigned long long>(s.sustain_runs_shared));
   }
 }
 

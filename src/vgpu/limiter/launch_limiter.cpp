@@ -70,14 +70,29 @@ void LaunchLimiter::track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept 
       sustain_charged_ns_.store(0, std::memory_order_relaxed);
     if (sustain_late_.load(std::memory_order_relaxed))
       sustain_late_.store(false, std::memory_order_relaxed);
+    if (sustain_shared_.load(std::memory_order_relaxed))
+      sustain_shared_.store(false, std::memory_order_relaxed);
     return;
   }
-  const int64_t charged =
-      sustain_charged_ns_.fetch_add(cost_ns, std::memory_order_relaxed) + cost_ns;
+  const int64_t before = sustain_charged_ns_.fetch_add(cost_ns, std::memory_order_relaxed);
+  const int64_t charged = before + cost_ns;
+  if (before == 0) sustain_start_ns_.store(now_ns, std::memory_order_relaxed);
   // The GPU runs the run's launches in the order they were admitted: those in
   // its last third run after two thirds of its work, whatever the queue.
-  if (charged * 3 >= sustain_run_ns_ * 2 && !sustain_late_.load(std::memory_order_relaxed))
-    sustain_late_.store(true, std::memory_order_relaxed);
+  if (charged * 3 >= sustain_run_ns_ * 2 && !sustain_late_.load(std::memory_order_relaxed) &&
+      !sustain_shared_.load(std::memory_order_relaxed)) {
+    // Alone, the run's first two thirds took about their own GPU time. Much
+    // longer, and another context had the GPU too: its time slices then
+    // stretch many samples (on the H200 they put 240 us on a 213 us GEMM),
+    // and the GPU, busy with both, is at its flat-out speed anyway. Such a
+    // run measures nothing.
+    const int64_t took = now_ns - sustain_start_ns_.load(std::memory_order_relaxed);
+    if (took * 10 > charged * 13) {
+      sustain_shared_.store(true, std::memory_order_relaxed);
+    } else {
+      sustain_late_.store(true, std::memory_order_relaxed);
+    }
+  }
   if (charged < sustain_run_ns_) return;
   // The loan is spent: the launches after this one wait it off. One thread
   // ends the run.
@@ -86,6 +101,8 @@ void LaunchLimiter::track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept 
                           due, now_ns + options_.sustain_every_ns, std::memory_order_relaxed)) {
     return;
   }
+  if (sustain_shared_.exchange(false, std::memory_order_relaxed))
+    sustain_runs_shared_.fetch_add(1, std::memory_order_relaxed);
   sustain_charged_ns_.store(0, std::memory_order_relaxed);
   sustain_late_.store(false, std::memory_order_relaxed);
   sustain_run_.fetch_add(1, std::memory_order_relaxed);
@@ -312,6 +329,7 @@ LimiterStats LaunchLimiter::stats() const noexcept {
   s.samples = samples_.load();
   s.shapes = table_.size();
   s.sustain_runs = sustain_runs_.load();
+  s.sustain_runs_shared = sustain_runs_shared_.load();
   return s;
 }
 

@@ -21,7 +21,9 @@
 //    (first at the first launch) the pacer lends the program up to 300 ms of
 //    GPU time at once (a sustain run, repaid by the wait after it); kernels
 //    timed in the last third of that run are timed at the speed the program
-//    gets flat out, and a kernel is charged at least that.
+//    gets flat out, and a kernel is charged at least that. A run that shares
+//    the GPU with another busy context (it takes much longer than its GPU
+//    time) measures nothing.
 //
 // Thread-safe. The per-launch path is lock-free (a table probe, one CAS);
 // sampling and harvesting take a lock at most once per sample.
@@ -70,8 +72,9 @@ struct LimiterStats {
   uint64_t charged_ns = 0;
   uint64_t waited_ns = 0;
   uint64_t samples = 0;
-  uint64_t shapes = 0;        // distinct launch shapes seen
-  uint64_t sustain_runs = 0;  // loans used up (see LimiterOptions::sustain_run_ns)
+  uint64_t shapes = 0;               // distinct launch shapes seen
+  uint64_t sustain_runs = 0;         // loans used up (see LimiterOptions::sustain_run_ns)
+  uint64_t sustain_runs_shared = 0;  // of which the GPU was shared: they measured nothing
 };
 
 class LaunchLimiter;
@@ -173,9 +176,12 @@ class LaunchLimiter {
   std::atomic<int64_t> default_cost_{0};
   std::atomic<int64_t> next_sustain_ns_{INT64_MIN / 2};  // a run is due from then
   std::atomic<int64_t> sustain_charged_ns_{0};           // GPU time admitted in the run so far
+  std::atomic<int64_t> sustain_start_ns_{0};             // when the program got ahead
   std::atomic<bool> sustain_late_{false};                // the run is in its last third
-  std::atomic<uint32_t> sustain_run_{1};                 // numbers the runs
+  std::atomic<bool> sustain_shared_{false};  // the run shares the GPU: it measures nothing
+  std::atomic<uint32_t> sustain_run_{1};     // numbers the runs
   std::atomic<uint64_t> sustain_runs_{0};
+  std::atomic<uint64_t> sustain_runs_shared_{0};
 
   std::array<std::atomic<uint64_t>, kLaunchPaths> launches_{};
   std::atomic<uint64_t> charged_ns_{0};
