@@ -34,6 +34,12 @@ struct CostEntry {
   // lowest is. Written under the limiter's lock.
   RobustEstimate sustained{RobustEstimate::Pick::kLow};
   uint32_t sustain_run = 0;
+  // The lowest and highest the estimate went in that run once it had five
+  // samples: a GPU's power control can slow kernels for a while some 800 ms
+  // after it got busy (an H200 went from 212 to 255 us a GEMM for ~150 ms),
+  // and a run that saw its estimate move measured that, not the steady speed.
+  int64_t sustained_lo = 0;
+  int64_t sustained_hi = 0;
   // Launches admitted before the shape had a cost of its own, and what they
   // were charged; settled when the first cost is known.
   std::atomic<int64_t> provisional{0};

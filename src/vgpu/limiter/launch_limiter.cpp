@@ -20,6 +20,11 @@ const char* to_string(LaunchPath p) {
 
 namespace {
 
+// A sustain run's estimate of a kernel counts once it has this many samples,
+// and only if it then stayed within this many percent.
+constexpr int kSteadySamples = 5;
+constexpr int64_t kSteadyPercent = 6;
+
 // GPU time lent in one sustain run: capped at the share of a second, so that
 // the run and the wait that repays it take about a second.
 int64_t sustain_run(const LimiterOptions& o) {
@@ -246,8 +251,15 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
       if (e->sustain_run != p.sustain) {  // a newer run replaces what an older one measured
         e->sustained.reset();
         e->sustain_run = p.sustain;
+        e->sustained_lo = e->sustained_hi = 0;
       }
       e->sustained.add(ns);
+      if (e->sustained.count() == kSteadySamples) {
+        e->sustained_lo = e->sustained_hi = e->sustained.value();
+      } else if (e->sustained.count() > kSteadySamples) {
+        e->sustained_lo = std::min(e->sustained_lo, e->sustained.value());
+        e->sustained_hi = std::max(e->sustained_hi, e->sustained.value());
+      }
     }
   } else {
     // When the GPU kept pace with the host (it timestamped the end no later
@@ -270,7 +282,8 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
   // than half its kernel time, the gaps are the program's and not charged.
   if (stream > 0 && (single == 0 || stream * 2 <= single * 3)) {
     cost = stream;
-  } else if (e.sustained.value() > cost) {
+  } else if (e.sustained.count() >= kSteadySamples && e.sustained.value() > cost &&
+             e.sustained_hi * 100 <= e.sustained_lo * (100 + kSteadyPercent)) {
     // Flat out, the program would get the GPU at its power limit, not the
     // boost clock a throttled program sees: its share is of that speed.
     cost = e.sustained.value();
@@ -300,6 +313,7 @@ void LaunchLimiter::forget(uint64_t key) noexcept {
   e->stream.reset();
   e->sustained.reset();
   e->sustain_run = 0;
+  e->sustained_lo = e->sustained_hi = 0;
   e->single_count.store(0, std::memory_order_relaxed);
   e->cost_ns.store(0, std::memory_order_relaxed);
 }

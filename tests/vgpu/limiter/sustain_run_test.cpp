@@ -141,6 +141,51 @@ TEST(SustainRun, LateSamplesOnlyOnABusyStream) {
   LaunchLimiter::end_window(w);
 }
 
+// A run whose estimate moved by more than 6 % once it had five samples
+// measured a transient (an H200's power control slows kernels for ~150 ms
+// some 800 ms after the GPU got busy), not the steady flat-out speed: it sets
+// no floor. A steady one does, and it outlasts the run.
+TEST(SustainRun, OnlyASteadyEstimateSetsTheFloor) {
+  for (const bool moving : {false, true}) {
+    SCOPED_TRACE(moving ? "moving" : "steady");
+    GpuModel gpu;
+    const int ctx = gpu.add_context();
+    ModelTimer timer(gpu, ctx);
+    LaunchLimiter lim(at(50), timer);
+    SampleWindow w;
+    int64_t t = 0;
+    // One lone sample of a `gpu_ns` kernel at t, on a busy stream.
+    auto sample = [&](int64_t gpu_ns) {
+      gpu.advance_to(t);
+      gpu.launch(ctx, 20 * us);
+      lim.before_launch(w, 9, 1, t);
+      gpu.launch(ctx, gpu_ns);
+      lim.after_launch(w, true);
+      t += 2 * ms;
+      gpu.advance_to(t);
+      lim.harvest(t);
+    };
+    for (int i = 0; i < 8; ++i)
+      sample(150 * us);  // the throttled (boosted) speed
+    ASSERT_EQ(lim.cost_of(9), 150 * us);
+    for (int i = 0; i < 1400; ++i)  // ahead of the share, into the run's last third
+      lim.admit(9, LaunchPath::kKernel, t);
+    for (int i = 0; i < 20; ++i)
+      sample(moving ? 200 * us + i * 3 * us : 200 * us);
+    for (int i = 0; i < 1000; ++i)  // the loan runs out
+      lim.admit(9, LaunchPath::kKernel, t);
+    ASSERT_EQ(lim.stats().sustain_runs, 1u);
+    t += 3 * kSecond;  // the wait
+    for (int i = 0; i < 20; ++i)
+      sample(150 * us);  // throttled again: the kernel's own estimate goes back
+    if (moving) {
+      EXPECT_NEAR(static_cast<double>(lim.cost_of(9)), 150e3, 2e3);
+    } else {
+      EXPECT_EQ(lim.cost_of(9), 200 * us);
+    }
+  }
+}
+
 // Without sustain runs the throttled program is charged its boosted kernel
 // time and gets up to 1.15x its share of the flat-out throughput; with them,
 // its share.
