@@ -69,11 +69,14 @@ want gemm && {
   run gemm 0 after
 }
 # The host's launch rate drifts by tens of percent within a minute on this
-# machine, so each launch-bound run gets its own unlimited runs either side.
-want launch && for l in 10 30 50 70 90; do
-  run launch 0 "before-$l"
-  run launch "$l" single
-  run launch 0 "after-$l"
+# machine, so each launch-bound run gets its own unlimited runs either side,
+# and SM_LIMIT_LAUNCH_ROUNDS rounds of all limits give a median per limit.
+want launch && for round in $(seq "${SM_LIMIT_LAUNCH_ROUNDS:-1}"); do
+  for l in 10 30 50 70 90; do
+    run launch 0 "before-$l-r$round"
+    run launch "$l" "single-r$round"
+    run launch 0 "after-$l-r$round"
+  done
 done
 if want launch_ptds; then
   run launch_ptds 0 before

@@ -38,11 +38,13 @@ print("# +-3 points of the limit, every second within +-5 points.")
 print(f"{'workload':12} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>22}  "
       f"{'verdict':12} GPU during the run (SM clock, power, time power-capped, NVML utilisation)")
 failures = 0
+by_round = collections.defaultdict(list)
 for r in rows:
     if r["limit"] == 0:
         continue
     tags = ("pair-before", "pair-after") if r["tag"] == "pair" else ("before", "after")
-    own = (f"before-{r['limit']}", f"after-{r['limit']}")
+    rnd = r["tag"][len("single"):] if r["tag"].startswith("single-r") else ""
+    own = (f"before-{r['limit']}{rnd}", f"after-{r['limit']}{rnd}")
     if any(x["tag"] in own for x in rows if x["workload"] == r["workload"]):
         tags = own  # this run's own unlimited runs either side
     base, _ = baseline(r["workload"], tags)
@@ -53,12 +55,22 @@ for r in rows:
     ok_secs = all(abs(s - r["limit"]) <= 5 for s in secs)
     verdict = "ok" if ok_total and ok_secs else ("FAIL total" if not ok_total else "FAIL seconds")
     failures += verdict != "ok"
-    name = r["workload"] + (" (pair)" if r["tag"] == "pair" else "")
+    name = r["workload"] + (" (pair)" if r["tag"] == "pair" else "") + rnd.replace("-r", " #")
     print(f"{name:12} {r['limit']:5d} {achieved:8.2f}% {err:+6.2f}  "
           f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict:12} {gpu_during(r)}")
+    if rnd:
+        by_round[(r["workload"], r["limit"])].append(achieved)
+if by_round:
+    print()
+    print("# Median over the rounds of each limit (each round against its own unlimited runs):")
+    for (w, limit), vals in sorted(by_round.items()):
+        med = statistics.median(vals)
+        print(f"{w:12} {limit:5d} {med:8.2f}% {med - limit:+6.2f}   rounds: "
+              f"{', '.join(f'{v:.2f}' for v in vals)}")
 print()
 for w in ("gemm", "launch", "launch_ptds", "graph"):
-    tags = ("before", "after") + tuple(f"{p}-{l}" for p in ("before", "after") for l in range(101))
+    tags = tuple(x["tag"] for x in rows if x["workload"] == w and x["limit"] == 0
+                 and x["tag"].startswith(("before", "after")))
     base, rates = baseline(w, tags)
     if not rates:
         continue
