@@ -26,7 +26,7 @@ struct CostEntry {
   // its noise only adds time, so the low end is the steady period.
   RobustEstimate stream{RobustEstimate::Pick::kLow};
   std::atomic<int> single_count{0};  // mirrors single.count() for lock-free readers
-  // Lone samples from the last third of sustain run number `sustain_run`:
+  // Lone samples from the second half of sustain run number `sustain_run`:
   // the kernel's time when the program runs flat out (a GPU with power to
   // spare clocks up for a throttled program). Flat out beside another
   // program, about one sample in eight holds the other's time slice, and a

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/log.hpp"
+
 namespace hami::vgpu::limiter {
 
 const char* to_string(LaunchPath p) {
@@ -21,9 +23,10 @@ const char* to_string(LaunchPath p) {
 namespace {
 
 // A sustain run's estimate of a kernel counts once it has this many samples,
-// and only if it then stayed within this many percent.
+// and only if it then stayed within this many percent; the lowest it went
+// is what counts (a transient slowdown only ever raises it).
 constexpr int kSteadySamples = 5;
-constexpr int64_t kSteadyPercent = 6;
+constexpr int64_t kSteadyPercent = 10;
 
 // GPU time lent in one sustain run: capped at the share of a second, so that
 // the run and the wait that repays it take about a second.
@@ -83,10 +86,11 @@ void LaunchLimiter::track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept 
   const int64_t charged = before + cost_ns;
   if (before == 0) sustain_start_ns_.store(now_ns, std::memory_order_relaxed);
   // The GPU runs the run's launches in the order they were admitted: those in
-  // its last third run after two thirds of its work, whatever the queue.
-  if (charged * 3 >= sustain_run_ns_ * 2 && !sustain_late_.load(std::memory_order_relaxed) &&
+  // its second half run after half its work, whatever the queue. (On an H200
+  // a GEMM's time rose from 180 to 212 us over the first 50-100 ms.)
+  if (charged * 2 >= sustain_run_ns_ && !sustain_late_.load(std::memory_order_relaxed) &&
       !sustain_shared_.load(std::memory_order_relaxed)) {
-    // Alone, the run's first two thirds took about their own GPU time. Much
+    // Alone, the run's first half took about its own GPU time. Much
     // longer, and another context had the GPU too: its time slices then
     // stretch many samples (on the H200 they put 240 us on a 213 us GEMM),
     // and the GPU, busy with both, is at its flat-out speed anyway. Such a
@@ -162,10 +166,13 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   last_open_ns_.store(now_ns, std::memory_order_relaxed);
   const uint32_t sustain = late ? sustain_run_.load(std::memory_order_relaxed) : 0;
-  w = SampleWindow{this,   stream, key,
-                   start,  0,      target,
-                   now_ns, 0,      entry->epoch.load(std::memory_order_relaxed),
-                   sustain};
+  const int64_t run_charged = now_ns >= next_sustain_ns_.load(std::memory_order_relaxed)
+                                  ? sustain_charged_ns_.load(std::memory_order_relaxed)
+                                  : -1;
+  w = SampleWindow{this,    stream,     key,
+                   start,   0,          target,
+                   now_ns,  0,          entry->epoch.load(std::memory_order_relaxed),
+                   sustain, run_charged};
 }
 
 void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns,
@@ -210,8 +217,8 @@ void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   // in_flight_ counts this window already, so there is room.
   const int64_t host = now_ns > 0 && taken.opened_ns > 0 ? now_ns - taken.opened_ns : 0;
   pending_[npending_++] =
-      Pending{taken.start,       end,         taken.key,    taken.launches, host,
-              taken.overhead_ns, taken.epoch, taken.sustain};
+      Pending{taken.start,       end,         taken.key,     taken.launches,      host,
+              taken.overhead_ns, taken.epoch, taken.sustain, taken.run_charged_ns};
   pending_hint_.store(npending_, std::memory_order_relaxed);
 }
 
@@ -261,6 +268,15 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
         e->sustained_hi = std::max(e->sustained_hi, e->sustained.value());
       }
     }
+    if (p.run_charged_ns >= 0 && log::enabled(log::Level::kDebug)) {
+      log::debug(
+          "sustain run %u: shape %016llx sampled at %.1f ms of the run: %.1f us%s; estimate "
+          "%.1f us (%.1f..%.1f)",
+          sustain_run_.load(std::memory_order_relaxed), static_cast<unsigned long long>(p.key),
+          static_cast<double>(p.run_charged_ns) / 1e6, static_cast<double>(ns) / 1e3,
+          p.sustain != 0 ? " (late)" : "", static_cast<double>(e->sustained.value()) / 1e3,
+          static_cast<double>(e->sustained_lo) / 1e3, static_cast<double>(e->sustained_hi) / 1e3);
+    }
   } else {
     // When the GPU kept pace with the host (it timestamped the end no later
     // than the host got there), the period is the host's, our own hook code
@@ -282,11 +298,11 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
   // than half its kernel time, the gaps are the program's and not charged.
   if (stream > 0 && (single == 0 || stream * 2 <= single * 3)) {
     cost = stream;
-  } else if (e.sustained.count() >= kSteadySamples && e.sustained.value() > cost &&
+  } else if (e.sustained.count() >= kSteadySamples && e.sustained_lo > cost &&
              e.sustained_hi * 100 <= e.sustained_lo * (100 + kSteadyPercent)) {
     // Flat out, the program would get the GPU at its power limit, not the
     // boost clock a throttled program sees: its share is of that speed.
-    cost = e.sustained.value();
+    cost = e.sustained_lo;
   }
   e.cost_ns.store(cost, std::memory_order_relaxed);
   const int64_t d = default_cost_.load(std::memory_order_relaxed);

@@ -20,7 +20,7 @@
 //    faster than it does when the program runs unthrottled. Once a minute
 //    (first at the first launch) the pacer lends the program up to 300 ms of
 //    GPU time at once (a sustain run, repaid by the wait after it); kernels
-//    timed in the last third of that run are timed at the speed the program
+//    timed in the second half of that run are timed at the speed the program
 //    gets flat out, and a kernel is charged at least that. A run that shares
 //    the GPU with another busy context (it takes much longer than its GPU
 //    time) measures nothing.
@@ -87,10 +87,11 @@ struct SampleWindow {
   GpuTimer::Event start = 0;
   int launches = 0;
   int target = 0;
-  int64_t opened_ns = 0;    // host time the start mark was made
-  int64_t overhead_ns = 0;  // host time our own hook code took inside the sample
-  uint32_t epoch = 0;       // the shape's when the window opened
-  uint32_t sustain = 0;     // the sustain run it was opened late in (0: none)
+  int64_t opened_ns = 0;        // host time the start mark was made
+  int64_t overhead_ns = 0;      // host time our own hook code took inside the sample
+  uint32_t epoch = 0;           // the shape's when the window opened
+  uint32_t sustain = 0;         // the sustain run it was opened late in (0: none)
+  int64_t run_charged_ns = -1;  // GPU time the run had admitted when it opened (-1: no run)
 };
 
 class LaunchLimiter {
@@ -146,6 +147,7 @@ class LaunchLimiter {
     int64_t overhead_ns = 0;  // of which our own
     uint32_t epoch = 0;
     uint32_t sustain = 0;
+    int64_t run_charged_ns = -1;
   };
   static constexpr int kMaxInFlight = 32;
 
@@ -177,7 +179,7 @@ class LaunchLimiter {
   std::atomic<int64_t> next_sustain_ns_{INT64_MIN / 2};  // a run is due from then
   std::atomic<int64_t> sustain_charged_ns_{0};           // GPU time admitted in the run so far
   std::atomic<int64_t> sustain_start_ns_{0};             // when the program got ahead
-  std::atomic<bool> sustain_late_{false};                // the run is in its last third
+  std::atomic<bool> sustain_late_{false};                // the run is in its second half
   std::atomic<bool> sustain_shared_{false};  // the run shares the GPU: it measures nothing
   std::atomic<uint32_t> sustain_run_{1};     // numbers the runs
   std::atomic<uint64_t> sustain_runs_{0};

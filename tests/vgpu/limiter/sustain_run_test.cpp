@@ -128,7 +128,7 @@ TEST(SustainRun, LateSamplesOnlyOnABusyStream) {
   lim.harvest(10 * ms);
   ASSERT_EQ(lim.cost_of(9), 1 * ms);
   // The program runs ahead of its share: 210 ms of launches admitted at once,
-  // past two thirds of the 300 ms run.
+  // past half of the 300 ms run.
   for (int i = 0; i < 210; ++i)
     lim.admit(9, LaunchPath::kKernel, 10 * ms);
   EXPECT_EQ(lim.stats().sustain_runs, 0u);
@@ -141,7 +141,7 @@ TEST(SustainRun, LateSamplesOnlyOnABusyStream) {
   LaunchLimiter::end_window(w);
 }
 
-// A run whose estimate moved by more than 6 % once it had five samples
+// A run whose estimate moved by more than 10 % once it had five samples
 // measured a transient (an H200's power control slows kernels for ~150 ms
 // some 800 ms after the GPU got busy), not the steady flat-out speed: it sets
 // no floor. A steady one does, and it outlasts the run.
@@ -168,7 +168,7 @@ TEST(SustainRun, OnlyASteadyEstimateSetsTheFloor) {
     for (int i = 0; i < 8; ++i)
       sample(150 * us);  // the throttled (boosted) speed
     ASSERT_EQ(lim.cost_of(9), 150 * us);
-    for (int i = 0; i < 1400; ++i)  // ahead of the share, into the run's last third
+    for (int i = 0; i < 1400; ++i)  // ahead of the share, into the run's second half
       lim.admit(9, LaunchPath::kKernel, t);
     for (int i = 0; i < 20; ++i)
       sample(moving ? 200 * us + i * 3 * us : 200 * us);
