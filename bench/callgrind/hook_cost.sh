@@ -22,21 +22,26 @@ ir() {  # condition ops...
     limit) env+=(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=64g
                  CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
     # An SM share that paces: every launch is charged, some are sampled.
+    # This benchmark's launches all fall inside the first sustain run (they
+    # are fewer than 300 ms of GPU time); sm30-nosustain has none.
     sm30) env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 SIMGPU_KERNEL_NS=1000
                 CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
+    sm30-nosustain)
+      env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_SM_SUSTAIN_MS=0
+            SIMGPU_KERNEL_NS=1000 CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
   esac
   env "${env[@]}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$client" "$@" \
     >/dev/null 2>"$work/vg.err"
   sed -n 's/^==[0-9]*== Collected : \([0-9]*\)/\1/p' "$work/vg.err"
 }
 
-printf '%-22s %-8s %14s %14s\n' call condition "Ir per call" "hook Ir/call"
+printf '%-22s %-14s %14s %14s\n' call condition "Ir per call" "hook Ir/call"
 for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N" \
             "cuLaunchKernel:launchpath:kernel:$N"; do
   name=${call%%:*}
   ops=${call#*:}
   conds="bare nolimit limit"
-  [ "$name" = cuLaunchKernel ] && conds="$conds sm30"
+  [ "$name" = cuLaunchKernel ] && conds="$conds sm30 sm30-nosustain"
   declare -A per
   for cond in $conds; do
     base=$(ir $cond init ctx:0)
@@ -44,7 +49,7 @@ for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N" \
     per[$cond]=$(( (full - base) / N ))
   done
   for cond in $conds; do
-    printf '%-22s %-8s %14d %14d\n' "$name" "$cond" "${per[$cond]}" $(( per[$cond] - per[bare] ))
+    printf '%-22s %-14s %14d %14d\n' "$name" "$cond" "${per[$cond]}" $(( per[$cond] - per[bare] ))
   done
   unset per
 done
