@@ -150,8 +150,8 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   }
   // Tagged only while the run is still due: a thread may set the flag just
   // after another ended the run.
-  bool late = sustain_late_.load(std::memory_order_relaxed) &&
-              now_ns >= next_sustain_ns_.load(std::memory_order_relaxed);
+  const bool run_due = now_ns >= next_sustain_ns_.load(std::memory_order_relaxed);
+  bool late = run_due && sustain_late_.load(std::memory_order_relaxed);
   if (late && target == 1 && !timer_.busy(stream)) {
     // The mark would be reached at once, and the sample would hold the host's
     // time to the launch too: programs that synchronise every few launches
@@ -166,9 +166,7 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   last_open_ns_.store(now_ns, std::memory_order_relaxed);
   const uint32_t sustain = late ? sustain_run_.load(std::memory_order_relaxed) : 0;
-  const int64_t run_charged = now_ns >= next_sustain_ns_.load(std::memory_order_relaxed)
-                                  ? sustain_charged_ns_.load(std::memory_order_relaxed)
-                                  : -1;
+  const int64_t run_charged = run_due ? sustain_charged_ns_.load(std::memory_order_relaxed) : -1;
   w = SampleWindow{this,    stream,     key,
                    start,   0,          target,
                    now_ns,  0,          entry->epoch.load(std::memory_order_relaxed),

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -68,6 +69,19 @@ inline Outcome run_alone(const TenantSpec& spec, uint32_t percent, int64_t span,
 
 inline double percent_of(uint64_t part, uint64_t whole) {
   return 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// Expects every whole second of `r` after the first within `tolerance` points
+// of `limit`, against the same second of `solo`; returns the worst second.
+inline double expect_each_second_near(const Outcome& r, const Outcome& solo, uint32_t limit,
+                                      double tolerance) {
+  double worst = limit;
+  for (size_t s = 1; s < r.per_second.size(); ++s) {
+    const double second = percent_of(r.per_second[s], solo.per_second[s]);
+    EXPECT_NEAR(second, limit, tolerance) << "limit " << limit << ", second " << s;
+    if (std::abs(second - limit) > std::abs(worst - limit)) worst = second;
+  }
+  return worst;
 }
 
 // Prints a measurement, what the limited run achieved in percent of the
