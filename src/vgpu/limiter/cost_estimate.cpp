@@ -19,8 +19,10 @@ void RobustEstimate::add(int64_t sample_ns) noexcept {
   // The lower middle of an even count: an early stretched sample must not win.
   const int64_t median = sorted[pick_ == Pick::kLow ? (n - 1) / 4 : (n - 1) / 2];
   // Until the window is full the median alone is the best guess; after that,
-  // a quarter step towards each new median.
-  value_ = count_ <= kWindow ? median : value_ + (median - value_) / 4;
+  // the mean of the medians, until it spans `span` of them.
+  const int64_t m = median << kFraction;
+  const int64_t steps = count_ - kWindow + 1;
+  value_ = count_ <= kWindow ? m : value_ + (m - value_) / (steps < span_ ? steps : span_);
 }
 
 }  // namespace hami::vgpu::limiter

@@ -23,8 +23,12 @@ struct CostEntry {
   // same launch (period per launch). Written under the limiter's lock.
   RobustEstimate single;
   // A run right after a wait starts cold (caches, CPU clocks), never warm:
-  // its noise only adds time, so the low end is the steady period.
-  RobustEstimate stream{RobustEstimate::Pick::kLow};
+  // its noise only adds time, so the low end is the steady period. Averaged
+  // over 256 runs (half a second of a program that launches one shape):
+  // a host's speed comes and goes in phases of a second or so (on the H200
+  // machine, +-15 % within a second), and the share is of the program's
+  // average speed, not of its speed in the last few milliseconds.
+  RobustEstimate stream{RobustEstimate::Pick::kLow, 256};
   std::atomic<int> single_count{0};  // mirrors single.count() for lock-free readers
   // Lone samples from the second half of sustain run number `sustain_run`:
   // the kernel's time when the program runs flat out (a GPU with power to

@@ -87,8 +87,13 @@ struct SampleWindow {
   GpuTimer::Event start = 0;
   int launches = 0;
   int target = 0;
-  int64_t opened_ns = 0;        // host time the start mark was made
-  int64_t overhead_ns = 0;      // host time our own hook code took inside the sample
+  int64_t opened_ns = 0;  // host time the start mark was made
+  // The program's own host time per launch, without our hook: the driver's
+  // launch calls, and the program's time between our hook's calls.
+  int64_t call_ns = 0;  // summed over `timed` launches
+  int timed = 0;
+  int64_t gap_ns = 0;  // summed over `gaps` launches
+  int gaps = 0;
   uint32_t epoch = 0;           // the shape's when the window opened
   uint32_t sustain = 0;         // the sustain run it was opened late in (0: none)
   int64_t run_charged_ns = -1;  // GPU time the run had admitted when it opened (-1: no run)
@@ -113,10 +118,13 @@ class LaunchLimiter {
   // after a sleep are slower than the program's steady pace).
   void before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
                      bool warm = true) noexcept;
-  // `now_ns` is the time after the launch and `overhead_ns` what the hook
-  // itself spent around it; both 0 when unknown.
-  void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0,
-                    int64_t overhead_ns = 0) noexcept;
+  // `now_ns` is the time after the launch (0: unknown). `call_ns` is the time
+  // the driver's launch call took, `gap_ns` the program's own time between
+  // the thread's previous launch and this one (outside our hook); -1 when
+  // unknown. With them, a run of launches limited by the host is charged the
+  // program's own period, not the period our hook's time adds to.
+  void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0, int64_t call_ns = -1,
+                    int64_t gap_ns = -1) noexcept;
   // Ends the thread's sample before it waits or switches device.
   static void end_window(SampleWindow& w, int64_t now_ns = 0) noexcept;
   // Gives the thread's sample up without touching the GPU (the thread is exiting).
@@ -143,8 +151,8 @@ class LaunchLimiter {
     GpuTimer::Event end = 0;
     uint64_t key = 0;
     int launches = 0;
-    int64_t host_ns = 0;      // host time between the two marks (0: unknown)
-    int64_t overhead_ns = 0;  // of which our own
+    int64_t host_ns = 0;  // host time between the two marks (0: unknown)
+    int64_t bare_ns = 0;  // the program's own host time per launch (0: unknown)
     uint32_t epoch = 0;
     uint32_t sustain = 0;
     int64_t run_charged_ns = -1;

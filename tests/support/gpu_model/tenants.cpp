@@ -70,15 +70,17 @@ void Tenants::step(Tenant& x) {
   switch (x.phase) {
     case Phase::kHost: {
       x.call_ns = now;
+      x.gap_ns = x.exit_ns >= 0 ? now - x.exit_ns : -1;
       if (x.lim != nullptr) {
         const Shape& s = shape(x);
         const int64_t go = x.lim->admit(s.key, s.path, now);
         if (go - now >= kMinWaitNs) {
           LaunchLimiter::end_window(x.w);  // a sample must not contain our own wait
           x.timer.take_host_cost();        // spent before the sleep, which ends at `go` anyway
-          x.go_ns = go;
+          x.go_ns = go + kBatchNs;
           x.phase = Phase::kWaiting;
-          x.next = std::min(go, now + kWaitSliceNs);
+          x.next = std::min(x.go_ns, now + kWaitSliceNs);
+          x.since_wait = 0;
           return;
         }
       }
@@ -94,6 +96,7 @@ void Tenants::step(Tenant& x) {
       x.lim->note_wait(now - x.call_ns);
       x.waited_ns += now - x.call_ns;
       x.call_ns = now;
+      x.gap_ns = -1;
       launch(x, now);
       return;
     case Phase::kUnblocked:
@@ -105,7 +108,11 @@ void Tenants::step(Tenant& x) {
 }
 
 void Tenants::launch(Tenant& x, int64_t now) {
-  if (x.lim != nullptr) x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now);
+  if (x.lim != nullptr) {
+    if (x.since_wait < kWarmLaunches) ++x.since_wait;
+    x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now, x.since_wait >= kWarmLaunches);
+  }
+  x.launch_ns = now;
   if (gpu_.queued(x.ctx) >= x.spec.queue_limit) {
     // The driver's launch blocks until the queue has room.
     x.phase = Phase::kBlocked;
@@ -119,14 +126,21 @@ void Tenants::launch(Tenant& x, int64_t now) {
 void Tenants::enqueue(Tenant& x, int64_t at) {
   gpu_.launch(x.ctx, shape(x).gpu_ns);
   ++x.launches;
+  int64_t hook = 0;
   if (x.lim != nullptr) {
-    x.lim->after_launch(x.w, true);
+    x.lim->after_launch(x.w, true, at, at - x.launch_ns, x.gap_ns);
     x.lim->harvest(x.call_ns);  // paced() harvests with the time it took before the launch
+    hook = x.spec.hook_ns;
   }
   const size_t n = x.spec.prologue.size();
   x.shape = x.shape + 1 < n ? x.shape + 1 : n + (x.shape + 1 - n) % x.spec.cycle.size();
   x.phase = Phase::kHost;
-  x.next = at + x.timer.take_host_cost() + shape(x).host_ns;
+  x.exit_ns = at + hook + x.timer.take_host_cost();
+  int64_t host = shape(x).host_ns;
+  const TenantSpec& s = x.spec;
+  if (s.slow_every_ns > 0 && x.exit_ns % s.slow_every_ns < s.slow_ns)
+    host = host * s.slow_percent / 100;
+  x.next = x.exit_ns + host;
 }
 
 }  // namespace hami::test

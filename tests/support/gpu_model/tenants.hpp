@@ -2,10 +2,13 @@
 // Tenants: simulated processes sharing one GpuModel, each launching kernels
 // through the same per-launch protocol as libvgpu.so's launch hooks
 // (src/vgpu/launch_hooks.cpp, paced()): admit; a wait of 50 us or more ends
-// the thread's sample and sleeps until the pacer's time, harvesting at least
-// every 2 ms; before_launch; the launch, which blocks while the context has
-// 1024 ops queued, as CUDA does; after_launch; harvest. A tenant without a
-// limiter launches straight away. Everything runs on the model's simulated
+// the thread's sample and sleeps until 2 ms past the pacer's time, harvesting
+// at least every 2 ms; before_launch, told whether the tenant has made 32
+// launches since it last waited; the launch, which blocks while the context has
+// 1024 ops queued, as CUDA does; after_launch, told how long the call took
+// and the program's own time before it; harvest. The hook's own time
+// (TenantSpec::hook_ns, and the GPU timestamps it records) comes after the
+// call. A tenant without a limiter launches straight away. Everything runs on the model's simulated
 // clock, in time order, one action at a time: deterministic and fast.
 //
 //   Tenants sim;
@@ -43,6 +46,13 @@ struct TenantSpec {
   size_t queue_limit = 1024;       // launches block while this many ops are queued
   int64_t record_cost_ns = 1'000;  // host time of one GPU timestamp
   uintptr_t stream = 1;            // what before_launch is told
+  int64_t hook_ns = 0;             // host time libvgpu.so's hook takes per launch, when limited
+  // The host slows down now and then (other work on the machine): for the
+  // first `slow_ns` of every `slow_every_ns`, host times are `slow_percent` %
+  // of Shape::host_ns.
+  int64_t slow_every_ns = 0;
+  int64_t slow_ns = 0;
+  int64_t slow_percent = 100;
 };
 
 class Tenants {
@@ -50,6 +60,8 @@ class Tenants {
   // As in launch_hooks.cpp.
   static constexpr int64_t kMinWaitNs = 50'000;
   static constexpr int64_t kWaitSliceNs = 2'000'000;
+  static constexpr int64_t kBatchNs = 2'000'000;
+  static constexpr uint32_t kWarmLaunches = 32;
 
   Tenants() : Tenants(GpuModel::Options{}) {}
   explicit Tenants(const GpuModel::Options& gpu) : gpu_(gpu) {}
@@ -88,10 +100,14 @@ class Tenants {
     std::unique_ptr<vgpu::limiter::LaunchLimiter> owned;
     vgpu::limiter::SampleWindow w;
     Phase phase = Phase::kHost;
-    int64_t next = 0;     // time of the tenant's next action
-    int64_t call_ns = 0;  // paced()'s `now`
-    int64_t go_ns = 0;    // the pacer's answer, while waiting
-    size_t shape = 0;     // in the prologue, then (from prologue.size()) the cycle
+    int64_t next = 0;         // time of the tenant's next action
+    int64_t call_ns = 0;      // paced()'s `now`
+    int64_t launch_ns = 0;    // when the driver's launch call began
+    int64_t exit_ns = -1;     // when the previous launch left the hook (-1: none yet)
+    int64_t gap_ns = -1;      // the program's own time before this launch (-1: a wait came between)
+    uint32_t since_wait = 0;  // launches since the tenant last waited
+    int64_t go_ns = 0;        // the pacer's answer, while waiting
+    size_t shape = 0;         // in the prologue, then (from prologue.size()) the cycle
     uint64_t launches = 0;
     int64_t waited_ns = 0;
   };

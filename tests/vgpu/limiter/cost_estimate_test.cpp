@@ -60,6 +60,30 @@ TEST(RobustEstimate, ConvergesToAChangedValue) {
   EXPECT_NEAR(e.value(), 200'000, 10'000);
 }
 
+TEST(RobustEstimate, ALongSpanMovesSlowlyAndSettlesExactly) {
+  RobustEstimate e(RobustEstimate::Pick::kLow, 256);
+  for (int i = 0; i < 300; ++i)
+    e.add(3'300);
+  EXPECT_EQ(e.value(), 3'300);
+  // A slow second of the host: 100 samples move it about a third of the way.
+  for (int i = 0; i < 100; ++i)
+    e.add(4'455);
+  EXPECT_GT(e.value(), 3'550);
+  EXPECT_LT(e.value(), 3'800);
+  // Steps of 1/256 of a 10 ns difference are kept below the nanosecond, so
+  // the estimate still gets there.
+  for (int i = 0; i < 3'000; ++i)
+    e.add(3'310);
+  EXPECT_NEAR(e.value(), 3'310, 1);
+  // reset() keeps the span.
+  e.reset();
+  for (int i = 0; i < 300; ++i)
+    e.add(1'000);
+  for (int i = 0; i < 10; ++i)
+    e.add(2'000);
+  EXPECT_LT(e.value(), 1'100);
+}
+
 TEST(RobustEstimate, Reset) {
   RobustEstimate e;
   e.add(5);

@@ -71,13 +71,19 @@ inline double percent_of(uint64_t part, uint64_t whole) {
   return 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
+// What a second of a limited run is compared with: the same second of the
+// unlimited run, or its average second (as bench/sm_limit does on a GPU).
+enum class Against { kSameSecond, kAverageSecond };
+
 // Expects every whole second of `r` after the first within `tolerance` points
-// of `limit`, against the same second of `solo`; returns the worst second.
+// of `limit`, against `solo`; returns the worst second.
 inline double expect_each_second_near(const Outcome& r, const Outcome& solo, uint32_t limit,
-                                      double tolerance) {
+                                      double tolerance, Against against = Against::kSameSecond) {
   double worst = limit;
+  const uint64_t average = solo.done / solo.per_second.size();
   for (size_t s = 1; s < r.per_second.size(); ++s) {
-    const double second = percent_of(r.per_second[s], solo.per_second[s]);
+    const double second =
+        percent_of(r.per_second[s], against == Against::kSameSecond ? solo.per_second[s] : average);
     EXPECT_NEAR(second, limit, tolerance) << "limit " << limit << ", second " << s;
     if (std::abs(second - limit) > std::abs(worst - limit)) worst = second;
   }
