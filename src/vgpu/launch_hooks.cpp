@@ -5,9 +5,7 @@
 // launch of a process with no share, after marking the container active.
 #include <time.h>
 
-#include <algorithm>
 #include <atomic>
-#include <cstdint>
 
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/real_driver.hpp"
@@ -45,7 +43,6 @@ std::atomic<int> g_captures{0};
 // A thread's sample in flight; given back if the thread exits mid-sample.
 struct ThreadWindow {
   SampleWindow w;
-  int64_t exit_ns = 0;      // when the previous launch left our hook (0: not timed)
   uint32_t since_wait = 0;  // launches since this thread last waited
   ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
 };
@@ -55,24 +52,6 @@ int64_t mono_ns() {
   timespec ts;
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// What one clock read costs. An interval timed between two reads holds one
-// read's worth (the end of the first, the start of the second), which is our
-// time, not the program's. Measured once: the best of a few runs of reads.
-int64_t clock_read_ns() {
-  static const int64_t cost = [] {
-    int64_t best = INT64_MAX;
-    for (int round = 0; round < 8; ++round) {
-      const int64_t t0 = mono_ns();
-      int64_t t = t0;
-      for (int i = 0; i < 32; ++i)
-        t = mono_ns();
-      best = std::min(best, (t - t0) / 32);
-    }
-    return best;
-  }();
-  return cost;
 }
 
 void wait_until(LaunchLimiter& lim, int64_t go, bool harvest) {
@@ -132,9 +111,6 @@ template <class Shape, class Call>
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr) return call();
   vgpu::SmControl& sm = rt->sm();
-  // The clock is read once per launch, and only when a share may apply;
-  // launches inside a sample read it three more times.
-  const int64_t entry = sm.any_limit() ? mono_ns() : 0;
   sm.on_launch(rt->region());
   LaunchLimiter* lim = sm.limiter_for_current(*rt);
   if (lim == nullptr) return call();
@@ -142,11 +118,18 @@ template <class Shape, class Call>
   if (captures && capturing(stream, ptsz)) return call();
 
   const uint64_t key = shape();
-  int64_t now = entry;
-  const int64_t go = lim->admit(key, path, now);
   ThreadWindow& tw = t_window;
-  // The program's own time since our hook last returned to it.
-  int64_t gap = tw.exit_ns != 0 ? std::max<int64_t>(0, entry - tw.exit_ns - clock_read_ns()) : -1;
+  const uintptr_t on = event_stream(stream, ptsz);
+  if (!captures && lim->light_launch(tw.w, key, on)) {
+    // Inside a back-to-back run: no clock, no pacer until it ends.
+    if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
+    const CUresult rc = call();
+    if (rc != CUDA_SUCCESS) lim->after_launch(tw.w, false);
+    return rc;
+  }
+  // The clock is read once per launch that is not light.
+  int64_t now = mono_ns();
+  const int64_t go = lim->admit(key, path, now);
   if (go - now >= kMinWaitNs) {
     // A sample must not contain our own wait. While a capture is under way the
     // GPU is not touched at all (an event recorded on the legacy stream would
@@ -158,34 +141,21 @@ template <class Shape, class Call>
     }
     wait_until(*lim, go + kBatchNs, !captures);
     tw.since_wait = 0;
-    gap = -1;
     const int64_t after = mono_ns();
     lim->note_wait(after - now);
     now = after;
   }
   if (captures) {
     LaunchLimiter::abandon_window(tw.w);
-    tw.exit_ns = 0;
     return call();
   }
   if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
-  lim->before_launch(tw.w, key, event_stream(stream, ptsz), now, tw.since_wait >= kWarmLaunches);
-  if (tw.w.owner != lim) {  // not sampling
-    tw.exit_ns = 0;
-    const CUresult rc = call();
-    lim->harvest(now);
-    return rc;
-  }
-  // Sampling: the program's own time per launch (the driver's call and the
-  // time between our calls) is what a run of launches limited by the host is
-  // charged.
-  const int64_t call_start = mono_ns();
+  lim->before_launch(tw.w, key, on, now, tw.since_wait >= kWarmLaunches, path);
+  if (tw.w.owner == lim && tw.w.target > 1 && tw.w.launches == 0)
+    LaunchLimiter::start_run_clock(tw.w, mono_ns());
   const CUresult rc = call();
-  const int64_t call_end = mono_ns();
-  lim->after_launch(tw.w, rc == CUDA_SUCCESS, call_end,
-                    std::max<int64_t>(0, call_end - call_start - clock_read_ns()), gap);
-  lim->harvest(call_end);
-  tw.exit_ns = mono_ns();
+  lim->after_launch(tw.w, rc == CUDA_SUCCESS);
+  lim->harvest(now);
   return rc;
 }
 

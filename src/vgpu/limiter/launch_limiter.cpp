@@ -1,7 +1,6 @@
 #include "vgpu/limiter/launch_limiter.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "common/log.hpp"
 
@@ -49,7 +48,8 @@ LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
       timer_(timer),
       table_(options.table_capacity) {}
 
-int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns) noexcept {
+int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns,
+                             uint32_t count) noexcept {
   CostEntry* e = table_.insert(key);
   int64_t cost = e != nullptr ? e->cost_ns.load(std::memory_order_relaxed) : 0;
   if (cost == 0) {
@@ -57,11 +57,12 @@ int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns) noex
     // for now, and the difference once its own cost is known.
     cost = default_cost_.load(std::memory_order_relaxed);
     if (e != nullptr) {
-      e->provisional.fetch_add(1, std::memory_order_relaxed);
-      e->provisional_ns.fetch_add(cost, std::memory_order_relaxed);
+      e->provisional.fetch_add(count, std::memory_order_relaxed);
+      e->provisional_ns.fetch_add(cost * count, std::memory_order_relaxed);
     }
   }
-  launches_[static_cast<int>(path)].fetch_add(1, std::memory_order_relaxed);
+  cost *= count;
+  launches_[static_cast<int>(path)].fetch_add(count, std::memory_order_relaxed);
   charged_ns_.fetch_add(static_cast<uint64_t>(cost), std::memory_order_relaxed);
   if (sustain_run_ns_ == 0 || now_ns < next_sustain_ns_.load(std::memory_order_relaxed))
     return pacer_.admit(cost, options_.percent, now_ns, options_.burst_ns);
@@ -124,9 +125,11 @@ void LaunchLimiter::note_wait(int64_t ns) noexcept {
 }
 
 void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
-                                  bool warm) noexcept {
+                                  bool warm, LaunchPath path) noexcept {
   if (w.owner != nullptr) {
-    if (w.owner == this && w.stream == stream && w.key == key) return;  // the run goes on
+    if (w.owner == this && w.stream == stream && w.key == key && w.launches < w.target) {
+      return;  // the run goes on
+    }
     end_window(w, now_ns);
   }
   const CostEntry* e = table_.find(key);
@@ -174,29 +177,23 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
                    .start = start,
                    .target = target,
                    .opened_ns = now_ns,
+                   .path = path,
                    .epoch = entry->epoch.load(std::memory_order_relaxed),
                    .sustain = sustain,
                    .run_charged_ns = run_charged};
 }
 
-void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns, int64_t call_ns,
-                                 int64_t gap_ns) noexcept {
+void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns) noexcept {
   if (w.owner != this) return;
   if (!launched) {
     // Nothing reached the GPU: the sample would measure nothing.
-    w.launches = 0;
+    w.spoiled = true;
     close_window(w, now_ns);
     return;
   }
-  if (call_ns >= 0) {
-    w.call_ns += call_ns;
-    ++w.timed;
-  }
-  if (gap_ns >= 0) {
-    w.gap_ns += gap_ns;
-    ++w.gaps;
-  }
-  if (++w.launches >= w.target) close_window(w, now_ns);
+  // A run's first launch; the rest go light (light_launch) up to the target.
+  if (w.launches == 0) w.launches = 1;
+  if (w.launches >= w.target) close_window(w, now_ns);
 }
 
 void LaunchLimiter::end_window(SampleWindow& w, int64_t now_ns) noexcept {
@@ -207,19 +204,27 @@ void LaunchLimiter::abandon_window(SampleWindow& w) noexcept {
   LaunchLimiter* owner = w.owner;
   if (owner == nullptr) return;
   const GpuTimer::Event start = w.start;
+  owner->charge_light(w, w.opened_ns);  // the time it ends is not known; its start is near
   w = SampleWindow{};
   std::lock_guard lock(owner->mu_);
   owner->timer_.release(start);
   owner->in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+void LaunchLimiter::charge_light(const SampleWindow& w, int64_t now_ns) noexcept {
+  // Every launch of a run but its first went light.
+  if (w.launches > 1) admit(w.key, w.path, now_ns, static_cast<uint32_t>(w.launches - 1));
+}
+
 void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   const int needed = w.target == 1 ? 1 : options_.min_stream_launches;
   const SampleWindow taken = w;
   w = SampleWindow{};
+  charge_light(taken, now_ns > 0 ? now_ns : taken.opened_ns);
   std::lock_guard lock(mu_);
   GpuTimer::Event end = 0;
-  if (taken.launches >= needed && npending_ < kMaxInFlight) end = timer_.record(taken.stream);
+  if (!taken.spoiled && taken.launches >= needed && npending_ < kMaxInFlight)
+    end = timer_.record(taken.stream);
   if (end == 0) {
     timer_.release(taken.start);
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
@@ -227,14 +232,8 @@ void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   }
   // in_flight_ counts this window already, so there is room.
   const int64_t host = now_ns > 0 && taken.opened_ns > 0 ? now_ns - taken.opened_ns : 0;
-  // The gap before a run's first launch is not timed (no run was open then),
-  // so the gaps are averaged over those that were.
-  const int64_t bare = taken.timed == taken.launches && taken.gaps > 0
-                           ? taken.call_ns / taken.timed + taken.gap_ns / taken.gaps
-                           : 0;
-  pending_[npending_++] =
-      Pending{taken.start, end,         taken.key,     taken.launches,      host,
-              bare,        taken.epoch, taken.sustain, taken.run_charged_ns};
+  pending_[npending_++] = Pending{taken.start, end,         taken.key,     taken.launches,
+                                  host,        taken.epoch, taken.sustain, taken.run_charged_ns};
   pending_hint_.store(npending_, std::memory_order_relaxed);
 }
 
@@ -295,17 +294,22 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
     }
   } else {
     // When the GPU kept pace with the host (it timestamped the end no later
-    // than the host got there), the period is the host's, our own hook code
-    // included (on the H200, 0.3 us of a 3.2 us launch when paced): the
-    // program without us launches at its own host period, which is charged.
-    int64_t period = ns / p.launches;
-    if (p.bare_ns > 0 && p.host_ns > 0 && ns * 10 <= p.host_ns * 11)
-      period = std::min(period, p.bare_ns);
+    // than the host got there), the period is the host's. The run's launches
+    // after its first went light, so its host time is the program's own
+    // period and almost none of ours (a fully paced launch took 0.3 us longer
+    // than a bare one on the H200, a tenth of a small kernel's period).
+    const bool kept_pace = p.host_ns > 0 && ns * 10 <= p.host_ns * 11;
+    const int64_t period = (kept_pace ? std::min(ns, p.host_ns) : ns) / p.launches;
     e->stream.add(period);
-    std::fprintf(stderr, "stream sample ns=%ld host=%ld bare=%ld n=%d -> %ld (single %ld)\n",
-                 static_cast<long>(ns), static_cast<long>(p.host_ns), static_cast<long>(p.bare_ns),
-                 p.launches, static_cast<long>(e->stream.value()),
-                 static_cast<long>(e->single.value()));
+    if (log::enabled(log::Level::kDebug)) {
+      log::debug(
+          "shape %016llx: run of %d launches, %.2f us each on the GPU, %.2f on the host%s; "
+          "estimate %.2f us",
+          static_cast<unsigned long long>(p.key), p.launches,
+          static_cast<double>(ns) / p.launches / 1e3,
+          static_cast<double>(p.host_ns) / p.launches / 1e3, kept_pace ? "" : " (GPU behind)",
+          static_cast<double>(e->stream.value()) / 1e3);
+    }
   }
   update_cost(*e, now_ns);
   samples_.fetch_add(1, std::memory_order_relaxed);

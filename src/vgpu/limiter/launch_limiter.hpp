@@ -29,6 +29,7 @@
 // sampling and harvesting take a lock at most once per sample.
 //
 //   SampleWindow& w = this_thread_window;
+//   if (lim.light_launch(w, key, stream)) return real_launch(...);
 //   int64_t go = lim.admit(key, LaunchPath::kKernel, now);
 //   if (go > now) { lim.end_window(w); sleep_until(go); now = clock(); }
 //   lim.before_launch(w, key, stream, now);
@@ -88,12 +89,8 @@ struct SampleWindow {
   int launches = 0;
   int target = 0;
   int64_t opened_ns = 0;  // host time the start mark was made
-  // The program's own host time per launch, without our hook: the driver's
-  // launch calls, and the program's time between our hook's calls.
-  int64_t call_ns = 0;  // summed over `timed` launches
-  int timed = 0;
-  int64_t gap_ns = 0;  // summed over `gaps` launches
-  int gaps = 0;
+  LaunchPath path = LaunchPath::kKernel;
+  bool spoiled = false;         // a launch in it failed: it measures nothing
   uint32_t epoch = 0;           // the shape's when the window opened
   uint32_t sustain = 0;         // the sustain run it was opened late in (0: none)
   int64_t run_charged_ns = -1;  // GPU time the run had admitted when it opened (-1: no run)
@@ -107,8 +104,8 @@ class LaunchLimiter {
 
   uint32_t percent() const noexcept { return options_.percent; }
 
-  // Charges a launch of shape `key`; returns the time it may start.
-  int64_t admit(uint64_t key, LaunchPath path, int64_t now_ns) noexcept;
+  // Charges `count` launches of shape `key`; returns the time the last may start.
+  int64_t admit(uint64_t key, LaunchPath path, int64_t now_ns, uint32_t count = 1) noexcept;
   // Records time a caller spent waiting on admit's answer (for the stats).
   void note_wait(int64_t ns) noexcept;
 
@@ -117,14 +114,27 @@ class LaunchLimiter {
   // runs of back-to-back launches are only sampled then (the first launches
   // after a sleep are slower than the program's steady pace).
   void before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
-                     bool warm = true) noexcept;
-  // `now_ns` is the time after the launch (0: unknown). `call_ns` is the time
-  // the driver's launch call took, `gap_ns` the program's own time between
-  // the thread's previous launch and this one (outside our hook); -1 when
-  // unknown. With them, a run of launches limited by the host is charged the
-  // program's own period, not the period our hook's time adds to.
-  void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0, int64_t call_ns = -1,
-                    int64_t gap_ns = -1) noexcept;
+                     bool warm = true, LaunchPath path = LaunchPath::kKernel) noexcept;
+  // `now_ns` is the time after the launch (0: unknown).
+  void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0) noexcept;
+  // Inside a back-to-back run, a launch of the same shape on the same stream
+  // is let through light: not admitted, not timed, only counted (true); the
+  // run's launches are charged when it ends, and its host time is then the
+  // program's own period plus almost none of ours. The next launch that is
+  // not light ends the run (before_launch). False: launch as usual.
+  bool light_launch(SampleWindow& w, uint64_t key, uintptr_t stream) noexcept {
+    if (w.owner != this || w.launches >= w.target || w.target == 1 || w.key != key ||
+        w.stream != stream) {
+      return false;
+    }
+    ++w.launches;
+    return true;
+  }
+  // The host time a back-to-back run starts from, once its start mark is
+  // made (the mark's own host time is ours, not the program's).
+  static void start_run_clock(SampleWindow& w, int64_t now_ns) noexcept {
+    if (w.owner != nullptr && w.target > 1 && w.launches == 0) w.opened_ns = now_ns;
+  }
   // Ends the thread's sample before it waits or switches device.
   static void end_window(SampleWindow& w, int64_t now_ns = 0) noexcept;
   // Gives the thread's sample up without touching the GPU (the thread is exiting).
@@ -152,14 +162,15 @@ class LaunchLimiter {
     uint64_t key = 0;
     int launches = 0;
     int64_t host_ns = 0;  // host time between the two marks (0: unknown)
-    int64_t bare_ns = 0;  // the program's own host time per launch (0: unknown)
     uint32_t epoch = 0;
     uint32_t sustain = 0;
     int64_t run_charged_ns = -1;
   };
   static constexpr int kMaxInFlight = 32;
 
-  void close_window(SampleWindow& w, int64_t now_ns) noexcept;        // w.owner == this
+  void close_window(SampleWindow& w, int64_t now_ns) noexcept;  // w.owner == this
+  // Charges the light launches of a run that is ending.
+  void charge_light(const SampleWindow& w, int64_t now_ns) noexcept;
   void learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept;  // under mu_
   void update_cost(CostEntry& e, int64_t now_ns) noexcept;            // under mu_
   // After a launch admitted while a run is due; `cost_ns` < 0: the program

@@ -70,9 +70,15 @@ void Tenants::step(Tenant& x) {
   switch (x.phase) {
     case Phase::kHost: {
       x.call_ns = now;
-      x.gap_ns = x.exit_ns >= 0 ? now - x.exit_ns : -1;
+      x.light = false;
       if (x.lim != nullptr) {
         const Shape& s = shape(x);
+        if (x.lim->light_launch(x.w, s.key, x.spec.stream)) {
+          x.light = true;
+          if (x.since_wait < kWarmLaunches) ++x.since_wait;
+          call(x, now);
+          return;
+        }
         const int64_t go = x.lim->admit(s.key, s.path, now);
         if (go - now >= kMinWaitNs) {
           LaunchLimiter::end_window(x.w);  // a sample must not contain our own wait
@@ -96,7 +102,6 @@ void Tenants::step(Tenant& x) {
       x.lim->note_wait(now - x.call_ns);
       x.waited_ns += now - x.call_ns;
       x.call_ns = now;
-      x.gap_ns = -1;
       launch(x, now);
       return;
     case Phase::kUnblocked:
@@ -110,9 +115,18 @@ void Tenants::step(Tenant& x) {
 void Tenants::launch(Tenant& x, int64_t now) {
   if (x.lim != nullptr) {
     if (x.since_wait < kWarmLaunches) ++x.since_wait;
-    x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now, x.since_wait >= kWarmLaunches);
+    x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now, x.since_wait >= kWarmLaunches,
+                         shape(x).path);
+    if (x.w.owner == x.lim && x.w.target > 1 && x.w.launches == 0) {
+      // paced() reads the clock again once a run's start mark is made.
+      x.marks_ns += x.timer.take_host_cost();
+      LaunchLimiter::start_run_clock(x.w, now + x.marks_ns);
+    }
   }
-  x.launch_ns = now;
+  call(x, now);
+}
+
+void Tenants::call(Tenant& x, int64_t now) {
   if (gpu_.queued(x.ctx) >= x.spec.queue_limit) {
     // The driver's launch blocks until the queue has room.
     x.phase = Phase::kBlocked;
@@ -127,20 +141,20 @@ void Tenants::enqueue(Tenant& x, int64_t at) {
   gpu_.launch(x.ctx, shape(x).gpu_ns);
   ++x.launches;
   int64_t hook = 0;
-  if (x.lim != nullptr) {
-    x.lim->after_launch(x.w, true, at, at - x.launch_ns, x.gap_ns);
+  if (x.lim != nullptr && !x.light) {
+    x.lim->after_launch(x.w, true);
     x.lim->harvest(x.call_ns);  // paced() harvests with the time it took before the launch
     hook = x.spec.hook_ns;
   }
   const size_t n = x.spec.prologue.size();
   x.shape = x.shape + 1 < n ? x.shape + 1 : n + (x.shape + 1 - n) % x.spec.cycle.size();
   x.phase = Phase::kHost;
-  x.exit_ns = at + hook + x.timer.take_host_cost();
+  const int64_t back = at + hook + x.marks_ns + x.timer.take_host_cost();  // back in the program
+  x.marks_ns = 0;
   int64_t host = shape(x).host_ns;
   const TenantSpec& s = x.spec;
-  if (s.slow_every_ns > 0 && x.exit_ns % s.slow_every_ns < s.slow_ns)
-    host = host * s.slow_percent / 100;
-  x.next = x.exit_ns + host;
+  if (s.slow_every_ns > 0 && back % s.slow_every_ns < s.slow_ns) host = host * s.slow_percent / 100;
+  x.next = back + host;
 }
 
 }  // namespace hami::test

@@ -5,11 +5,11 @@
 // the thread's sample and sleeps until 2 ms past the pacer's time, harvesting
 // at least every 2 ms; before_launch, told whether the tenant has made 32
 // launches since it last waited; the launch, which blocks while the context has
-// 1024 ops queued, as CUDA does; after_launch, told how long the call took
-// and the program's own time before it; harvest. The hook's own time
-// (TenantSpec::hook_ns, and the GPU timestamps it records) comes after the
-// call. A tenant without a limiter launches straight away. Everything runs on the model's simulated
-// clock, in time order, one action at a time: deterministic and fast.
+// 1024 ops queued, as CUDA does; after_launch; harvest. Inside a back-to-back
+// sample, launches of the sampled shape go light: only the call. The hook's
+// own time (TenantSpec::hook_ns, and the GPU timestamps it records) comes
+// after the call. A tenant without a limiter launches straight away. Everything runs on the model's
+// simulated clock, in time order, one action at a time: deterministic and fast.
 //
 //   Tenants sim;
 //   int a = sim.add({.cycle = {{.key = 1, .gpu_ns = 216'000, .host_ns = 10'000}}});
@@ -46,7 +46,7 @@ struct TenantSpec {
   size_t queue_limit = 1024;       // launches block while this many ops are queued
   int64_t record_cost_ns = 1'000;  // host time of one GPU timestamp
   uintptr_t stream = 1;            // what before_launch is told
-  int64_t hook_ns = 0;             // host time libvgpu.so's hook takes per launch, when limited
+  int64_t hook_ns = 0;             // host time libvgpu.so's hook takes per launch that is not light
   // The host slows down now and then (other work on the machine): for the
   // first `slow_ns` of every `slow_every_ns`, host times are `slow_percent` %
   // of Shape::host_ns.
@@ -102,9 +102,8 @@ class Tenants {
     Phase phase = Phase::kHost;
     int64_t next = 0;         // time of the tenant's next action
     int64_t call_ns = 0;      // paced()'s `now`
-    int64_t launch_ns = 0;    // when the driver's launch call began
-    int64_t exit_ns = -1;     // when the previous launch left the hook (-1: none yet)
-    int64_t gap_ns = -1;      // the program's own time before this launch (-1: a wait came between)
+    bool light = false;       // the launch under way went light (LaunchLimiter::light_launch)
+    int64_t marks_ns = 0;     // host time of GPU timestamps already taken by the launch under way
     uint32_t since_wait = 0;  // launches since the tenant last waited
     int64_t go_ns = 0;        // the pacer's answer, while waiting
     size_t shape = 0;         // in the prologue, then (from prologue.size()) the cycle
@@ -116,6 +115,7 @@ class Tenants {
   static const Shape& shape(const Tenant& x);
   void step(Tenant& x);
   void launch(Tenant& x, int64_t now);
+  void call(Tenant& x, int64_t now);  // the driver's launch call
   void enqueue(Tenant& x, int64_t at);
 
   GpuModel gpu_;
