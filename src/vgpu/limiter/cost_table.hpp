@@ -44,6 +44,15 @@ struct CostEntry {
   // and a run that saw its estimate move measured that, not the steady speed.
   int64_t sustained_lo = 0;
   int64_t sustained_hi = 0;
+  // Back-to-back runs from the second half of sustain run number
+  // `stream_sustain_run`: the program's period when it runs flat out. A host
+  // that idles between a throttled program's runs clocks its CPU down: on the
+  // H200 machine a launch-bound program's period estimate went from 3.3 us in
+  // the first run to 4.1-4.5 us after seconds paced at 30 %, and not at 90 %.
+  // The share is of the flat-out speed, so the period charged is at most this.
+  RobustEstimate stream_sustained{RobustEstimate::Pick::kLow};
+  uint32_t stream_sustain_run = 0;
+  int64_t stream_flat_out = 0;  // 0: not measured yet
   // Launches admitted before the shape had a cost of its own, and what they
   // were charged; settled when the first cost is known.
   std::atomic<int64_t> provisional{0};

@@ -146,9 +146,9 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   CostEntry* entry = table_.insert(key);
   if (entry == nullptr) return;
   int target = 1;
-  if (entry->single.count() >= options_.learn_samples &&
-      entry->single.value() < options_.stream_worth_ns &&
-      (entry->stream.count() < options_.learn_samples || (sample_seq_ & 1u) != 0)) {
+  const bool runs = entry->single.count() >= options_.learn_samples &&
+                    entry->single.value() < options_.stream_worth_ns;
+  if (runs && (entry->stream.count() < options_.learn_samples || (sample_seq_ & 1u) != 0)) {
     if (!warm) return;  // wait for the steady pace; this sample is still due
     target = options_.stream_window;
   }
@@ -160,9 +160,16 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
     // The mark would be reached at once, and the sample would hold the host's
     // time to the launch too: programs that synchronise every few launches
     // make it the first launch after each sync, 10-20 us on a 210 us GEMM.
-    // The next launch finds the stream busy.
-    if (!learning) return;
-    late = false;
+    // The next launch finds the stream busy; a program limited by its host
+    // never does, and its back-to-back run is what it is charged: that is
+    // sampled instead.
+    if (learning) {
+      late = false;
+    } else if (runs && warm) {
+      target = options_.stream_window;
+    } else {
+      return;
+    }
   }
   const GpuTimer::Event start = timer_.record(stream);
   if (start == 0) return;
@@ -301,6 +308,15 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
     const bool kept_pace = p.host_ns > 0 && ns * 10 <= p.host_ns * 11;
     const int64_t period = (kept_pace ? std::min(ns, p.host_ns) : ns) / p.launches;
     e->stream.add(period);
+    if (p.sustain != 0 && kept_pace) {
+      if (e->stream_sustain_run != p.sustain) {
+        e->stream_sustained.reset();
+        e->stream_sustain_run = p.sustain;
+      }
+      e->stream_sustained.add(period);
+      if (e->stream_sustained.count() >= kSteadySamples)
+        e->stream_flat_out = e->stream_sustained.value();
+    }
     if (log::enabled(log::Level::kDebug)) {
       log::debug(
           "shape %016llx: run of %d launches, %.2f us each on the GPU, %.2f on the host%s; "
@@ -323,7 +339,8 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
   // Back to back, a launch occupies the GPU for its period; with gaps longer
   // than half its kernel time, the gaps are the program's and not charged.
   if (stream > 0 && (single == 0 || stream * 2 <= single * 3)) {
-    cost = stream;
+    // Throttled, the host may run the program slower than flat out.
+    cost = e.stream_flat_out > 0 ? std::min(stream, e.stream_flat_out) : stream;
   } else if (e.sustained.count() >= kSteadySamples && e.sustained_lo > cost &&
              e.sustained_hi * 100 <= e.sustained_lo * (100 + kSteadyPercent)) {
     // Flat out, the program would get the GPU at its power limit, not the
@@ -356,6 +373,9 @@ void LaunchLimiter::forget(uint64_t key) noexcept {
   e->sustained.reset();
   e->sustain_run = 0;
   e->sustained_lo = e->sustained_hi = 0;
+  e->stream_sustained.reset();
+  e->stream_sustain_run = 0;
+  e->stream_flat_out = 0;
   e->single_count.store(0, std::memory_order_relaxed);
   e->cost_ns.store(0, std::memory_order_relaxed);
 }

@@ -102,6 +102,7 @@ void Tenants::step(Tenant& x) {
       x.lim->note_wait(now - x.call_ns);
       x.waited_ns += now - x.call_ns;
       x.call_ns = now;
+      x.woke_ns = now;
       launch(x, now);
       return;
     case Phase::kUnblocked:
@@ -154,6 +155,7 @@ void Tenants::enqueue(Tenant& x, int64_t at) {
   int64_t host = shape(x).host_ns;
   const TenantSpec& s = x.spec;
   if (s.slow_every_ns > 0 && back % s.slow_every_ns < s.slow_ns) host = host * s.slow_percent / 100;
+  if (back - x.woke_ns < s.throttled_for_ns) host = host * s.throttled_percent / 100;
   x.next = back + host;
 }
 

@@ -53,6 +53,11 @@ struct TenantSpec {
   int64_t slow_every_ns = 0;
   int64_t slow_ns = 0;
   int64_t slow_percent = 100;
+  // A host whose CPU idles between a throttled program's runs clocks it
+  // down: within `throttled_for_ns` of the tenant's last wait, host times are
+  // `throttled_percent` % of Shape::host_ns.
+  int64_t throttled_percent = 100;
+  int64_t throttled_for_ns = 20'000'000;
 };
 
 class Tenants {
@@ -100,13 +105,14 @@ class Tenants {
     std::unique_ptr<vgpu::limiter::LaunchLimiter> owned;
     vgpu::limiter::SampleWindow w;
     Phase phase = Phase::kHost;
-    int64_t next = 0;         // time of the tenant's next action
-    int64_t call_ns = 0;      // paced()'s `now`
-    bool light = false;       // the launch under way went light (LaunchLimiter::light_launch)
-    int64_t marks_ns = 0;     // host time of GPU timestamps already taken by the launch under way
-    uint32_t since_wait = 0;  // launches since the tenant last waited
-    int64_t go_ns = 0;        // the pacer's answer, while waiting
-    size_t shape = 0;         // in the prologue, then (from prologue.size()) the cycle
+    int64_t next = 0;      // time of the tenant's next action
+    int64_t call_ns = 0;   // paced()'s `now`
+    bool light = false;    // the launch under way went light (LaunchLimiter::light_launch)
+    int64_t marks_ns = 0;  // host time of GPU timestamps already taken by the launch under way
+    int64_t woke_ns = INT64_MIN / 2;  // when the tenant's last wait ended
+    uint32_t since_wait = 0;          // launches since the tenant last waited
+    int64_t go_ns = 0;                // the pacer's answer, while waiting
+    size_t shape = 0;                 // in the prologue, then (from prologue.size()) the cycle
     uint64_t launches = 0;
     int64_t waited_ns = 0;
   };

@@ -101,6 +101,25 @@ TEST(LimiterOnModel, LaunchBoundHoldsItsRateThroughTheHostsSlowSeconds) {
   }
 }
 
+// (b''') The same program on a host that runs it 12 % slower while it is
+// throttled (a CPU that idles between the program's runs clocks down; on the
+// H200 machine a launch-bound program at 30 % got 26-29 % of its unthrottled
+// rate). Its share is of its speed flat out, measured in sustain runs.
+TEST(LimiterOnModel, LaunchBoundIsChargedItsFlatOutPeriodOnAHostThatSlowsItWhenThrottled) {
+  TenantSpec spec = one_kernel(3 * us, 3300);
+  spec.throttled_percent = 112;
+  constexpr int64_t kSpan = 4 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  for (uint32_t limit : {30u, 50u}) {
+    const Outcome r = run_alone(spec, limit, kSpan);
+    const double achieved = percent_of(r.done, solo.done);
+    report("launch-bound, host 12 % slower when throttled", limit, achieved);
+    EXPECT_NEAR(achieved, limit, 1.5) << "limit " << limit;
+    EXPECT_NEAR(static_cast<double>(r.cost), 3300.0, 100.0) << "limit " << limit;
+    EXPECT_EQ(r.stats.sustain_runs, 1u);
+  }
+}
+
 // (c) Two compute-bound tenants on one GPU at 30 % and 60 %: each gets its
 // share of what it does alone. Samples stretched by the other's time slice
 // are thrown out by the medians; here they are few (a sample is stretched
