@@ -150,8 +150,7 @@ template <class Shape, class Call>
     return call();
   }
   if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
-  lim->before_launch(tw.w, key, on, now, tw.since_wait >= kWarmLaunches, path);
-  if (tw.w.owner == lim && tw.w.target > 1 && tw.w.launches == 0)
+  if (lim->before_launch(tw.w, key, on, now, tw.since_wait >= kWarmLaunches, path))
     LaunchLimiter::start_run_clock(tw.w, mono_ns());
   const CUresult rc = call();
   lim->after_launch(tw.w, rc == CUDA_SUCCESS);

@@ -36,6 +36,18 @@ int64_t sustain_run(const LimiterOptions& o) {
   return std::min(o.sustain_run_ns, p * 10'000'000);
 }
 
+// Adds a sample taken late in sustain run `run` to `estimate`, which holds
+// run `of_run`'s; a newer run replaces what an older one measured (true).
+bool add_run_sample(RobustEstimate& estimate, uint32_t& of_run, uint32_t run, int64_t ns) {
+  const bool newer = of_run != run;
+  if (newer) {
+    estimate.reset();
+    of_run = run;
+  }
+  estimate.add(ns);
+  return newer;
+}
+
 }  // namespace
 
 LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
@@ -124,11 +136,11 @@ void LaunchLimiter::note_wait(int64_t ns) noexcept {
   if (ns > 0) waited_ns_.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
 }
 
-void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
                                   bool warm, LaunchPath path) noexcept {
   if (w.owner != nullptr) {
     if (w.owner == this && w.stream == stream && w.key == key && w.launches < w.target) {
-      return;  // the run goes on
+      return false;  // the run goes on
     }
     end_window(w, now_ns);
   }
@@ -137,19 +149,20 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
       e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples;
   if (!learning &&
       now_ns - last_open_ns_.load(std::memory_order_relaxed) < options_.sample_interval_ns) {
-    return;
+    return false;
   }
-  if (in_flight_.load(std::memory_order_relaxed) >= kMaxInFlight) return;
+  if (in_flight_.load(std::memory_order_relaxed) >= kMaxInFlight) return false;
   std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // another thread is sampling: skip, never wait
-  if (in_flight_.load(std::memory_order_relaxed) >= kMaxInFlight) return;  // checked again, held
+  if (!lock.owns_lock()) return false;  // another thread is sampling: skip, never wait
+  if (in_flight_.load(std::memory_order_relaxed) >= kMaxInFlight)
+    return false;  // checked again, held
   CostEntry* entry = table_.insert(key);
-  if (entry == nullptr) return;
+  if (entry == nullptr) return false;
   int target = 1;
   const bool runs = entry->single.count() >= options_.learn_samples &&
                     entry->single.value() < options_.stream_worth_ns;
   if (runs && (entry->stream.count() < options_.learn_samples || (sample_seq_ & 1u) != 0)) {
-    if (!warm) return;  // wait for the steady pace; this sample is still due
+    if (!warm) return false;  // wait for the steady pace; this sample is still due
     target = options_.stream_window;
   }
   // Tagged only while the run is still due: a thread may set the flag just
@@ -168,11 +181,11 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
     } else if (runs && warm) {
       target = options_.stream_window;
     } else {
-      return;
+      return false;
     }
   }
   const GpuTimer::Event start = timer_.record(stream);
-  if (start == 0) return;
+  if (start == 0) return false;
   ++sample_seq_;
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   last_open_ns_.store(now_ns, std::memory_order_relaxed);
@@ -188,6 +201,7 @@ void LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
                    .epoch = entry->epoch.load(std::memory_order_relaxed),
                    .sustain = sustain,
                    .run_charged_ns = run_charged};
+  return target > 1;
 }
 
 void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns) noexcept {
@@ -277,12 +291,8 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
     e->single.add(ns);
     e->single_count.store(e->single.count(), std::memory_order_relaxed);
     if (p.sustain != 0) {
-      if (e->sustain_run != p.sustain) {  // a newer run replaces what an older one measured
-        e->sustained.reset();
-        e->sustain_run = p.sustain;
+      if (add_run_sample(e->sustained, e->sustain_run, p.sustain, ns))
         e->sustained_lo = e->sustained_hi = 0;
-      }
-      e->sustained.add(ns);
       if (e->sustained.count() == kSteadySamples) {
         e->sustained_lo = e->sustained_hi = e->sustained.value();
       } else if (e->sustained.count() > kSteadySamples) {
@@ -309,11 +319,7 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
     const int64_t period = (kept_pace ? std::min(ns, p.host_ns) : ns) / p.launches;
     e->stream.add(period);
     if (p.sustain != 0 && kept_pace) {
-      if (e->stream_sustain_run != p.sustain) {
-        e->stream_sustained.reset();
-        e->stream_sustain_run = p.sustain;
-      }
-      e->stream_sustained.add(period);
+      add_run_sample(e->stream_sustained, e->stream_sustain_run, p.sustain, period);
       if (e->stream_sustained.count() >= kSteadySamples)
         e->stream_flat_out = e->stream_sustained.value();
     }

@@ -112,8 +112,10 @@ class LaunchLimiter {
   // Around the real launch: starts, extends or ends this thread's sample.
   // `warm`: the thread has been launching for a while since it last waited;
   // runs of back-to-back launches are only sampled then (the first launches
-  // after a sleep are slower than the program's steady pace).
-  void before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+  // after a sleep are slower than the program's steady pace). True when it
+  // opened a back-to-back run: its host clock starts once the start mark is
+  // made (start_run_clock), the mark's own time being ours.
+  bool before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
                      bool warm = true, LaunchPath path = LaunchPath::kKernel) noexcept;
   // `now_ns` is the time after the launch (0: unknown).
   void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0) noexcept;
@@ -130,11 +132,8 @@ class LaunchLimiter {
     ++w.launches;
     return true;
   }
-  // The host time a back-to-back run starts from, once its start mark is
-  // made (the mark's own host time is ours, not the program's).
-  static void start_run_clock(SampleWindow& w, int64_t now_ns) noexcept {
-    if (w.owner != nullptr && w.target > 1 && w.launches == 0) w.opened_ns = now_ns;
-  }
+  // The host time a run that before_launch just opened starts from.
+  static void start_run_clock(SampleWindow& w, int64_t now_ns) noexcept { w.opened_ns = now_ns; }
   // Ends the thread's sample before it waits or switches device.
   static void end_window(SampleWindow& w, int64_t now_ns = 0) noexcept;
   // Gives the thread's sample up without touching the GPU (the thread is exiting).

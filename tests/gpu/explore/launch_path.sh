@@ -11,11 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/launch-path}
 mkdir -p "$out"
-build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF \
-  -DHAMI_LIBVGPU_ONLY=ON >/dev/null && cmake --build "$build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
-lib=$PWD/$build/src/libvgpu.so
-nvcc -O2 -arch=sm_90 -o "$build/launch_bench" bench/sm_limit/launch_bench.cu || exit 1
+# shellcheck source=tests/gpu/explore/build_launch.sh
+. tests/gpu/explore/build_launch.sh
 nvcc -O2 -arch=sm_90 -o "$build/hook_bench" bench/overhead/hook_bench.cu || exit 1
 {
   echo "## host"; nproc; lscpu | grep -i "model name\|mhz\|numa\|hypervisor\|thread"

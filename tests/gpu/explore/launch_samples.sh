@@ -5,11 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/launch-samples}
 mkdir -p "$out"
-build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF \
-  -DHAMI_LIBVGPU_ONLY=ON >/dev/null && cmake --build "$build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
-lib=$PWD/$build/src/libvgpu.so
-nvcc -O2 -arch=sm_90 -o "$build/launch_bench" bench/sm_limit/launch_bench.cu || exit 1
+# shellcheck source=tests/gpu/explore/build_launch.sh
+. tests/gpu/explore/build_launch.sh
 secs=${SECS:-6}
 for l in ${LIMITS:-30 90 10 50}; do
   echo "bare $(taskset -c 2 "$build/launch_bench" "$secs")" >> "$out/rates.txt"

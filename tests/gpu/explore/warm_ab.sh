@@ -7,17 +7,14 @@ set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/warm-ab}
 mkdir -p "$out"
-build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF \
-  -DHAMI_LIBVGPU_ONLY=ON >/dev/null && cmake --build "$build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
+# shellcheck source=tests/gpu/explore/build_launch.sh
+. tests/gpu/explore/build_launch.sh
 variant=/tmp/variant
 rm -rf "$variant" && mkdir -p "$variant" && cp -r CMakeLists.txt CMakePresets.json src tools "$variant"/
 sed -i "s/constexpr uint32_t kWarmLaunches = 32;/constexpr uint32_t kWarmLaunches = ${WARM:-96};/; s/constexpr int64_t kBatchNs = 2'000'000;/constexpr int64_t kBatchNs = ${BATCH_MS:-4}'000'000;/" \
   "$variant/src/vgpu/launch_hooks.cpp"
 grep -n "kWarmLaunches =\|kBatchNs =" "$variant/src/vgpu/launch_hooks.cpp" > "$out/variant.txt"
-cmake -S "$variant" -B "$variant/build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF \
-  -DHAMI_LIBVGPU_ONLY=ON >/dev/null && cmake --build "$variant/build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
-nvcc -O2 -arch=sm_90 -o "$build/launch_bench" bench/sm_limit/launch_bench.cu || exit 1
+build_vgpu "$variant" "$variant/build" || exit 1
 secs=${SECS:-8}
 run() {  # tag lib limit
   if [ "$2" = none ]; then
@@ -30,7 +27,7 @@ run() {  # tag lib limit
 for r in $(seq "${ROUNDS:-3}"); do
   for l in ${LIMITS:-30 10}; do
     run bare none 0
-    run "cur-$l" "$PWD/$build/src/libvgpu.so" "$l"
+    run "cur-$l" "$lib" "$l"
     run "var-$l" "$variant/build/src/libvgpu.so" "$l"
   done
 done

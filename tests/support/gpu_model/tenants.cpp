@@ -116,9 +116,8 @@ void Tenants::step(Tenant& x) {
 void Tenants::launch(Tenant& x, int64_t now) {
   if (x.lim != nullptr) {
     if (x.since_wait < kWarmLaunches) ++x.since_wait;
-    x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now, x.since_wait >= kWarmLaunches,
-                         shape(x).path);
-    if (x.w.owner == x.lim && x.w.target > 1 && x.w.launches == 0) {
+    if (x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now, x.since_wait >= kWarmLaunches,
+                             shape(x).path)) {
       // paced() reads the clock again once a run's start mark is made.
       x.marks_ns += x.timer.take_host_cost();
       LaunchLimiter::start_run_clock(x.w, now + x.marks_ns);

@@ -8,8 +8,9 @@
 // 1024 ops queued, as CUDA does; after_launch; harvest. Inside a back-to-back
 // sample, launches of the sampled shape go light: only the call. The hook's
 // own time (TenantSpec::hook_ns, and the GPU timestamps it records) comes
-// after the call. A tenant without a limiter launches straight away. Everything runs on the model's
-// simulated clock, in time order, one action at a time: deterministic and fast.
+// after the call. A tenant without a limiter launches straight away.
+// Everything runs on the model's simulated clock, in time order, one action
+// at a time: deterministic and fast.
 //
 //   Tenants sim;
 //   int a = sim.add({.cycle = {{.key = 1, .gpu_ns = 216'000, .host_ns = 10'000}}});
