@@ -1,9 +1,11 @@
 // Launch-bound workload for the SM-limit benchmark: a stream of small kernels
 // (one block each), as fast as the host can issue them. Prints how many
-// kernels finished in each whole second, then the overall rate.
+// kernels finished in each whole second, then the overall rate, and when its
+// first second began (CLOCK_MONOTONIC, for lining its seconds up with
+// switch-phases' log).
 //
 //   launch_bench SECONDS
-// Output: one JSON line {"mode": "launch", "per_second": [...], "rate": R}
+// Output: one JSON line {"mode": "launch", "per_second": [...], "rate": R, "t0_ns": T}
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -18,7 +20,8 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 10.0;
   float* x = nullptr;
   cudaMalloc(&x, 128 * sizeof(float));
-  for (int i = 0; i < 1000; ++i) small_kernel<<<1, 128>>>(x);
+  for (int i = 0; i < 1000; ++i)
+    small_kernel<<<1, 128>>>(x);
   cudaDeviceSynchronize();
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -26,7 +29,8 @@ int main(int argc, char** argv) {
   long total = 0;
   double elapsed = 0;
   while (elapsed < seconds) {
-    for (int i = 0; i < 1000; ++i) small_kernel<<<1, 128>>>(x);
+    for (int i = 0; i < 1000; ++i)
+      small_kernel<<<1, 128>>>(x);
     cudaDeviceSynchronize();
     elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     total += 1000;
@@ -37,6 +41,8 @@ int main(int argc, char** argv) {
   std::printf("{\"mode\": \"launch\", \"per_second\": [");
   for (size_t i = 0; i + 1 < per_second.size(); ++i)
     std::printf("%s%ld", i ? ", " : "", per_second[i]);
-  std::printf("], \"rate\": %.1f}\n", total / elapsed);
+  const auto t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch());
+  std::printf("], \"rate\": %.1f, \"t0_ns\": %lld}\n", total / elapsed,
+              static_cast<long long>(t0_ns.count()));
   return 0;
 }

@@ -6,11 +6,19 @@
 # built with --default-stream per-thread (the _ptsz entry points), graph (a
 # PyTorch CUDA graph of 8 matmuls, replayed). Each limited run is compared with
 # the same workload unlimited and without libvgpu.so, measured before and after.
-# Then two gemm containers (separate state files) at 30 % and 60 % together,
-# and the launch rate with libvgpu.so loaded but no SM limit (unset and 100)
-# against bare, 15 rounds interleaved with an A/A control.
+# Then two gemm containers (separate state files) at 30 % and 60 % together.
+#
+# In-process runs (the *_phased parts): one process under
+# GPU_CORE_UTILIZATION_POLICY=default runs unthrottled, throttled for SECONDS+1,
+# then unthrottled again, switch-phases playing the node agent that sets and
+# clears utilization_switch; its throttled seconds are judged against its own
+# unthrottled ones. On this machine two runs of one launch-bound program
+# differ by up to 30 %, which no reference from another process can remove.
+# And the hook's cost with no binding share, inside one process: launches
+# through the pointer the runtime is given against the driver's own function
+# (hook_bench launch_ab), 15 processes per condition, with an A/A control.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 secs=${1:-10}
 out=${2:-${OUT:-/tmp/sm-limit-results}}
 mkdir -p "$out"
@@ -21,7 +29,9 @@ lib=$PWD/$build/src/libvgpu.so
 nvcc -O2 -arch=sm_90 -o "$build/launch_bench" bench/sm_limit/launch_bench.cu || exit 1
 nvcc -O2 -arch=sm_90 --default-stream per-thread -o "$build/launch_bench_ptds" \
   bench/sm_limit/launch_bench.cu || exit 1
-nvcc -O2 -arch=sm_90 -o "$build/hook_bench" bench/overhead/hook_bench.cu || exit 1
+nvcc -O2 -arch=sm_90 -o "$build/hook_bench" bench/overhead/hook_bench.cu -ldl || exit 1
+cmake --build "$build" -j "$(nproc)" --target switch-phases >/dev/null || exit 1
+switch_phases=$build/bench/sm_limit/switch-phases
 work=$(mktemp -d)
 raw="$out/sm-limit-raw.jsonl"
 : > "$raw"
@@ -38,11 +48,12 @@ trap 'kill $sampler 2>/dev/null' EXIT
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c 2)
 
-command_for() {  # workload
+command_for() {  # workload [seconds]
+  local t=${2:-$secs}
   case $1 in
-    gemm | graph) echo "python3 bench/sm_limit/workload.py $1 $secs" ;;
-    launch) echo "$build/launch_bench $secs" ;;
-    launch_ptds) echo "$build/launch_bench_ptds $secs" ;;
+    gemm | graph) echo "python3 bench/sm_limit/workload.py $1 $t" ;;
+    launch) echo "$build/launch_bench $t" ;;
+    launch_ptds) echo "$build/launch_bench_ptds $t" ;;
   esac
 }
 
@@ -60,8 +71,26 @@ run() {  # workload limit(0 = bare) tag
   echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"t0\": $t0, \"t1\": $t1, \"result\": $line}" >> "$raw"
 }
 
+# Unthrottled 5 s, throttled $secs+1 s (its first second is excused), then
+# unthrottled to the end of a $secs+12 s run. The program's first CUDA call
+# creates the state file (switch 1, the file's initial value); switch-phases
+# clears the switch as soon as the file is there.
+phased="$out/sm-limit-phased-raw.jsonl"
+: > "$phased"
+run_phased() {  # workload limit tag
+  local cache="$work/phased-$1-$2-$3-$RANDOM.cache" sw="$work/switches-$RANDOM" line
+  "$switch_phases" "$cache" 0:5 "1:$((secs + 1))" 0:0 > "$sw" 2>>"$logs" &
+  local sw_pid=$!
+  # shellcheck disable=SC2046  # the command is words without spaces
+  line=$(env LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" GPU_CORE_UTILIZATION_POLICY=default \
+    LIBCUDA_LOG_LEVEL=3 CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" "${pin[@]}" \
+    $(command_for "$1" $((secs + 12))) 2>>"$logs" | tail -1)
+  wait "$sw_pid"
+  echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"switches\": [$(paste -sd, "$sw")], \"result\": $line}" >> "$phased"
+}
+
 # SM_LIMIT_PARTS picks parts of the run (all by default).
-parts=" ${SM_LIMIT_PARTS:-gemm launch launch_ptds graph pair overhead} "
+parts=" ${SM_LIMIT_PARTS:-gemm launch launch_ptds graph pair launch_phased launch_ptds_phased gemm_phased overhead} "
 want() { [[ $parts == *" $1 "* ]]; }
 want gemm && {
   run gemm 0 before
@@ -99,23 +128,45 @@ wait $pair1 $pair2
 run gemm 0 pair-after
 fi
 
-# Launch rate with the library loaded and no binding SM limit.
+# SM_LIMIT_PHASED_ROUNDS rounds of all limits, in-process.
+want launch_phased && for round in $(seq "${SM_LIMIT_PHASED_ROUNDS:-1}"); do
+  for l in 10 30 50 70 90; do run_phased launch "$l" "r$round"; done
+done
+want launch_ptds_phased && run_phased launch_ptds 30 r1
+# The compute-bound program both ways: where the host does not matter, the
+# in-process and the cross-process reference must agree.
+want gemm_phased && for l in 30 70; do run_phased gemm "$l" r1; done
+
+# The hook's cost per launch with no binding share, inside one process.
+# unset: nothing configured, so the runtime is given the driver's own pointer;
+# sm100: a state file and a share of 100 (every launch marks the container
+# active); default-idle: a 30 % share under the default policy, not enforced
+# because no other container is busy (the usual case on a node).
 ab="$out/sm-limit-overhead-raw.tsv"
 rounds=${SM_LIMIT_AB_ROUNDS:-15}
 want overhead || rounds=0
-printf 'round\tcondition\tops_per_s\n' > "$ab"
+printf 'round\tcondition\thooked\tdriver\tdriver2\thooked_is_driver\n' > "$ab"
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<< "$line"; }
 for r in $(seq "$rounds"); do
-  for c in $(printf '%s\n' bare bare2 unset sm100 | shuf); do
+  for c in $(printf '%s\n' unset sm100 default-idle | shuf); do
+    cache="$work/ab-$RANDOM.cache"
     case $c in
-      bare | bare2) env=() ;;
       unset) env=(LD_PRELOAD="$lib") ;;
-      sm100) env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=100
-                  CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/ab-$RANDOM.cache") ;;
+      sm100) env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=100 CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache") ;;
+      default-idle)
+        # The file exists with its switch cleared before the program starts.
+        env LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" \
+          "$build/hook_bench" meminfo >/dev/null
+        "$switch_phases" "$cache" 0:0 >/dev/null
+        env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=default
+             CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache") ;;
     esac
-    v=$(env "${env[@]}" "$build/hook_bench" launch | sed -n 's/.*ops_per_s=\([0-9.]*\).*/\1/p')
-    printf '%s\t%s\t%s\n' "$r" "$c" "$v" >> "$ab"
+    line=$(env "${env[@]}" "${pin[@]}" "$build/hook_bench" launch_ab)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$(field hooked)" "$(field driver)" \
+      "$(field driver2)" "$(field hooked_is_driver)" >> "$ab"
   done
 done
 kill $sampler 2>/dev/null
 python3 bench/sm_limit/summarize.py "$raw" "$ab" "$out/sm-limit-clocks.tsv" > "$out/sm-limit-summary.txt"
+python3 bench/sm_limit/summarize_phased.py "$phased" >> "$out/sm-limit-summary.txt"
 cat "$out/sm-limit-summary.txt"

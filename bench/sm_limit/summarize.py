@@ -1,6 +1,9 @@
 """Summary of bench/sm_limit/run.sh: achieved share per run against the limit.
 
-    python3 summarize.py sm-limit-raw.jsonl sm-limit-overhead-raw.tsv
+    python3 summarize.py sm-limit-raw.jsonl sm-limit-overhead-raw.tsv [sm-limit-clocks.tsv]
+
+(The overhead file's format is hook_bench launch_ab's since 2026-11-22; earlier
+results in bench/results have the cross-process format and their summaries.)
 """
 import collections
 import json
@@ -107,15 +110,23 @@ if aa:
 
 ab = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])][1:] if len(sys.argv) > 2 else []
 if ab:
-    base = {int(r): float(v) for r, c, v in ab if c == "bare" and v}
     print()
-    print("# Launch rate, libvgpu.so loaded with no binding SM limit, vs bare:")
-    print("# 15 rounds, conditions shuffled each round, best of 30 batches per process.")
-    print(f"{'condition':10} {'median ops/s':>13} {'median ratio':>13} {'min..max ratio':>16}")
-    for c in ("bare", "bare2", "unset", "sm100"):
-        vals = [float(v) for r, cc, v in ab if cc == c and v]
-        ratios = [float(v) / base[int(r)] for r, cc, v in ab if cc == c and v and int(r) in base]
-        print(f"{c:10} {statistics.median(vals):13.1f} {statistics.median(ratios):13.3f} "
-              f"{min(ratios):7.3f}..{max(ratios):.3f}")
+    print("# Launch rate with no binding SM share, inside one process: launches through the")
+    print("# pointer the CUDA runtime is given (hooked) against the driver's own function,")
+    print("# and the driver's function against itself (A/A); best of 60 alternating batches")
+    print("# of 2,000 per arm, one process per row and round, rounds shuffled.")
+    print(f"{'condition':13} {'rounds':>6} {'hooked/driver median':>21} {'min..max':>14} "
+          f"{'A/A median':>11} {'min..max':>14}  runtime given the driver's pointer")
+    for c in dict.fromkeys(r[1] for r in ab):
+        got = [r for r in ab if r[1] == c and r[2] and r[3] and r[4]]
+        if not got:
+            print(f"{c:13} no result")
+            continue
+        hooked = [float(r[2]) / float(r[3]) for r in got]
+        aa = [float(r[4]) / float(r[3]) for r in got]
+        same = sum(r[5] == "1" for r in got)
+        print(f"{c:13} {len(got):6d} {statistics.median(hooked):21.4f} "
+              f"{min(hooked):6.3f}..{max(hooked):.3f} {statistics.median(aa):11.4f} "
+              f"{min(aa):6.3f}..{max(aa):.3f}  {same} of {len(got)}")
 print()
 print(f"{failures} limited run(s) outside their targets")

@@ -4,7 +4,8 @@
 
 gemm: fp16 matmul 4096x4096, iterations; graph: a captured CUDA graph of 8
 such matmuls, replayed (iterations = matmuls). Prints one JSON line with the
-iterations finished in each whole second and the overall rate.
+iterations finished in each whole second, the overall rate, and when its first
+second began (t0_ns, CLOCK_MONOTONIC, for lining it up with switch-phases).
 """
 import json
 import sys
@@ -49,6 +50,7 @@ for _ in range(3):
 torch.cuda.synchronize()
 per_second = [0] * (int(seconds) + 1)
 t0 = time.perf_counter()
+t0_ns = time.monotonic_ns()
 elapsed = 0.0
 total = 0
 while elapsed < seconds:
@@ -58,4 +60,5 @@ while elapsed < seconds:
     total += per_step
     if int(elapsed) < len(per_second):
         per_second[int(elapsed)] += per_step
-print(json.dumps({"mode": mode, "per_second": per_second[:-1], "rate": total / elapsed}))
+print(json.dumps({"mode": mode, "per_second": per_second[:-1], "rate": total / elapsed,
+                  "t0_ns": t0_ns}))

@@ -65,7 +65,9 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
 }
 
 limiter::LaunchLimiter* SmControl::limiter_for_current(Runtime& rt) noexcept {
-  if (!any_limit_ || policy_ == limiter::CorePolicy::kDisable) return nullptr;
+  // The policy first: under `default` with the GPU uncontended (the common
+  // case on a node), a launch then costs no context lookup.
+  if (!any_limit_ || !limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
   const RealCuda& cu = real_cuda();
   cuda::CUcontext ctx = nullptr;
   if (cu.cuCtxGetCurrent == nullptr || cu.cuCtxGetCurrent(&ctx) != cuda::CUDA_SUCCESS ||
@@ -79,7 +81,6 @@ limiter::LaunchLimiter* SmControl::limiter_for_current(Runtime& rt) noexcept {
   }
   if (c.device < 0 || percent_[static_cast<size_t>(c.device)].load(std::memory_order_relaxed) == 0)
     return nullptr;
-  if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
   limiter::LaunchLimiter* lim =
       limiters_[static_cast<size_t>(c.device)].load(std::memory_order_acquire);
   return lim != nullptr ? lim : create_limiter(c.device);

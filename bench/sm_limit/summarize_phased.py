@@ -1,0 +1,100 @@
+"""Summary of bench/sm_limit/run.sh's in-process (phased) runs.
+
+    python3 summarize_phased.py sm-limit-phased-raw.jsonl
+
+Each row is one process: unthrottled while switch-phases held utilization_switch
+at 0, throttled while it held 1, unthrottled again after. A whole second of the
+program counts for a phase when it lies inside that phase, MARGIN_S clear of a
+switch (a launch already waiting when the switch is cleared finishes its wait).
+Achieved share = the throttled seconds' mean rate / the unthrottled seconds' mean
+rate, both from the same process. Targets, as for the cross-process runs: the
+total within +-3 points of the limit, every throttled second after the first
+within +-5 points.
+"""
+import collections
+import json
+import statistics
+import sys
+
+MARGIN_S = 0.25
+NS = 1_000_000_000
+
+
+def phases(switches):
+    """(start, end, value) intervals in ns; the last one is open-ended."""
+    out = []
+    for i, s in enumerate(switches):
+        end = switches[i + 1]["t_ns"] if i + 1 < len(switches) else float("inf")
+        out.append((s["t_ns"], end, s["switch"]))
+    return out
+
+
+def split_seconds(row):
+    """(unthrottled before, throttled, unthrottled after) lists of per-second counts."""
+    res = row["result"]
+    before, throttled, after = [], [], []
+    seen_throttled = False
+    for i, count in enumerate(res["per_second"]):
+        lo, hi = res["t0_ns"] + i * NS, res["t0_ns"] + (i + 1) * NS
+        for start, end, value in phases(row["switches"]):
+            if lo >= start + MARGIN_S * NS and hi <= end:
+                if value:
+                    throttled.append(count)
+                    seen_throttled = True
+                else:
+                    (after if seen_throttled else before).append(count)
+                break
+    return before, throttled, after
+
+
+def main():
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    if not rows:
+        return
+    print()
+    print("# In-process runs (GPU_CORE_UTILIZATION_POLICY=default, switch-phases as the node")
+    print("# agent): achieved = the throttled seconds' rate / the same process's unthrottled")
+    print("# seconds' rate. A/A columns: the unthrottled seconds after the throttled phase")
+    print("# against those before it, and each unthrottled second against their mean (the")
+    print("# host's own noise inside one process, which no limiter can go below).")
+    print(f"{'workload':18} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>20}  "
+          f"{'verdict':12} {'secs L/U':>8} {'A/A after/before':>16} {'A/A seconds':>16}")
+    failures = 0
+    by_limit = collections.defaultdict(list)
+    for row in rows:
+        name = f"{row['workload']} {row['tag']}"
+        before, throttled, after = split_seconds(row)
+        unthrottled = before + after
+        if len(throttled) < 2 or not before or not after:
+            print(f"{name:18} {row['limit']:5d}  too few whole seconds in a phase "
+                  f"(throttled {len(throttled)}, before {len(before)}, after {len(after)})")
+            failures += 1
+            continue
+        base = statistics.mean(unthrottled)
+        achieved = 100.0 * statistics.mean(throttled) / base
+        secs = [100.0 * c / base for c in throttled[1:]]
+        err = achieved - row["limit"]
+        ok_total = abs(err) <= 3
+        ok_secs = all(abs(s - row["limit"]) <= 5 for s in secs)
+        verdict = "ok" if ok_total and ok_secs else ("FAIL total" if not ok_total else "FAIL seconds")
+        failures += verdict != "ok"
+        drift = 100.0 * statistics.mean(after) / statistics.mean(before)
+        aa_secs = [100.0 * c / base for c in unthrottled]
+        print(f"{name:18} {row['limit']:5d} {achieved:8.2f}% {err:+6.2f} "
+              f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict:12} "
+              f"{len(throttled):3d}/{len(unthrottled):<4d} {drift:15.2f}% "
+              f"{min(aa_secs):7.2f}..{max(aa_secs):6.2f}%")
+        by_limit[(row["workload"], row["limit"])].append(achieved)
+    if any(len(v) > 1 for v in by_limit.values()):
+        print()
+        print("# Median over the rounds of each limit:")
+        for (w, limit), vals in sorted(by_limit.items()):
+            med = statistics.median(vals)
+            print(f"{w:18} {limit:5d} {med:8.2f}% {med - limit:+6.2f}   rounds: "
+                  f"{', '.join(f'{v:.2f}' for v in vals)}")
+    print()
+    print(f"{failures} in-process run(s) outside their targets")
+
+
+if __name__ == "__main__":
+    main()
