@@ -43,6 +43,9 @@ python3 bench/sm_limit/gpu_sampler.py "$out/sm-limit-clocks.tsv" &
 sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 
+# 4 logs each back-to-back sample of a launch-bound program (docs/sm-limiter.md).
+log_level=${SM_LIMIT_LOG_LEVEL:-3}
+
 # One core for every run, so the scheduler moving the launching thread adds
 # no noise of its own.
 pin=()
@@ -60,7 +63,7 @@ command_for() {  # workload [seconds]
 run() {  # workload limit(0 = bare) tag
   local env=()
   if [ "$2" != 0 ]; then
-    env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" LIBCUDA_LOG_LEVEL=3
+    env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" LIBCUDA_LOG_LEVEL="$log_level"
          CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/$1-$2-$3-$RANDOM.cache")
   fi
   local line t0 t1
@@ -83,7 +86,7 @@ run_phased() {  # workload limit tag
   local sw_pid=$!
   # shellcheck disable=SC2046  # the command is words without spaces
   line=$(env LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" GPU_CORE_UTILIZATION_POLICY=default \
-    LIBCUDA_LOG_LEVEL=3 CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" "${pin[@]}" \
+    LIBCUDA_LOG_LEVEL="$log_level" CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" "${pin[@]}" \
     $(command_for "$1" $((secs + 12))) 2>>"$logs" | tail -1)
   wait "$sw_pid"
   echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"switches\": [$(paste -sd, "$sw")], \"result\": $line}" >> "$phased"
@@ -130,7 +133,7 @@ fi
 
 # SM_LIMIT_PHASED_ROUNDS rounds of all limits, in-process.
 want launch_phased && for round in $(seq "${SM_LIMIT_PHASED_ROUNDS:-1}"); do
-  for l in 10 30 50 70 90; do run_phased launch "$l" "r$round"; done
+  for l in ${SM_LIMIT_PHASED_LIMITS:-10 30 50 70 90}; do run_phased launch "$l" "r$round"; done
 done
 want launch_ptds_phased && run_phased launch_ptds 30 r1
 # The compute-bound program both ways: where the host does not matter, the

@@ -121,7 +121,7 @@ template <class Shape, class Call>
   ThreadWindow& tw = t_window;
   const uintptr_t on = event_stream(stream, ptsz);
   if (!captures && lim->light_launch(tw.w, key, on)) {
-    // Inside a back-to-back run: no clock, no pacer until it ends.
+    // Inside a back-to-back run or a batch: no clock, no pacer until it ends.
     if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
     const CUresult rc = call();
     if (rc != CUDA_SUCCESS) lim->after_launch(tw.w, false);

@@ -144,6 +144,32 @@ bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
     }
     end_window(w, now_ns);
   }
+  if (open_sample(w, key, stream, now_ns, warm, path)) return w.target > 1;
+  open_batch(w, key, stream, now_ns, path);
+  return false;
+}
+
+void LaunchLimiter::open_batch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+                               LaunchPath path) noexcept {
+  if (options_.batch_ns <= 0) return;
+  const CostEntry* e = table_.find(key);
+  if (e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples)
+    return;
+  const int64_t cost = e->cost_ns.load(std::memory_order_relaxed);
+  if (cost <= 0 || cost >= options_.stream_worth_ns) return;
+  constexpr int64_t kMaxBatch = 4096;
+  const int64_t n = std::min(options_.batch_ns / cost, kMaxBatch);
+  if (n < 2) return;
+  w = SampleWindow{.owner = this,
+                   .stream = stream,
+                   .key = key,
+                   .target = static_cast<int>(n),
+                   .opened_ns = now_ns,
+                   .path = path};
+}
+
+bool LaunchLimiter::open_sample(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+                                bool warm, LaunchPath path) noexcept {
   const CostEntry* e = table_.find(key);
   const bool learning =
       e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples;
@@ -201,7 +227,7 @@ bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
                    .epoch = entry->epoch.load(std::memory_order_relaxed),
                    .sustain = sustain,
                    .run_charged_ns = run_charged};
-  return target > 1;
+  return true;
 }
 
 void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns) noexcept {
@@ -227,6 +253,7 @@ void LaunchLimiter::abandon_window(SampleWindow& w) noexcept {
   const GpuTimer::Event start = w.start;
   owner->charge_light(w, w.opened_ns);  // the time it ends is not known; its start is near
   w = SampleWindow{};
+  if (start == 0) return;  // a batch
   std::lock_guard lock(owner->mu_);
   owner->timer_.release(start);
   owner->in_flight_.fetch_sub(1, std::memory_order_relaxed);
@@ -242,6 +269,7 @@ void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   const SampleWindow taken = w;
   w = SampleWindow{};
   charge_light(taken, now_ns > 0 ? now_ns : taken.opened_ns);
+  if (taken.start == 0) return;  // a batch: nothing was timed
   std::lock_guard lock(mu_);
   GpuTimer::Event end = 0;
   if (!taken.spoiled && taken.launches >= needed && npending_ < kMaxInFlight)

@@ -24,6 +24,11 @@
 //    gets flat out, and a kernel is charged at least that. A run that shares
 //    the GPU with another busy context (it takes much longer than its GPU
 //    time) measures nothing.
+//  * A small kernel's launches are admitted in batches: after one is paced,
+//    the thread's next launches of it (up to 200 us of charged GPU time) go
+//    light, only counted, and are charged together when the batch ends. A
+//    paced launch costs a launch-bound program a tenth of its period in our
+//    hook; paced one by one, it could not run near its full speed.
 //
 // Thread-safe. The per-launch path is lock-free (a table probe, one CAS);
 // sampling and harvesting take a lock at most once per sample.
@@ -57,6 +62,9 @@ struct LimiterOptions {
   int min_stream_launches = 4;             // shorter runs are not samples
   int64_t stream_worth_ns = 50'000;        // longer kernels: launch overhead moot
   int64_t harvest_interval_ns = 100'000;   // between polls of samples in flight
+  // Charged GPU time of a batch of light launches of a small kernel (its
+  // cost below stream_worth_ns) let through after one is paced; 0: none.
+  int64_t batch_ns = 200'000;
   // GPU time lent at once for a sustain run (capped at the share of a
   // second, so run and wait fit in one second); 0: none.
   int64_t sustain_run_ns = 300'000'000;
@@ -80,15 +88,16 @@ struct LimiterStats {
 
 class LaunchLimiter;
 
-// The sample one thread is taking; lives in thread-local storage.
+// The sample one thread is taking, or its batch of light launches (no start
+// mark: not timed); lives in thread-local storage.
 struct SampleWindow {
   LaunchLimiter* owner = nullptr;  // null: none open
   uintptr_t stream = 0;
   uint64_t key = 0;
-  GpuTimer::Event start = 0;
+  GpuTimer::Event start = 0;  // 0: a batch, not a sample
   int launches = 0;
   int target = 0;
-  int64_t opened_ns = 0;  // host time the start mark was made
+  int64_t opened_ns = 0;  // host time the start mark was made (a batch: opened)
   LaunchPath path = LaunchPath::kKernel;
   bool spoiled = false;         // a launch in it failed: it measures nothing
   uint32_t epoch = 0;           // the shape's when the window opened
@@ -114,16 +123,17 @@ class LaunchLimiter {
   // runs of back-to-back launches are only sampled then (the first launches
   // after a sleep are slower than the program's steady pace). True when it
   // opened a back-to-back run: its host clock starts once the start mark is
-  // made (start_run_clock), the mark's own time being ours.
+  // made (start_run_clock), the mark's own time being ours. When no sample is
+  // taken, a small kernel's launch opens a batch of light launches instead.
   bool before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
                      bool warm = true, LaunchPath path = LaunchPath::kKernel) noexcept;
   // `now_ns` is the time after the launch (0: unknown).
   void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0) noexcept;
-  // Inside a back-to-back run, a launch of the same shape on the same stream
-  // is let through light: not admitted, not timed, only counted (true); the
-  // run's launches are charged when it ends, and its host time is then the
-  // program's own period plus almost none of ours. The next launch that is
-  // not light ends the run (before_launch). False: launch as usual.
+  // Inside a back-to-back run or a batch, a launch of the same shape on the
+  // same stream is let through light: not admitted, not timed, only counted
+  // (true); the launches are charged when the run ends, and a run's host time
+  // is then the program's own period plus almost none of ours. The next launch
+  // that is not light ends it (before_launch). False: launch as usual.
   bool light_launch(SampleWindow& w, uint64_t key, uintptr_t stream) noexcept {
     if (w.owner != this || w.launches >= w.target || w.target == 1 || w.key != key ||
         w.stream != stream) {
@@ -167,6 +177,12 @@ class LaunchLimiter {
   };
   static constexpr int kMaxInFlight = 32;
 
+  // A sample of `key` when one is due (true: w holds it).
+  bool open_sample(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns, bool warm,
+                   LaunchPath path) noexcept;
+  // Otherwise a batch of light launches, for a small kernel.
+  void open_batch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+                  LaunchPath path) noexcept;
   void close_window(SampleWindow& w, int64_t now_ns) noexcept;  // w.owner == this
   // Charges the light launches of a run that is ending.
   void charge_light(const SampleWindow& w, int64_t now_ns) noexcept;

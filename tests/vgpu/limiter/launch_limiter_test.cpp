@@ -77,6 +77,26 @@ TEST(LimiterOnModel, LaunchBoundIsChargedItsOwnPeriodNotOurHooksTime) {
   }
 }
 
+// (b') At a share near 100 %, the program must run nearly flat out: a paced
+// launch costs it our hook's time (0.3 us on the H200, a tenth of the period
+// of a small kernel), so if most launches were paced it could not reach 90 %
+// of its unhooked speed. A small kernel's launches between admissions go
+// light (LimiterOptions::batch_ns).
+TEST(LimiterOnModel, LaunchBoundReachesANearlyFullShareThoughPacedLaunchesCostOurHooksTime) {
+  TenantSpec spec = one_kernel(3 * us, 3100);
+  spec.hook_ns = 300;
+  constexpr int64_t kSpan = 2 * kSecond;
+  const Outcome solo = run_alone(spec, 0, kSpan);
+  for (uint32_t limit : {90u, 95u}) {
+    const Outcome r = run_alone(spec, limit, kSpan);
+    const double achieved = percent_of(r.done, solo.done);
+    report("launch-bound 3us/3.1us + 0.3us hook, 2 s", limit, achieved);
+    EXPECT_NEAR(achieved, limit, 1.5) << "limit " << limit;
+    report("  its worst whole second after the first", limit,
+           expect_each_second_near(r, solo, limit, 3.0, Against::kSameSecond));
+  }
+}
+
 // (b'') The same program on a host that slows down by 35 % for one second in
 // every three (the H200 machine's launch rate moves by +-15 % within a
 // second). The share is of the program's average speed: a limited program
