@@ -9,7 +9,7 @@
 # Then two gemm containers (separate state files) at 30 % and 60 % together.
 #
 # In-process runs (the *_phased parts): one process under
-# GPU_CORE_UTILIZATION_POLICY=default runs unthrottled, throttled for SECONDS+1,
+# GPU_CORE_UTILIZATION_POLICY=default runs unthrottled, throttled for SECONDS+2,
 # then unthrottled again, switch-phases playing the node agent that sets and
 # clears utilization_switch; its throttled seconds are judged against its own
 # unthrottled ones. On this machine two runs of one launch-bound program
@@ -74,20 +74,22 @@ run() {  # workload limit(0 = bare) tag
   echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"t0\": $t0, \"t1\": $t1, \"result\": $line}" >> "$raw"
 }
 
-# Unthrottled 5 s, throttled $secs+1 s (its first second is excused), then
-# unthrottled to the end of a $secs+12 s run. The program's first CUDA call
+# Unthrottled 5 s, throttled $secs+2 s, then unthrottled to the end of a
+# $secs+13 s run. The throttled phase's first whole second is the limiter's
+# start (what a fresh process does before its first second is counted: the
+# first samples, the first sustain run); the next $secs are judged. The program's first CUDA call
 # creates the state file (switch 1, the file's initial value); switch-phases
 # clears the switch as soon as the file is there.
 phased="$out/sm-limit-phased-raw.jsonl"
 : > "$phased"
 run_phased() {  # workload limit tag
   local cache="$work/phased-$1-$2-$3-$RANDOM.cache" sw="$work/switches-$RANDOM" line
-  "$switch_phases" "$cache" 0:5 "1:$((secs + 1))" 0:0 > "$sw" 2>>"$logs" &
+  "$switch_phases" "$cache" 0:5 "1:$((secs + 2))" 0:0 > "$sw" 2>>"$logs" &
   local sw_pid=$!
   # shellcheck disable=SC2046  # the command is words without spaces
   line=$(env LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" GPU_CORE_UTILIZATION_POLICY=default \
     LIBCUDA_LOG_LEVEL="$log_level" CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" "${pin[@]}" \
-    $(command_for "$1" $((secs + 12))) 2>>"$logs" | tail -1)
+    $(command_for "$1" $((secs + 13))) 2>>"$logs" | tail -1)
   wait "$sw_pid"
   echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"switches\": [$(paste -sd, "$sw")], \"result\": $line}" >> "$phased"
 }

@@ -47,11 +47,11 @@ for r in $(seq "${ROUNDS:-1}"); do
     for v in $variants; do
       cache=/tmp/phased-$v-$l-$r-$RANDOM.cache
       log=$logs/log-$v-$l-$r.txt
-      "$build/bench/sm_limit/switch-phases" "$cache" 0:5 "1:$((secs + 1))" 0:0 > /tmp/sw.txt &
+      "$build/bench/sm_limit/switch-phases" "$cache" 0:5 "1:$((secs + 2))" 0:0 > /tmp/sw.txt &
       sw=$!
       line=$(LD_PRELOAD="${libs[$v]}" CUDA_DEVICE_SM_LIMIT=$l GPU_CORE_UTILIZATION_POLICY=default \
         LIBCUDA_LOG_LEVEL=4 CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" taskset -c 2 \
-        "$build/launch_bench" $((secs + 12)) 2>"$log" | tail -1)
+        "$build/launch_bench" $((secs + 13)) 2>"$log" | tail -1)
       wait $sw
       echo "{\"workload\": \"launch\", \"limit\": $l, \"tag\": \"$v-r$r\", \"switches\": [$(paste -sd, /tmp/sw.txt)], \"result\": $line}" >> "$out/runs.jsonl"
     done
