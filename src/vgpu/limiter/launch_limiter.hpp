@@ -191,6 +191,7 @@ class LaunchLimiter {
   // After a launch admitted while a run is due; `cost_ns` < 0: the program
   // was not ahead of its share.
   void track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept;
+  void end_sustain_run(int64_t now_ns) noexcept;
 
   const LimiterOptions options_;
   // Derived from the options: a sustain run's GPU time, and the pacer's
