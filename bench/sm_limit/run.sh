@@ -17,6 +17,12 @@
 # And the hook's cost with no binding share, inside one process: launches
 # through the pointer the runtime is given against the driver's own function
 # (hook_bench launch_ab), 15 processes per condition, with an A/A control.
+#
+# Environment: SM_LIMIT_PARTS (default: gemm launch launch_ptds graph pair
+# launch_phased launch_ptds_phased gemm_phased overhead), SM_LIMIT_LAUNCH_ROUNDS
+# and SM_LIMIT_PHASED_ROUNDS (rounds of all limits, default 1),
+# SM_LIMIT_PHASED_LIMITS (default 10 30 50 70 90), SM_LIMIT_AB_ROUNDS (default
+# 15), SM_LIMIT_LOG_LEVEL (LIBCUDA_LOG_LEVEL of the limited runs, default 3).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 secs=${1:-10}

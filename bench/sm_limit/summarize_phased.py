@@ -91,7 +91,9 @@ def main():
               f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict:12} "
               f"{len(judged):3d}/{len(unthrottled):<4d} {drift:15.2f}% "
               f"{min(aa_secs):7.2f}..{max(aa_secs):6.2f}%")
-        by_limit[(row["workload"], row["limit"])].append(achieved)
+        # Rounds are tagged rN, or VARIANT-rN by tests/gpu/explore/phased_ab.sh.
+        variant = row["tag"].rsplit("-", 1)[0] if "-" in row["tag"] else ""
+        by_limit[(f"{row['workload']} {variant}".strip(), row["limit"])].append(achieved)
     if any(len(v) > 1 for v in by_limit.values()):
         print()
         print("# Median over the rounds of each limit:")
