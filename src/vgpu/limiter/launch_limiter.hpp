@@ -23,7 +23,8 @@
 //    timed in the second half of that run are timed at the speed the program
 //    gets flat out, and a kernel is charged at least that. A run that shares
 //    the GPU with another busy context (it takes much longer than its GPU
-//    time) measures nothing.
+//    time) measures nothing, and ends a quarter in: its loan would be the
+//    other context's time.
 //  * A small kernel's launches are admitted in batches: after one is paced,
 //    the thread's next launches of it (up to 200 us of charged GPU time) go
 //    light, only counted, and are charged together when the batch ends. A
