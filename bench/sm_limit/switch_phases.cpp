@@ -62,18 +62,20 @@ bool parse_step(std::string_view text, Step& step) {
          step.seconds <= 3600;
 }
 
-int usage() {
-  std::fprintf(stderr,
+int usage(std::FILE* to, int status) {
+  std::fprintf(to,
                "usage: switch-phases STATE_FILE VALUE:SECONDS...\n"
                "  Sets the state file's utilization_switch to each VALUE (0 or 1) in turn and\n"
                "  holds it SECONDS; waits up to 60 s for the file first.\n");
-  return 2;
+  return status;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || std::strcmp(argv[1], "--help") == 0) return usage();
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0))
+    return usage(stdout, 0);
+  if (argc < 3) return usage(stderr, 2);
   const std::string path = argv[1];
   std::vector<Step> steps;
   for (int i = 2; i < argc; ++i) {
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
     if (!parse_step(argv[i], s)) {
       std::fprintf(stderr, "switch-phases: bad step '%s' (want VALUE:SECONDS, VALUE 0 or 1)\n",
                    argv[i]);
-      return usage();
+      return usage(stderr, 2);
     }
     steps.push_back(s);
   }

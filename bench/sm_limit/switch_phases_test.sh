@@ -33,4 +33,6 @@ for bad in 2:1 0:-1 0:x 0 :1; do
   grep -q "bad step" "$work/err" || { cat "$work/err"; exit 1; }
 done
 [ "$(switch_now)" = 1 ]
+if "$sp" "$cache" 2>/dev/null; then echo "accepted no steps"; exit 1; fi
+"$sp" --help | grep -q "usage: switch-phases" || { echo "--help"; exit 1; }
 echo "switch-phases: ok"
