@@ -10,6 +10,8 @@ import json
 import statistics
 import sys
 
+from targets import print_medians, verdict
+
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 clocks = []
 if len(sys.argv) > 3:
@@ -54,22 +56,17 @@ for r in rows:
     achieved = 100.0 * r["result"]["rate"] / base
     secs = [100.0 * v / base for v in r["result"]["per_second"][1:]]
     err = achieved - r["limit"]
-    ok_total = abs(err) <= 3
-    ok_secs = all(abs(s - r["limit"]) <= 5 for s in secs)
-    verdict = "ok" if ok_total and ok_secs else ("FAIL total" if not ok_total else "FAIL seconds")
-    failures += verdict != "ok"
+    judged = verdict(r["limit"], achieved, secs)
+    failures += judged != "ok"
     name = r["workload"] + (" (pair)" if r["tag"] == "pair" else "") + rnd.replace("-r", " #")
     print(f"{name:12} {r['limit']:5d} {achieved:8.2f}% {err:+6.2f}  "
-          f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict:12} {gpu_during(r)}")
+          f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {gpu_during(r)}")
     if rnd:
         by_round[(r["workload"], r["limit"])].append(achieved)
 if by_round:
     print()
     print("# Median over the rounds of each limit (each round against its own unlimited runs):")
-    for (w, limit), vals in sorted(by_round.items()):
-        med = statistics.median(vals)
-        print(f"{w:12} {limit:5d} {med:8.2f}% {med - limit:+6.2f}   rounds: "
-              f"{', '.join(f'{v:.2f}' for v in vals)}")
+    print_medians(by_round, 12)
 print()
 for w in ("gemm", "launch", "launch_ptds", "graph"):
     tags = tuple(x["tag"] for x in rows if x["workload"] == w and x["limit"] == 0
@@ -104,9 +101,8 @@ if aa:
     print("# limited run at 100 % would be (targets +-3 total, +-5 each second).")
     print(f"{'runs':28} {'ratio':>8} {'per-second min..max':>22}  verdict")
     for name, total, secs in aa:
-        ok = abs(total - 100) <= 3 and all(abs(x - 100) <= 5 for x in secs)
-        verdict = "ok" if ok else ("outside total" if abs(total - 100) > 3 else "outside seconds")
-        print(f"{name:28} {total:7.2f}% {min(secs):9.2f}..{max(secs):6.2f}%  {verdict}")
+        judged = verdict(100, total, secs).replace("FAIL", "outside")
+        print(f"{name:28} {total:7.2f}% {min(secs):9.2f}..{max(secs):6.2f}%  {judged}")
 
 ab = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])][1:] if len(sys.argv) > 2 else []
 if ab:

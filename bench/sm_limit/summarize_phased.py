@@ -19,6 +19,8 @@ import json
 import statistics
 import sys
 
+from targets import print_medians, verdict
+
 MARGIN_S = 0.25
 FIRST_S = 1.0
 NS = 1_000_000_000
@@ -77,19 +79,16 @@ def main():
             failures += 1
             continue
         base = statistics.mean(unthrottled)
-        judged = throttled
-        achieved = 100.0 * statistics.mean(judged) / base
-        secs = [100.0 * c / base for c in judged]
+        achieved = 100.0 * statistics.mean(throttled) / base
+        secs = [100.0 * c / base for c in throttled]
         err = achieved - row["limit"]
-        ok_total = abs(err) <= 3
-        ok_secs = all(abs(s - row["limit"]) <= 5 for s in secs)
-        verdict = "ok" if ok_total and ok_secs else ("FAIL total" if not ok_total else "FAIL seconds")
-        failures += verdict != "ok"
+        judged = verdict(row["limit"], achieved, secs)
+        failures += judged != "ok"
         drift = 100.0 * statistics.mean(after) / statistics.mean(before)
         aa_secs = [100.0 * c / base for c in unthrottled]
         print(f"{name:18} {row['limit']:5d} {achieved:8.2f}% {err:+6.2f} "
-              f"{min(secs):9.2f}..{max(secs):6.2f}%  {verdict:12} "
-              f"{len(judged):3d}/{len(unthrottled):<4d} {drift:15.2f}% "
+              f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} "
+              f"{len(throttled):3d}/{len(unthrottled):<4d} {drift:15.2f}% "
               f"{min(aa_secs):7.2f}..{max(aa_secs):6.2f}%")
         # Rounds are tagged rN, or VARIANT-rN by tests/gpu/explore/phased_ab.sh.
         variant = row["tag"].rsplit("-", 1)[0] if "-" in row["tag"] else ""
@@ -97,10 +96,7 @@ def main():
     if any(len(v) > 1 for v in by_limit.values()):
         print()
         print("# Median over the rounds of each limit:")
-        for (w, limit), vals in sorted(by_limit.items()):
-            med = statistics.median(vals)
-            print(f"{w:18} {limit:5d} {med:8.2f}% {med - limit:+6.2f}   rounds: "
-                  f"{', '.join(f'{v:.2f}' for v in vals)}")
+        print_medians(by_limit, 18)
     print()
     print(f"{failures} in-process run(s) outside their targets")
 
