@@ -148,18 +148,18 @@ bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
     }
     end_window(w, now_ns);
   }
-  if (open_sample(w, key, stream, now_ns, warm, path)) return w.target > 1;
-  open_batch(w, key, stream, now_ns, path);
+  const CostEntry* e = table_.find(key);
+  const bool learning =
+      e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples;
+  if (open_sample(w, learning, key, stream, now_ns, warm, path)) return w.target > 1;
+  if (!learning) open_batch(w, *e, key, stream, now_ns, path);
   return false;
 }
 
-void LaunchLimiter::open_batch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
-                               LaunchPath path) noexcept {
+void LaunchLimiter::open_batch(SampleWindow& w, const CostEntry& e, uint64_t key, uintptr_t stream,
+                               int64_t now_ns, LaunchPath path) noexcept {
   if (options_.batch_ns <= 0) return;
-  const CostEntry* e = table_.find(key);
-  if (e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples)
-    return;
-  const int64_t cost = e->cost_ns.load(std::memory_order_relaxed);
+  const int64_t cost = e.cost_ns.load(std::memory_order_relaxed);
   if (cost <= 0 || cost >= options_.stream_worth_ns) return;
   constexpr int64_t kMaxBatch = 4096;
   const int64_t n = std::min(options_.batch_ns / cost, kMaxBatch);
@@ -172,11 +172,8 @@ void LaunchLimiter::open_batch(SampleWindow& w, uint64_t key, uintptr_t stream, 
                    .path = path};
 }
 
-bool LaunchLimiter::open_sample(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
-                                bool warm, LaunchPath path) noexcept {
-  const CostEntry* e = table_.find(key);
-  const bool learning =
-      e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples;
+bool LaunchLimiter::open_sample(SampleWindow& w, bool learning, uint64_t key, uintptr_t stream,
+                                int64_t now_ns, bool warm, LaunchPath path) noexcept {
   if (!learning &&
       now_ns - last_open_ns_.load(std::memory_order_relaxed) < options_.sample_interval_ns) {
     return false;

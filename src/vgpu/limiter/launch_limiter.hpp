@@ -178,12 +178,13 @@ class LaunchLimiter {
   };
   static constexpr int kMaxInFlight = 32;
 
-  // A sample of `key` when one is due (true: w holds it).
-  bool open_sample(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns, bool warm,
-                   LaunchPath path) noexcept;
-  // Otherwise a batch of light launches, for a small kernel.
-  void open_batch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
-                  LaunchPath path) noexcept;
+  // A sample of `key` when one is due (true: w holds it). `learning`: the
+  // shape has fewer than learn_samples lone samples (or no entry yet).
+  bool open_sample(SampleWindow& w, bool learning, uint64_t key, uintptr_t stream, int64_t now_ns,
+                   bool warm, LaunchPath path) noexcept;
+  // Otherwise a batch of light launches, for a learnt small kernel.
+  void open_batch(SampleWindow& w, const CostEntry& e, uint64_t key, uintptr_t stream,
+                  int64_t now_ns, LaunchPath path) noexcept;
   void close_window(SampleWindow& w, int64_t now_ns) noexcept;  // w.owner == this
   // Charges the light launches of a run that is ending.
   void charge_light(const SampleWindow& w, int64_t now_ns) noexcept;
