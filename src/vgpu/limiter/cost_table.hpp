@@ -22,13 +22,21 @@ struct CostEntry {
   // Samples of one launch alone (kernel time) and of back-to-back runs of the
   // same launch (period per launch). Written under the limiter's lock.
   RobustEstimate single;
-  // A run right after a wait starts cold (caches, CPU clocks), never warm:
-  // its noise only adds time, so the low end is the steady period. Averaged
-  // over 256 runs (half a second of a program that launches one shape):
-  // a host's speed comes and goes in phases of a second or so (on the H200
-  // machine, +-15 % within a second), and the share is of the program's
-  // average speed, not of its speed in the last few milliseconds.
-  RobustEstimate stream{RobustEstimate::Pick::kLow, 256};
+  // Back-to-back runs the host held up (the GPU kept pace): the host's
+  // period, whose noise goes both ways, so the median. Replayed over 32
+  // in-process runs on the H200 machine, the second lowest of five (charged
+  // before) gives a period that lets the program run 3.9 and 4.8 points over
+  // its share at 70 and 90 % (as it did), the median 0.2 and 1.5
+  // (tests/gpu/explore/results-h200-period-pick.txt). Averaged over 256
+  // runs (half a second of a program that launches one shape): a host's
+  // speed comes and goes in phases of a second or so (on the H200 machine,
+  // +-15 % within a second), and the share is of the program's average
+  // speed, not of its speed in the last few milliseconds.
+  RobustEstimate stream{RobustEstimate::Pick::kMedian, 256};
+  // Runs the GPU held up (it fell behind the host): the GPU's period, whose
+  // noise (another context's time slice) only ever adds time.
+  RobustEstimate stream_gpu{RobustEstimate::Pick::kLow, 256};
+  bool stream_by_host = true;        // the last run was the host's: `stream` applies
   std::atomic<int> single_count{0};  // mirrors single.count() for lock-free readers
   // Lone samples from the second half of sustain run number `sustain_run`:
   // the kernel's time when the program runs flat out (a GPU with power to
@@ -44,13 +52,14 @@ struct CostEntry {
   // and a run that saw its estimate move measured that, not the steady speed.
   int64_t sustained_lo = 0;
   int64_t sustained_hi = 0;
-  // Back-to-back runs from the second half of sustain run number
-  // `stream_sustain_run`: the program's period when it runs flat out. A host
-  // that idles between a throttled program's runs clocks its CPU down: on the
-  // H200 machine a launch-bound program's period estimate went from 3.3 us in
-  // the first run to 4.1-4.5 us after seconds paced at 30 %, and not at 90 %.
-  // The share is of the flat-out speed, so the period charged is at most this.
-  RobustEstimate stream_sustained{RobustEstimate::Pick::kLow};
+  // Back-to-back runs the host held up, from the second half of sustain run
+  // number `stream_sustain_run`: the program's period when it runs flat out.
+  // A host that idles between a throttled program's runs clocks its CPU
+  // down: on the H200 machine a launch-bound program's period estimate went
+  // from 3.3 us in the first run to 4.1-4.5 us after seconds paced at 30 %,
+  // and not at 90 %. The share is of the flat-out speed, so the period
+  // charged is at most this: the medians averaged over the run's second half.
+  RobustEstimate stream_sustained{RobustEstimate::Pick::kMedian, 1024};
   uint32_t stream_sustain_run = 0;
   int64_t stream_flat_out = 0;  // 0: not measured yet
   // Launches admitted before the shape had a cost of its own, and what they

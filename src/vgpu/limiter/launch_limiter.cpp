@@ -48,6 +48,15 @@ bool add_run_sample(RobustEstimate& estimate, uint32_t& of_run, uint32_t run, in
   return newer;
 }
 
+// The period of back-to-back launches: held up by the host or by the GPU,
+// whichever the last run was.
+int64_t stream_period(const CostEntry& e) {
+  const int64_t host = e.stream.value();
+  const int64_t gpu = e.stream_gpu.value();
+  if (host == 0 || gpu == 0) return host + gpu;
+  return e.stream_by_host ? host : gpu;
+}
+
 }  // namespace
 
 LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
@@ -188,7 +197,8 @@ bool LaunchLimiter::open_sample(SampleWindow& w, bool learning, uint64_t key, ui
   int target = 1;
   const bool runs = entry->single.count() >= options_.learn_samples &&
                     entry->single.value() < options_.stream_worth_ns;
-  if (runs && (entry->stream.count() < options_.learn_samples || (sample_seq_ & 1u) != 0)) {
+  const int stream_samples = entry->stream.count() + entry->stream_gpu.count();
+  if (runs && (stream_samples < options_.learn_samples || (sample_seq_ & 1u) != 0)) {
     if (!warm) return false;  // wait for the steady pace; this sample is still due
     target = options_.stream_window;
   }
@@ -346,7 +356,8 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
     // than a bare one on the H200, a tenth of a small kernel's period).
     const bool kept_pace = p.host_ns > 0 && ns * 10 <= p.host_ns * 11;
     const int64_t period = (kept_pace ? std::min(ns, p.host_ns) : ns) / p.launches;
-    e->stream.add(period);
+    (kept_pace ? e->stream : e->stream_gpu).add(period);
+    e->stream_by_host = kept_pace;
     if (p.sustain != 0 && kept_pace) {
       add_run_sample(e->stream_sustained, e->stream_sustain_run, p.sustain, period);
       if (e->stream_sustained.count() >= kSteadySamples)
@@ -359,7 +370,7 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
           static_cast<unsigned long long>(p.key), p.launches,
           static_cast<double>(ns) / p.launches / 1e3,
           static_cast<double>(p.host_ns) / p.launches / 1e3, kept_pace ? "" : " (GPU behind)",
-          static_cast<double>(e->stream.value()) / 1e3);
+          static_cast<double>(stream_period(*e)) / 1e3);
     }
   }
   update_cost(*e, now_ns);
@@ -369,7 +380,7 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
 void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
   const bool first = e.cost_ns.load(std::memory_order_relaxed) == 0;
   const int64_t single = e.single.value();
-  const int64_t stream = e.stream.value();
+  const int64_t stream = stream_period(e);
   int64_t cost = single;
   // Back to back, a launch occupies the GPU for its period; with gaps longer
   // than half its kernel time, the gaps are the program's and not charged.
@@ -405,6 +416,8 @@ void LaunchLimiter::forget(uint64_t key) noexcept {
   e->provisional_ns.store(0, std::memory_order_relaxed);
   e->single.reset();
   e->stream.reset();
+  e->stream_gpu.reset();
+  e->stream_by_host = true;
   e->sustained.reset();
   e->sustain_run = 0;
   e->sustained_lo = e->sustained_hi = 0;
