@@ -8,6 +8,8 @@
 #   w256   back-to-back samples of 256 launches instead of 16
 #   spin   w256, and waits spin on the clock instead of sleeping
 #   nobatch  no batches of light launches (LimiterOptions::batch_ns = 0)
+#   prev   the tree with the patch in $PREV_PATCH reversed (the change under
+#          test against what it changes: git diff HEAD -- src > some.patch)
 # Prints per run: the achieved share, the unthrottled period (1 / the
 # unthrottled rate), the period the throttled rate implies was charged, and the
 # medians of the samples' GPU and host periods.
@@ -19,11 +21,12 @@ mkdir -p "$out"
 . tests/gpu/explore/build_launch.sh
 cmake --build "$build" -j "$(nproc)" --target switch-phases >/dev/null || exit 1
 declare -A libs=([cur]=$lib)
-make_variant() {  # name sed-script-for-launch_limiter.hpp [sed-script-for-launch_hooks.cpp]
+make_variant() {  # name sed-for-launch_limiter.hpp [sed-for-launch_hooks.cpp [patch-to-reverse]]
   local v=/tmp/variant-$1
   rm -rf "$v" && mkdir -p "$v" && cp -r CMakeLists.txt CMakePresets.json src tools bench "$v"/
-  sed -i "$2" "$v/src/vgpu/limiter/launch_limiter.hpp"
+  [ -n "$2" ] && sed -i "$2" "$v/src/vgpu/limiter/launch_limiter.hpp"
   [ -n "${3:-}" ] && sed -i "$3" "$v/src/vgpu/launch_hooks.cpp"
+  [ -n "${4:-}" ] && { (cd "$v" && git apply -R) < "$4" || exit 1; }
   build_vgpu "$v" "$v/build" || exit 1
   libs[$1]=$v/build/src/libvgpu.so
 }
@@ -34,6 +37,7 @@ window='s/int stream_window = 16;/int stream_window = 256;/'
   's/::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);/(void)ts; while (mono_ns() < until) {}/'
 [[ " $variants " == *" nobatch "* ]] &&
   make_variant nobatch "s/int64_t batch_ns = 200'000;/int64_t batch_ns = 0;/"
+[[ " $variants " == *" prev "* ]] && make_variant prev "" "" "${PREV_PATCH:?prev needs PREV_PATCH}"
 grep -h "batch_ns =\|stream_window =\|while (mono_ns() < until)" /tmp/variant-*/src/vgpu/limiter/launch_limiter.hpp \
   /tmp/variant-*/src/vgpu/launch_hooks.cpp > "$out/variants.txt" 2>/dev/null
 # Logs stay out of $OUT until the end (a device run brings back a few files).
