@@ -23,10 +23,10 @@ struct CostEntry {
   // same launch (period per launch). Written under the limiter's lock.
   RobustEstimate single;
   // Back-to-back runs the host held up (the GPU kept pace): the host's
-  // period, whose noise goes both ways, so the median. Replayed over 32
-  // in-process runs on the H200 machine, the second lowest of five (charged
-  // before) gives a period that lets the program run 3.9 and 4.8 points over
-  // its share at 70 and 90 % (as it did), the median 0.2 and 1.5
+  // period, whose noise goes both ways, so the median. Replayed over 52
+  // in-process runs on three H200 machines, the second lowest of five
+  // (charged before) lets the program run 4.3 and 5.5 points over its share
+  // at 70 and 90 % (as it did), the median 0.7 and 2.3
   // (tests/gpu/explore/results-h200-period-pick.txt). Averaged over 256
   // runs (half a second of a program that launches one shape): a host's
   // speed comes and goes in phases of a second or so (on the H200 machine,
