@@ -360,14 +360,8 @@ Result<void> Region::set_device_uuid(int dev, std::string_view uuid) {
   return {};
 }
 
-int32_t Region::utilization_switch() const {
-  return load(r_->utilization_switch);
-}
 void Region::set_utilization_switch(int32_t v) {
   store(r_->utilization_switch, v);
-}
-int32_t Region::recent_kernel() const {
-  return load(r_->recent_kernel);
 }
 void Region::set_recent_kernel(int32_t v) {
   store(r_->recent_kernel, v);

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -157,9 +158,13 @@ class Region {
   std::string device_uuid(int dev) const;
   // Fails for an index out of range or a UUID that does not fit (95 chars max).
   Result<void> set_device_uuid(int dev, std::string_view uuid);
-  int32_t utilization_switch() const;
+  // Read on every kernel launch of a process with a share (the switch) or
+  // accounting at all (recent_kernel): inline, one load each.
+  int32_t utilization_switch() const {
+    return std::atomic_ref<int32_t>(r_->utilization_switch).load();
+  }
   void set_utilization_switch(int32_t v);
-  int32_t recent_kernel() const;
+  int32_t recent_kernel() const { return std::atomic_ref<int32_t>(r_->recent_kernel).load(); }
   void set_recent_kernel(int32_t v);
   // Sets it to `desired` only if it still holds `expected` (the agent may have just written it).
   bool exchange_recent_kernel(int32_t expected, int32_t desired);

@@ -16,11 +16,13 @@ using region::UsageKind;
 
 namespace {
 
-enum State : int { kUninit = 0, kPassThrough = 1, kReady = 2 };
+enum State : int {
+  kUninit = 0,
+  kPassThrough = detail::kRuntimePassThrough,
+  kReady = detail::kRuntimeReady
+};
 
-std::atomic<int> g_state{kUninit};
 std::atomic<int> g_active{-1};
-Runtime* g_runtime = nullptr;
 std::mutex g_init_mu;
 
 region::InitialValues initial_values(const Config& cfg) {
@@ -36,6 +38,13 @@ region::InitialValues initial_values(const Config& cfg) {
 }
 
 }  // namespace
+
+namespace detail {
+std::atomic<int> g_runtime_state{kUninit};
+Runtime* g_runtime = nullptr;
+}  // namespace detail
+using detail::g_runtime;
+using detail::g_runtime_state;
 
 struct RuntimeLifecycle {
   static void fork_child() noexcept { Runtime::on_fork_child(); }
@@ -65,14 +74,14 @@ bool Runtime::hooks_active() noexcept {
   return a == 1;
 }
 
-Runtime* Runtime::accounting() noexcept {
-  const int s = g_state.load(std::memory_order_acquire);
+Runtime* Runtime::accounting_slow() noexcept {
+  const int s = g_runtime_state.load(std::memory_order_acquire);
   if (s == kReady) return g_runtime;
   if (s == kPassThrough) return nullptr;
   std::lock_guard lock(g_init_mu);
-  if (g_state.load(std::memory_order_relaxed) == kUninit) {
+  if (g_runtime_state.load(std::memory_order_relaxed) == kUninit) {
     g_runtime = hooks_active() ? create() : nullptr;
-    g_state.store(g_runtime != nullptr ? kReady : kPassThrough, std::memory_order_release);
+    g_runtime_state.store(g_runtime != nullptr ? kReady : kPassThrough, std::memory_order_release);
   }
   return g_runtime;
 }
@@ -162,13 +171,13 @@ void Runtime::on_fork_child() noexcept {
     // Leaked deliberately: nothing else in the child may still point into it.
   }
   g_runtime = nullptr;
-  if (g_state.load() == kReady) g_state.store(kUninit);
+  if (g_runtime_state.load() == kReady) g_runtime_state.store(kUninit);
 }
 
 void Runtime::on_exit() noexcept {
-  if (g_state.load() != kReady || g_runtime == nullptr) return;
+  if (g_runtime_state.load() != kReady || g_runtime == nullptr) return;
   // Hooks that run later (other threads, late destructors) pass through.
-  g_state.store(kPassThrough);
+  g_runtime_state.store(kPassThrough);
   g_runtime->sm_.log_summary(g_runtime->region_);
   g_runtime->region_.unregister_process();
 }

@@ -39,6 +39,7 @@ class Runtime {
 
   // The runtime, initialised; nullptr when nothing is configured, while the
   // process exits, or if initialisation failed (then calls pass through).
+  // Every launch asks: once set up, that is one inline acquire load.
   static Runtime* accounting() noexcept;
 
   // Charges `bytes` to state-file device `dev` unless that would put the
@@ -77,6 +78,7 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
  private:
+  static Runtime* accounting_slow() noexcept;
   Runtime(region::Region region, int slot);
   static Runtime* create() noexcept;
   static void on_fork_child() noexcept;
@@ -96,5 +98,23 @@ class Runtime {
   ProcessMemoryProbe probe_;
   SmControl sm_;
 };
+
+namespace detail {
+// Runtime::accounting's fast path (runtime.cpp owns both): the state is
+// kRuntimeReady once the runtime is set up, kRuntimePassThrough when this
+// process does not account.
+inline constexpr int kRuntimePassThrough = 1;
+inline constexpr int kRuntimeReady = 2;
+extern std::atomic<int> g_runtime_state;
+extern Runtime* g_runtime;
+}  // namespace detail
+
+inline Runtime* Runtime::accounting() noexcept {
+  const int s = detail::g_runtime_state.load(std::memory_order_acquire);
+  if (s == detail::kRuntimeReady) [[likely]] {
+    return detail::g_runtime;
+  }
+  return s == detail::kRuntimePassThrough ? nullptr : accounting_slow();
+}
 
 }  // namespace hami::vgpu

@@ -64,10 +64,10 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
   return lim;
 }
 
-limiter::LaunchLimiter* SmControl::limiter_for_current(Runtime& rt) noexcept {
+limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
   // The policy first: under `default` with the GPU uncontended (the common
   // case on a node), a launch then costs no context lookup.
-  if (!any_limit_ || !limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
+  if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
   const RealCuda& cu = real_cuda();
   cuda::CUcontext ctx = nullptr;
   if (cu.cuCtxGetCurrent == nullptr || cu.cuCtxGetCurrent(&ctx) != cuda::CUDA_SUCCESS ||

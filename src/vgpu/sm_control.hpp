@@ -54,7 +54,9 @@ class SmControl {
 
   // The limiter that must pace a launch in the current context now; nullptr
   // when its device has no share, or the policy does not enforce it now.
-  limiter::LaunchLimiter* limiter_for_current(Runtime& rt) noexcept;
+  limiter::LaunchLimiter* limiter_for_current(Runtime& rt) noexcept {
+    return any_limit_ ? limiter_with_share(rt) : nullptr;
+  }
 
   // A context was destroyed or reset: its events are gone, and its handle
   // may come back for another device.
@@ -65,6 +67,7 @@ class SmControl {
   void log_summary(region::Region& region) const noexcept;
 
  private:
+  limiter::LaunchLimiter* limiter_with_share(Runtime& rt) noexcept;
   void wait_while_blocked(region::Region& region) noexcept;
 
   // Built on a device's first limited launch: the limit applies to every
