@@ -378,6 +378,54 @@ TEST(LaunchLimiter, MediansRejectSamplesStretchedByAnotherContextsSlice) {
   EXPECT_EQ(r.gpu.completed(other), 15u);
 }
 
+// Back-to-back runs are timed by whichever side held them up. Runs the host
+// held up (the GPU kept pace) measure the host's period, whose noise goes
+// both ways: the median of five is kept. Runs the GPU held up measure the
+// GPU's, whose noise (another context's slice) only adds time: the second
+// lowest. Here five runs in turn are 3.0, 3.2, 3.4, 3.6 and 3.8 us a launch,
+// on the host's side with 2.5 us kernels, on the GPU's with a 2 us host.
+TEST(LaunchLimiter, HostHeldRunsKeepTheirMedianAndGpuHeldRunsTheirSecondLowest) {
+  constexpr uint64_t kKey = 0x5eed;
+  const int64_t periods[] = {3000, 3200, 3400, 3600, 3800};
+  for (const bool host_held : {true, false}) {
+    LimiterOptions o = at(50);
+    o.sustain_run_ns = 0;  // no flat-out cap: the estimate alone is charged
+    o.batch_ns = 0;        // every launch outside a run is paced
+    Rig r(o);
+    int64_t t = 0;
+    for (int i = 0; i < 3; ++i, t += 1 * ms)  // learning: lone samples
+      r.launch(kKey, host_held ? 2500 : 3400, t);
+    for (int run = 0; run < 40; ++run) {
+      const int64_t p = periods[run % 5];
+      const int64_t kernel = host_held ? 2500 : p;
+      const int64_t step = host_held ? p : 2000;
+      t += 2 * ms;  // a sample is due
+      r.harvest(t);
+      r.lim.admit(kKey, LaunchPath::kKernel, t);
+      const bool opened = r.lim.before_launch(r.w, kKey, 1, t, /*warm=*/true);
+      if (opened) LaunchLimiter::start_run_clock(r.w, t);
+      r.gpu.launch(r.ctx, kernel);
+      r.lim.after_launch(r.w, true, t);
+      if (!opened) continue;  // a lone sample's turn
+      for (int j = 1; j < 16; ++j) {
+        t += step;
+        r.gpu.advance_to(t);
+        ASSERT_TRUE(r.lim.light_launch(r.w, kKey, 1)) << run << " " << j;
+        r.gpu.launch(r.ctx, kernel);
+      }
+      t += step;  // the launch after the run ends it
+      r.lim.admit(kKey, LaunchPath::kKernel, t);
+      r.gpu.advance_to(t);
+      EXPECT_FALSE(r.lim.before_launch(r.w, kKey, 1, t, true));
+      r.gpu.launch(r.ctx, kernel);
+      r.lim.after_launch(r.w, true, t);
+    }
+    r.harvest(t + 1 * ms);
+    EXPECT_NEAR(static_cast<double>(r.lim.cost_of(kKey)), host_held ? 3400.0 : 3200.0, 20.0)
+        << (host_held ? "host-held" : "GPU-held");
+  }
+}
+
 // (g) forget(): a destroyed graph's handle may come back for another graph,
 // which must be measured afresh.
 TEST(LaunchLimiter, ForgetResetsAShapesCost) {
