@@ -310,7 +310,7 @@ Result<Region> Region::create_private(const InitialValues& initial) {
   if (mem == MAP_FAILED) return Error::from_errno("cannot map the private state region");
   auto* r = static_cast<SharedRegion*>(mem);
   initialise(r, initial);
-  return Region("(private)", fd.release(), r, std::chrono::milliseconds(5000));
+  return Region(kPrivatePath, fd.release(), r, std::chrono::milliseconds(5000));
 }
 
 uint32_t Region::minor_version() const {

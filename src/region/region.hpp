@@ -135,6 +135,7 @@ class Region {
   // A region of this process alone (an anonymous memfd), for when the state
   // file cannot be used: limits still hold within the process.
   static Result<Region> create_private(const InitialValues& initial);
+  static constexpr const char* kPrivatePath = "(private)";
 
   Region(Region&& other) noexcept;
   Region& operator=(Region&& other) noexcept;
@@ -143,6 +144,8 @@ class Region {
   ~Region();  // releases our slot (if any), unmaps, closes
 
   const std::string& path() const { return path_; }
+  // false for a region from create_private(): no file, no other process.
+  bool file_backed() const { return path_ != kPrivatePath; }
   int fd() const { return fd_; }
   SharedRegion& raw() { return *r_; }
   const SharedRegion& raw() const { return *r_; }

@@ -1,5 +1,6 @@
 #include "vgpu/sm_control.hpp"
 
+#include <sys/stat.h>
 #include <time.h>
 
 #include <new>
@@ -41,6 +42,27 @@ void SmControl::init(region::Region& region, const Config& cfg) noexcept {
     percent_[static_cast<size_t>(d)].store(static_cast<uint32_t>(pct), std::memory_order_relaxed);
     any_limit_ = true;
   }
+  if (any_limit_) open_pace_clocks(region);
+}
+
+void SmControl::open_pace_clocks(const region::Region& region) noexcept {
+  if (!region.file_backed()) return;  // a private region: this process is the container
+  try {
+    struct stat st {};
+    const mode_t mode = ::fstat(region.fd(), &st) == 0 ? (st.st_mode & 07777) : 0666;
+    auto clocks = region::PaceClocks::open(region.path() + ".pace", mode);
+    if (!clocks) {
+      log::warn(
+          "%s; each process of this container paces itself to the SM share, so several "
+          "processes running kernels at once get up to the share each. Check that the "
+          "directory is writable, or delete the file",
+          clocks.error().message.c_str());
+      return;
+    }
+    clocks_.emplace(std::move(*clocks));
+  } catch (...) {
+    log::warn("out of memory opening the SM pace clocks; each process paces itself");
+  }
 }
 
 limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
@@ -50,6 +72,7 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
   limiter::LimiterOptions opt;
   opt.percent = percent_[d].load(std::memory_order_relaxed);
   opt.sustain_run_ns = int64_t{sustain_ms_} * 1'000'000;
+  if (clocks_) opt.shared_clock = clocks_->clock(dev);
   auto* timer = new (std::nothrow) CudaEventTimer();
   auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
   if (lim == nullptr) {
@@ -60,7 +83,9 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
   }
   timers_[d].store(timer, std::memory_order_release);
   limiters_[d].store(lim, std::memory_order_release);
-  log::info("device %d: SM share %u%%, policy %s", dev, opt.percent, limiter::to_string(policy_));
+  log::info("device %d: SM share %u%%, policy %s, paced %s", dev, opt.percent,
+            limiter::to_string(policy_),
+            clocks_ ? "with the container's other processes" : "by this process alone");
   return lim;
 }
 

@@ -6,7 +6,9 @@
 // state file: every launch marks the container active (recent_kernel = 2, and
 // last_kernel_time to the second), and
 // while the node agent has set recent_kernel to -1 (a high-priority container
-// is busy on the same GPU) launches wait.
+// is busy on the same GPU) launches wait. The share is the container's: every
+// process of it paces against the same clock (region::PaceClocks, a file
+// beside the state file).
 //
 //   SmControl& sm = runtime->sm();
 //   sm.on_launch(runtime->region());
@@ -18,7 +20,9 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
+#include "region/pace_clocks.hpp"
 #include "region/region.hpp"
 #include "vgpu/config.hpp"
 #include "vgpu/cuda_abi.hpp"
@@ -73,10 +77,13 @@ class SmControl {
   // Built on a device's first limited launch: the limit applies to every
   // index of the state file, most of which no process ever uses.
   limiter::LaunchLimiter* create_limiter(int dev) noexcept;
+  void open_pace_clocks(const region::Region& region) noexcept;
 
   bool any_limit_ = false;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
   uint32_t sustain_ms_ = 300;
+  // The container's pacer clocks; without them each process paces itself.
+  std::optional<region::PaceClocks> clocks_;
   // 0: no share on that device (or its limiter could not be built). Atomic: a
   // failed build clears it while other threads' launches read it.
   std::array<std::atomic<uint32_t>, kMaxDevices> percent_{};

@@ -643,6 +643,69 @@ TEST_F(Preload, PacingHoldsChargedGpuTimeToTheShare) {
   EXPECT_EQ(s.sustain_runs, 0u);
 }
 
+// The share is the container's: two processes pacing at once share one
+// clock (the .pace file beside the state file), so together they are held to
+// 25 %, not 25 % each. 100 launches of 2 ms each, in both processes at once:
+// about 400 ms charged in all, which takes 1.6 s at 25 % (0.8 s if each
+// process paced itself). Lower bounds only: a slow machine only waits longer.
+TEST_F(Preload, ProcessesOfAContainerShareOneShare) {
+  constexpr double kShare = 25.0;
+  constexpr double kBurstMs = 5.0;
+  const Env env = {{"CUDA_DEVICE_SM_LIMIT", "25"},
+                   {"CUDA_DEVICE_SM_SUSTAIN_MS", "0"},
+                   {"SIMGPU_KERNEL_NS", "2000000"},
+                   {"LIBCUDA_LOG_LEVEL", "3"}};
+  std::vector<Child> procs;
+  for (int i = 0; i < 2; ++i) {
+    procs.push_back(spawn({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "mark",
+                           "await:" + dir_.file("go"), "launchpath:kernel:100"},
+                          env));
+  }
+  for (auto& p : procs)
+    ASSERT_TRUE(p.wait_for_line("op=mark")) << p.out();
+  EXPECT_TRUE(std::filesystem::exists(state_file() + ".pace"));
+  touch("go");
+  double charged_ms = 0;
+  double longest_ms = 0;
+  for (auto& p : procs) {
+    const ProcessResult r = p.finish();
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("paced with the container's other processes"), std::string::npos) << r.err;
+    const SmSummary s = sm_summary(r.err, 0);
+    ASSERT_TRUE(s.found) << r.err;
+    EXPECT_EQ(s.kernel, 101u);
+    charged_ms += s.charged_ms;
+    const Line paced = find_op(r.out, "launchpath:kernel:100");
+    EXPECT_EQ(num(paced, "ran"), 100u);
+    longest_ms = std::max(longest_ms, ms(paced));
+  }
+  // Each process charged its ~100 kernels (plus its first, measured alone).
+  EXPECT_GE(charged_ms, 2 * 100 * 2.0 * 0.8);
+  // Per process, ~800 ms would do; shared, the later one ends ~1.6 s after
+  // the start. 0.75: the two starts differ by up to a poll of the go file.
+  EXPECT_GE(longest_ms, 0.75 * (charged_ms * 100 / kShare - kBurstMs))
+      << "charged " << charged_ms << " ms in all";
+}
+
+// Without a usable .pace file each process paces itself, and says so.
+TEST_F(Preload, UnusablePaceFileLeavesEachProcessPacingItself) {
+  std::filesystem::create_directory(state_file() + ".pace");
+  const auto r = run({"init", "ctx:0", "launchpath:kernel:1", "sync", "launchpath:kernel:20"},
+                     {{"CUDA_DEVICE_SM_LIMIT", "25"},
+                      {"CUDA_DEVICE_SM_SUSTAIN_MS", "0"},
+                      {"SIMGPU_KERNEL_NS", "2000000"},
+                      {"LIBCUDA_LOG_LEVEL", "3"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(
+      r.err.find(".pace: cannot open: Is a directory; each process of this container paces itself"),
+      std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("paced by this process alone"), std::string::npos) << r.err;
+  const SmSummary s = sm_summary(r.err, 0);
+  ASSERT_TRUE(s.found) << r.err;
+  EXPECT_GT(s.waited_ms, 0) << r.err;
+}
+
 // By default the first launches run ahead of the share: a sustain run lends
 // the share of a second (250 ms at 25 %) to time kernels flat out, and the
 // launches after it wait the loan off.

@@ -67,6 +67,7 @@ LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
       sustain_burst_ns_(
           sustain_run_ns_ > 0 ? sustain_run_ns_ * 100 / options.percent + options.burst_ns : 0),
       timer_(timer),
+      pacer_(options.shared_clock),
       table_(options.table_capacity) {}
 
 int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns,

@@ -71,6 +71,9 @@ struct LimiterOptions {
   int64_t sustain_run_ns = 300'000'000;
   int64_t sustain_every_ns = 60'000'000'000;  // from the end of one run to the next
   size_t table_capacity = 8192;
+  // The container's pacer clock for this device, shared with its other
+  // processes (region::PaceClocks); nullptr: a clock of this limiter's own.
+  int64_t* shared_clock = nullptr;
 };
 
 enum class LaunchPath : uint8_t { kKernel, kKernelEx, kCooperative, kGraph };

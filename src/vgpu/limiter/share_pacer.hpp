@@ -5,9 +5,11 @@
 // arrival time of the generic cell-rate algorithm). A launch may start once the
 // work admitted ahead of it is at most `burst` of wall time in the future, so
 // over any interval the charged time is at most p % of it plus one burst.
-// Lock-free: one compare-and-swap per launch, shared by every thread.
+// Lock-free: one compare-and-swap per launch, shared by every thread, and by
+// every process of the container when the clock lives in shared memory
+// (region::PaceClocks).
 //
-//   SharePacer pacer;
+//   SharePacer pacer;                        // or SharePacer pacer(clocks.clock(dev));
 //   int64_t go = pacer.admit(cost_ns, 30, now_ns, 5'000'000);
 //   if (go > now_ns) sleep_until(go);
 
@@ -18,28 +20,40 @@ namespace hami::vgpu::limiter {
 
 class SharePacer {
  public:
+  SharePacer() noexcept = default;
+  // Paces against `shared_clock` (8-byte aligned, zero or a clock of the same
+  // boot's CLOCK_MONOTONIC) instead of a clock of its own.
+  explicit SharePacer(int64_t* shared_clock) noexcept
+      : tat_(shared_clock != nullptr ? shared_clock : &own_) {}
+  SharePacer(const SharePacer&) = delete;
+  SharePacer& operator=(const SharePacer&) = delete;
+
   // Charges one launch and returns the earliest time it may start (at or
   // before `now`: at once). `percent` is in [1, 99].
   int64_t admit(int64_t cost_ns, uint32_t percent, int64_t now_ns, int64_t burst_ns) noexcept {
     // Rounded up: truncation would favour the tenant by a nanosecond a launch.
     const int64_t occupied = (cost_ns * 100 + percent - 1) / static_cast<int64_t>(percent);
-    int64_t old = tat_.load(std::memory_order_relaxed);
+    std::atomic_ref<int64_t> tat(*tat_);
+    int64_t old = tat.load(std::memory_order_relaxed);
     int64_t start = 0;
     do {
       // An idle spell earns no credit beyond the burst.
       start = old > now_ns ? old : now_ns;
-    } while (!tat_.compare_exchange_weak(old, start + occupied, std::memory_order_relaxed));
+    } while (!tat.compare_exchange_weak(old, start + occupied, std::memory_order_relaxed));
     return start - burst_ns;
   }
 
   // How far the admitted work reaches past `now` (0 when idle).
   int64_t backlog_ns(int64_t now_ns) const noexcept {
-    const int64_t t = tat_.load(std::memory_order_relaxed);
+    const int64_t t = std::atomic_ref<int64_t>(*tat_).load(std::memory_order_relaxed);
     return t > now_ns ? t - now_ns : 0;
   }
 
  private:
-  std::atomic<int64_t> tat_{0};
+  static_assert(std::atomic_ref<int64_t>::is_always_lock_free,
+                "a clock shared between processes needs a lock-free 8-byte CAS");
+  alignas(std::atomic_ref<int64_t>::required_alignment) int64_t own_ = 0;
+  int64_t* const tat_ = &own_;
 };
 
 }  // namespace hami::vgpu::limiter

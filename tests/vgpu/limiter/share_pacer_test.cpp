@@ -75,5 +75,30 @@ TEST(SharePacer, WithoutBurstEachLaunchWaitsItsOccupancy) {
   EXPECT_EQ(pacer.admit(0, 30, 250 * us, 0), 300 * us);  // free, but still behind the rest
 }
 
+// Two pacers on one clock (two processes of a container, the clock in the
+// .pace file) share one share: turn about, each gets half of it.
+TEST(SharePacer, PacersOnOneClockShareTheShare) {
+  alignas(8) int64_t clock = 0;
+  SharePacer a(&clock), b(&clock);
+  int64_t now_a = 0, now_b = 0, n_a = 0, n_b = 0;
+  while (now_a < 2 * s || now_b < 2 * s) {
+    if (now_a <= now_b) {
+      now_a = std::max(now_a, a.admit(100 * us, 30, now_a, 5 * ms));
+      n_a += now_a < 2 * s;
+    } else {
+      now_b = std::max(now_b, b.admit(100 * us, 30, now_b, 5 * ms));
+      n_b += now_b < 2 * s;
+    }
+  }
+  // 30 % of 2 s at 100 us a launch: 6000 launches in all, plus one burst.
+  EXPECT_NEAR(n_a + n_b, 6000, 51);
+  EXPECT_NEAR(n_a, n_b, 16);  // the first takes the burst (15 launches) while the other waits
+  EXPECT_EQ(a.backlog_ns(0), clock);  // both read the shared clock
+  EXPECT_EQ(b.backlog_ns(0), clock);
+  // A pacer of its own does not see them.
+  SharePacer c;
+  EXPECT_EQ(c.admit(100 * us, 30, 0, 5 * ms), -5 * ms);
+}
+
 }  // namespace
 }  // namespace hami::vgpu::limiter

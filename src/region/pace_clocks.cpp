@@ -1,0 +1,181 @@
+#include "region/pace_clocks.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+#include "common/unique_fd.hpp"
+#include "region/ofd_lock.hpp"
+
+namespace hami::region {
+namespace {
+
+constexpr size_t kHeaderSize = offsetof(PaceClockFile, clocks);
+constexpr off_t kLockLength = static_cast<off_t>(kPaceFileSize);
+
+Error path_error(const std::string& path, const std::string& what, int err) {
+  return Error::from_errno(path + ": " + what, err);
+}
+
+void set_boot_id(PaceClockFile* f, std::string_view boot_id) {
+  std::memset(f->boot_id, 0, sizeof f->boot_id);
+  std::memcpy(f->boot_id, boot_id.data(), std::min(boot_id.size(), sizeof f->boot_id - 1));
+}
+
+void clear_clocks(PaceClockFile* f) {
+  for (PaceClock& c : f->clocks)
+    std::atomic_ref<int64_t>(c.tat_ns).store(0, std::memory_order_relaxed);
+}
+
+// No live process's clock runs this far ahead (the longest backlog is a
+// sustain run's loan, at most the share of one second, plus the launches of
+// threads waiting): such a clock is left by a bug or another clock, and would
+// stop every launch.
+constexpr int64_t kFarAheadNs = 60'000'000'000;
+
+void clear_far_clocks(PaceClockFile* f) {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t limit = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + kFarAheadNs;
+  for (PaceClock& c : f->clocks) {
+    std::atomic_ref<int64_t> tat(c.tat_ns);
+    int64_t v = tat.load(std::memory_order_relaxed);
+    if (v > limit) tat.compare_exchange_strong(v, 0, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace
+
+std::string current_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!std::getline(in, id)) return {};
+  if (id.size() >= kBootIdSize) id.resize(kBootIdSize - 1);
+  return id;
+}
+
+Result<PaceHeader> judge_pace_header(std::span<const std::byte> head, uint64_t file_size,
+                                     std::string_view boot_id, const std::string& path) {
+  if (file_size == 0) return PaceHeader::kFresh;
+  if (file_size != kPaceFileSize) {
+    return Error{path + ": has " + std::to_string(file_size) + " bytes, not the " +
+                 std::to_string(kPaceFileSize) + " of an SM pace clock file"};
+  }
+  if (head.size() < kHeaderSize) return Error{path + ": cannot read the header"};
+  PaceClockFile h{};
+  std::memcpy(&h, head.data(), kHeaderSize);
+  // The creator writes the magic last: without it nothing else was in use.
+  if (h.magic == 0) return PaceHeader::kFresh;
+  if (h.magic != kPaceMagic) return Error{path + ": is not an SM pace clock file (no magic)"};
+  if (h.version != kPaceVersion || h.devices != static_cast<uint32_t>(kMaxDevices)) {
+    return Error{path + ": SM pace clock file version " + std::to_string(h.version) + " for " +
+                 std::to_string(h.devices) + " devices; this build reads version " +
+                 std::to_string(kPaceVersion) + " for " + std::to_string(kMaxDevices)};
+  }
+  const std::string_view recorded(h.boot_id, strnlen(h.boot_id, sizeof h.boot_id));
+  return recorded == boot_id ? PaceHeader::kCurrent : PaceHeader::kOtherBoot;
+}
+
+Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
+                                    std::chrono::milliseconds lock_timeout) {
+  const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
+  UniqueFd fd{::open(path.c_str(), flags | O_CREAT | O_EXCL, mode)};
+  if (fd.get() >= 0) {
+    if (::fchmod(fd.get(), mode) != 0) return path_error(path, "cannot set mode", errno);
+  } else if (errno == EEXIST) {
+    fd.reset(::open(path.c_str(), flags | O_NONBLOCK));
+    if (fd.get() < 0) {
+      if (errno == ELOOP) return Error{path + ": is a symbolic link; refusing to follow it", ELOOP};
+      return path_error(path, "cannot open", errno);
+    }
+  } else {
+    return path_error(path, "cannot create", errno);
+  }
+
+  // Whole-file lock while the header is judged and set: two processes
+  // starting together must not both initialise.
+  if (auto locked = lock_range(fd.get(), 0, kLockLength, LockMode::kExclusive, lock_timeout);
+      !locked) {
+    return Error{path + ": lock: " + locked.error().message, locked.error().sys_errno};
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { unlock_range(fd, 0, kLockLength); }
+  } unlock{fd.get()};
+
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
+  const auto size = static_cast<uint64_t>(st.st_size);
+  std::byte head[kHeaderSize] = {};
+  if (size == kPaceFileSize &&
+      ::pread(fd.get(), head, sizeof head, 0) != static_cast<ssize_t>(sizeof head)) {
+    return path_error(path, "cannot read the header", errno);
+  }
+  const std::string boot = current_boot_id();
+  auto verdict = judge_pace_header(head, size, boot, path);
+  if (!verdict) return verdict.error();
+
+  if (size == 0) {
+    // Blocks reserved now: a full disk is an error here, not a SIGBUS at the
+    // first launch.
+    int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(kPaceFileSize));
+    if ((rc == EOPNOTSUPP || rc == EINVAL) &&
+        ::ftruncate(fd.get(), static_cast<off_t>(kPaceFileSize)) == 0) {
+      rc = 0;
+    }
+    if (rc != 0) {
+      return path_error(path, "cannot allocate " + std::to_string(kPaceFileSize) + " bytes", rc);
+    }
+  }
+  void* mem = ::mmap(nullptr, kPaceFileSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (mem == MAP_FAILED) return path_error(path, "cannot map", errno);
+  auto* f = static_cast<PaceClockFile*>(mem);
+  switch (*verdict) {
+    case PaceHeader::kFresh:
+      std::memset(static_cast<void*>(f), 0, kPaceFileSize);
+      f->version = kPaceVersion;
+      f->devices = kMaxDevices;
+      set_boot_id(f, boot);
+      std::atomic_ref<uint64_t>(f->magic).store(kPaceMagic, std::memory_order_release);
+      break;
+    case PaceHeader::kOtherBoot:
+      // The clocks count another boot's monotonic time: a value far in this
+      // boot's future would stop every launch.
+      clear_clocks(f);
+      set_boot_id(f, boot);
+      break;
+    case PaceHeader::kCurrent:
+      clear_far_clocks(f);
+      break;
+  }
+  return PaceClocks(path, f);
+}
+
+PaceClocks::PaceClocks(PaceClocks&& other) noexcept
+    : path_(std::move(other.path_)), file_(other.file_) {
+  other.file_ = nullptr;
+}
+
+PaceClocks& PaceClocks::operator=(PaceClocks&& other) noexcept {
+  if (this != &other) {
+    if (file_ != nullptr) ::munmap(file_, kPaceFileSize);
+    path_ = std::move(other.path_);
+    file_ = other.file_;
+    other.file_ = nullptr;
+  }
+  return *this;
+}
+
+PaceClocks::~PaceClocks() {
+  if (file_ != nullptr) ::munmap(file_, kPaceFileSize);
+}
+
+}  // namespace hami::region

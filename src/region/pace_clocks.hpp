@@ -1,0 +1,92 @@
+#pragma once
+// PaceClocks: the SM pacer clocks a container's processes share. A share
+// (`nvidia.com/gpucores: 30`) belongs to the container, so every process of it
+// charges its launches against one clock per device: the theoretical arrival
+// time of libvgpu's SharePacer, in CLOCK_MONOTONIC nanoseconds. The clocks live
+// in a small file of ours beside the state file (`<state file>.pace`), not in
+// the state file, whose layout is upstream's and has no room; the node agent
+// and the monitor only read `*.cache` files and never see it.
+//
+// The file records the boot its clocks count from (the monotonic clock starts
+// again at each boot), and clocks of another boot are cleared when it is
+// opened. A file of the wrong size, or another format, is refused untouched.
+//
+//   auto clocks = hami::region::PaceClocks::open(state_path + ".pace");
+//   if (!clocks) log(clocks.error().message);  // each process then paces itself
+//   else pacer_cell = clocks->clock(dev);
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/result.hpp"
+#include "region/layout_v1.hpp"
+
+namespace hami::region {
+
+// "HAMIPACE" little-endian.
+inline constexpr uint64_t kPaceMagic = 0x45434150494D4148ull;
+inline constexpr uint32_t kPaceVersion = 1;
+inline constexpr size_t kBootIdSize = 40;
+
+// Each clock on its own cache line: processes pacing different GPUs of one
+// container do not slow each other's compare-and-swap.
+struct alignas(64) PaceClock {
+  int64_t tat_ns;
+  unsigned char pad[56];
+};
+
+struct PaceClockFile {
+  uint64_t magic;             // kPaceMagic once initialised (written last)
+  uint32_t version;           // kPaceVersion
+  uint32_t devices;           // kMaxDevices
+  char boot_id[kBootIdSize];  // /proc/sys/kernel/random/boot_id of the clocks' boot
+  uint64_t reserved;
+  PaceClock clocks[kMaxDevices];
+};
+inline constexpr size_t kPaceFileSize = 1088;
+static_assert(sizeof(PaceClockFile) == kPaceFileSize);
+
+// What an existing file's header says, judged without touching it.
+enum class PaceHeader {
+  kFresh,      // empty, or never finished by its creator: initialise it
+  kOtherBoot,  // ours, written in another boot: clear its clocks
+  kCurrent,    // ours, this boot: use it as it is
+};
+// `head` is the file's first bytes (at least the header when the size is
+// right), `file_size` its size. An error says what is wrong with the file.
+Result<PaceHeader> judge_pace_header(std::span<const std::byte> head, uint64_t file_size,
+                                     std::string_view boot_id, const std::string& path);
+
+// This boot's id (36 characters), or "" when the kernel does not say.
+std::string current_boot_id();
+
+class PaceClocks {
+ public:
+  // Opens or creates the file (created with `mode` exactly, whatever the
+  // umask). An error leaves an existing file as it was.
+  static Result<PaceClocks> open(const std::string& path, mode_t mode = 0666,
+                                 std::chrono::milliseconds lock_timeout = std::chrono::seconds(5));
+
+  PaceClocks(PaceClocks&& other) noexcept;
+  PaceClocks& operator=(PaceClocks&& other) noexcept;
+  PaceClocks(const PaceClocks&) = delete;
+  PaceClocks& operator=(const PaceClocks&) = delete;
+  ~PaceClocks();
+
+  // Device `dev`'s clock, for std::atomic_ref; valid while this object lives.
+  int64_t* clock(int dev) noexcept { return &file_->clocks[dev].tat_ns; }
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  PaceClocks(std::string path, PaceClockFile* file) : path_(std::move(path)), file_(file) {}
+  std::string path_;
+  PaceClockFile* file_ = nullptr;
+};
+
+}  // namespace hami::region
