@@ -30,8 +30,10 @@ void set_boot_id(PaceClockFile* f, std::string_view boot_id) {
 }
 
 void clear_clocks(PaceClockFile* f) {
-  for (PaceClock& c : f->clocks)
+  for (PaceClock& c : f->clocks) {
     std::atomic_ref<int64_t>(c.tat_ns).store(0, std::memory_order_relaxed);
+    std::atomic_ref<int64_t>(c.run_until_ns).store(0, std::memory_order_relaxed);
+  }
 }
 
 // No live process's clock runs this far ahead (the longest backlog is a
@@ -45,9 +47,11 @@ void clear_far_clocks(PaceClockFile* f) {
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
   const int64_t limit = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + kFarAheadNs;
   for (PaceClock& c : f->clocks) {
-    std::atomic_ref<int64_t> tat(c.tat_ns);
-    int64_t v = tat.load(std::memory_order_relaxed);
-    if (v > limit) tat.compare_exchange_strong(v, 0, std::memory_order_relaxed);
+    for (int64_t* field : {&c.tat_ns, &c.run_until_ns}) {
+      std::atomic_ref<int64_t> t(*field);
+      int64_t v = t.load(std::memory_order_relaxed);
+      if (v > limit) t.compare_exchange_strong(v, 0, std::memory_order_relaxed);
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // PaceClocks: the SM pacer clocks a container's processes share. A share
 // (`nvidia.com/gpucores: 30`) belongs to the container, so every process of it
 // charges its launches against one clock per device: the theoretical arrival
-// time of libvgpu's SharePacer, in CLOCK_MONOTONIC nanoseconds. The clocks live
+// time of libvgpu's SharePacer, in CLOCK_MONOTONIC nanoseconds. Beside each
+// clock, which process holds the container's sustain run (LaunchLimiter). The clocks live
 // in a small file of ours beside the state file (`<state file>.pace`), not in
 // the state file, whose layout is upstream's and has no room; the node agent
 // and the monitor only read `*.cache` files and never see it.
@@ -13,7 +14,7 @@
 //
 //   auto clocks = hami::region::PaceClocks::open(state_path + ".pace");
 //   if (!clocks) log(clocks.error().message);  // each process then paces itself
-//   else pacer_cell = clocks->clock(dev);
+//   else { opt.shared_clock = clocks->clock(dev); opt.shared_run_until = clocks->run_until(dev); }
 
 #include <sys/types.h>
 
@@ -38,7 +39,9 @@ inline constexpr size_t kBootIdSize = 40;
 // container do not slow each other's compare-and-swap.
 struct alignas(64) PaceClock {
   int64_t tat_ns;
-  unsigned char pad[56];
+  // Until when one process holds the container's sustain run (0: none).
+  int64_t run_until_ns;
+  unsigned char pad[48];
 };
 
 struct PaceClockFile {
@@ -79,8 +82,10 @@ class PaceClocks {
   PaceClocks& operator=(const PaceClocks&) = delete;
   ~PaceClocks();
 
-  // Device `dev`'s clock, for std::atomic_ref; valid while this object lives.
+  // Device `dev`'s clock and run holder, for std::atomic_ref; valid while
+  // this object lives.
   int64_t* clock(int dev) noexcept { return &file_->clocks[dev].tat_ns; }
+  int64_t* run_until(int dev) noexcept { return &file_->clocks[dev].run_until_ns; }
   const std::string& path() const noexcept { return path_; }
 
  private:

@@ -72,7 +72,10 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
   limiter::LimiterOptions opt;
   opt.percent = percent_[d].load(std::memory_order_relaxed);
   opt.sustain_run_ns = int64_t{sustain_ms_} * 1'000'000;
-  if (clocks_) opt.shared_clock = clocks_->clock(dev);
+  if (clocks_) {
+    opt.shared_clock = clocks_->clock(dev);
+    opt.shared_run_until = clocks_->run_until(dev);
+  }
   auto* timer = new (std::nothrow) CudaEventTimer();
   auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
   if (lim == nullptr) {

@@ -90,6 +90,7 @@ TEST(PaceClocks, ClocksOfAnotherBootAreCleared) {
     auto clocks = PaceClocks::open(path);
     ASSERT_TRUE(clocks) << clocks.error().message;
     *clocks->clock(0) = monotonic_ns() + 1'000'000'000;
+    *clocks->run_until(0) = monotonic_ns() + 1'000'000'000;
   }
   PaceClockFile f = header_of(path);
   std::memcpy(f.boot_id, "00000000-0000-0000-0000-000000000000", 37);
@@ -97,6 +98,7 @@ TEST(PaceClocks, ClocksOfAnotherBootAreCleared) {
   auto clocks = PaceClocks::open(path);
   ASSERT_TRUE(clocks) << clocks.error().message;
   EXPECT_EQ(*clocks->clock(0), 0);
+  EXPECT_EQ(*clocks->run_until(0), 0);
   EXPECT_EQ(std::string(header_of(path).boot_id), current_boot_id());
 }
 
@@ -108,10 +110,14 @@ TEST(PaceClocks, AClockFarAheadIsClearedAndOneNearIsKept) {
   const int64_t near = monotonic_ns() + 2'000'000'000;  // a long sustain run's loan
   *first->clock(0) = near;
   *first->clock(1) = monotonic_ns() + 3'600'000'000'000;  // an hour: no live clock
+  *first->run_until(2) = near;
+  *first->run_until(3) = monotonic_ns() + 3'600'000'000'000;
   auto second = PaceClocks::open(path);
   ASSERT_TRUE(second) << second.error().message;
   EXPECT_EQ(*second->clock(0), near);
   EXPECT_EQ(*second->clock(1), 0);
+  EXPECT_EQ(*second->run_until(2), near);
+  EXPECT_EQ(*second->run_until(3), 0);
 }
 
 TEST(PaceClocks, AFileLeftUnfinishedIsInitialised) {

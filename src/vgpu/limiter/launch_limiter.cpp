@@ -91,13 +91,44 @@ int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns,
   // A sustain run is due. It is under way while the program keeps ahead of
   // its share, and counts the GPU time admitted meanwhile.
   const bool ahead = pacer_.backlog_ns(now_ns) > options_.burst_ns;
+  if (ahead && !hold_run(now_ns))
+    return pacer_.admit(cost, options_.percent, now_ns, options_.burst_ns);
   const int64_t go = pacer_.admit(cost, options_.percent, now_ns, sustain_burst_ns_);
   track_sustain_run(ahead ? cost : -1, now_ns);
   return go;
 }
 
+bool LaunchLimiter::hold_run(int64_t now_ns) noexcept {
+  if (options_.shared_run_until == nullptr) return true;
+  std::atomic_ref<int64_t> until(*options_.shared_run_until);
+  int64_t cur = until.load(std::memory_order_relaxed);
+  const int64_t mine = run_claim_.load(std::memory_order_relaxed);
+  if (mine != 0 && cur == mine) return true;
+  if (cur > now_ns) {
+    // Another process of the container is in its run, and its loan holds our
+    // launches back: ours comes after it, with the GPU to itself.
+    next_sustain_ns_.store(std::max(next_sustain_ns_.load(std::memory_order_relaxed), cur),
+                           std::memory_order_relaxed);
+    return false;
+  }
+  // Held at most this long, so that a process that dies in its run does not
+  // keep the others from theirs: a run alone takes about its GPU time.
+  const int64_t claim = now_ns + 2 * sustain_run_ns_ + options_.burst_ns;
+  if (!until.compare_exchange_strong(cur, claim, std::memory_order_relaxed)) return false;
+  run_claim_.store(claim, std::memory_order_relaxed);
+  return true;
+}
+
+void LaunchLimiter::release_run() noexcept {
+  int64_t mine = run_claim_.exchange(0, std::memory_order_relaxed);
+  if (mine == 0 || options_.shared_run_until == nullptr) return;
+  std::atomic_ref<int64_t>(*options_.shared_run_until)
+      .compare_exchange_strong(mine, 0, std::memory_order_relaxed);
+}
+
 void LaunchLimiter::track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept {
   if (cost_ns < 0) {  // the program is not ahead of its share: no run, or it broke off
+    if (run_claim_.load(std::memory_order_relaxed) != 0) release_run();
     if (sustain_charged_ns_.load(std::memory_order_relaxed) != 0)
       sustain_charged_ns_.store(0, std::memory_order_relaxed);
     if (sustain_late_.load(std::memory_order_relaxed))
@@ -144,6 +175,7 @@ void LaunchLimiter::end_sustain_run(int64_t now_ns) noexcept {
   sustain_late_.store(false, std::memory_order_relaxed);
   sustain_run_.fetch_add(1, std::memory_order_relaxed);
   sustain_runs_.fetch_add(1, std::memory_order_relaxed);
+  release_run();
 }
 
 void LaunchLimiter::note_wait(int64_t ns) noexcept {

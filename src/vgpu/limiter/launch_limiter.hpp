@@ -74,6 +74,10 @@ struct LimiterOptions {
   // The container's pacer clock for this device, shared with its other
   // processes (region::PaceClocks); nullptr: a clock of this limiter's own.
   int64_t* shared_clock = nullptr;
+  // Beside it, until when one of those processes holds its sustain run (the
+  // others' runs wait for it: together they would share the GPU, and their
+  // runs measure nothing); nullptr: no other process to wait for.
+  int64_t* shared_run_until = nullptr;
 };
 
 enum class LaunchPath : uint8_t { kKernel, kKernelEx, kCooperative, kGraph };
@@ -197,6 +201,10 @@ class LaunchLimiter {
   // was not ahead of its share.
   void track_sustain_run(int64_t cost_ns, int64_t now_ns) noexcept;
   void end_sustain_run(int64_t now_ns) noexcept;
+  // Claims the container's sustain run for this process (false: another
+  // process holds it, and ours is put off until it ends).
+  bool hold_run(int64_t now_ns) noexcept;
+  void release_run() noexcept;
 
   const LimiterOptions options_;
   // Derived from the options: a sustain run's GPU time, and the pacer's
@@ -222,6 +230,7 @@ class LaunchLimiter {
   std::atomic<bool> sustain_late_{false};                // the run is in its second half
   std::atomic<bool> sustain_shared_{false};  // the run shares the GPU: it measures nothing
   std::atomic<uint32_t> sustain_run_{1};     // numbers the runs
+  std::atomic<int64_t> run_claim_{0};        // our value in *shared_run_until (0: none)
   std::atomic<uint64_t> sustain_runs_{0};
   std::atomic<uint64_t> sustain_runs_shared_{0};
 
