@@ -6,7 +6,8 @@
 # built with --default-stream per-thread (the _ptsz entry points), graph (a
 # PyTorch CUDA graph of 8 matmuls, replayed). Each limited run is compared with
 # the same workload unlimited and without libvgpu.so, measured before and after.
-# Then two gemm containers (separate state files) at 30 % and 60 % together.
+# Then two gemm containers (separate state files) at 30 % and 60 % together,
+# and one container of two gemm processes (one state file) at 30 %.
 #
 # In-process runs (the *_phased parts): one process under
 # GPU_CORE_UTILIZATION_POLICY=default runs unthrottled, throttled for SECONDS+2,
@@ -19,7 +20,7 @@
 # (hook_bench launch_ab), 15 processes per condition, with an A/A control.
 #
 # Environment: SM_LIMIT_PARTS (default: gemm launch launch_ptds graph pair
-# launch_phased launch_ptds_phased gemm_phased overhead), SM_LIMIT_LAUNCH_ROUNDS
+# procs launch_phased launch_ptds_phased gemm_phased overhead), SM_LIMIT_LAUNCH_ROUNDS
 # and SM_LIMIT_PHASED_ROUNDS (rounds of all limits, default 1),
 # SM_LIMIT_PHASED_LIMITS (default 10 30 50 70 90), SM_LIMIT_AB_ROUNDS (default
 # 15), SM_LIMIT_LOG_LEVEL (LIBCUDA_LOG_LEVEL of the limited runs, default 3).
@@ -66,11 +67,11 @@ command_for() {  # workload [seconds]
   esac
 }
 
-run() {  # workload limit(0 = bare) tag
+run() {  # workload limit(0 = bare) tag [state file]
   local env=()
   if [ "$2" != 0 ]; then
     env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" LIBCUDA_LOG_LEVEL="$log_level"
-         CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/$1-$2-$3-$RANDOM.cache")
+         CUDA_DEVICE_MEMORY_SHARED_CACHE="${4:-$work/$1-$2-$3-$RANDOM.cache}")
   fi
   local line t0 t1
   t0=$(date +%s.%N)
@@ -101,7 +102,7 @@ run_phased() {  # workload limit tag
 }
 
 # SM_LIMIT_PARTS picks parts of the run (all by default).
-parts=" ${SM_LIMIT_PARTS:-gemm launch launch_ptds graph pair launch_phased launch_ptds_phased gemm_phased overhead} "
+parts=" ${SM_LIMIT_PARTS:-gemm launch launch_ptds graph pair procs launch_phased launch_ptds_phased gemm_phased overhead} "
 want() { [[ $parts == *" $1 "* ]]; }
 want gemm && {
   run gemm 0 before
@@ -137,6 +138,19 @@ run gemm 60 pair &
 pair2=$!
 wait $pair1 $pair2
 run gemm 0 pair-after
+fi
+
+if want procs; then
+run gemm 0 procs-before
+# One container of two processes: one state file (and .pace file beside it),
+# one share of 30 % between them.
+shared="$work/procs-$RANDOM.cache"
+run gemm 30 procs "$shared" &
+procs1=$!
+run gemm 30 procs "$shared" &
+procs2=$!
+wait $procs1 $procs2
+run gemm 0 procs-after
 fi
 
 # SM_LIMIT_PHASED_ROUNDS rounds of all limits, in-process.

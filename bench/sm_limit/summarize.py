@@ -45,7 +45,7 @@ print(f"{'workload':12} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second m
 failures = 0
 by_round = collections.defaultdict(list)
 for r in rows:
-    if r["limit"] == 0:
+    if r["limit"] == 0 or r["tag"] == "procs":
         continue
     tags = ("pair-before", "pair-after") if r["tag"] == "pair" else ("before", "after")
     rnd = r["tag"][len("single"):] if r["tag"].startswith("single-r") else ""
@@ -63,6 +63,20 @@ for r in rows:
           f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {gpu_during(r)}")
     if rnd:
         by_round[(r["workload"], r["limit"])].append(achieved)
+# One container of two processes: their rates together against the limit.
+procs = [r for r in rows if r["tag"] == "procs"]
+if procs:
+    base, _ = baseline(procs[0]["workload"], ("procs-before", "procs-after"))
+    limit = procs[0]["limit"]
+    achieved = 100.0 * sum(r["result"]["rate"] for r in procs) / base
+    n = min(len(r["result"]["per_second"]) for r in procs)
+    secs = [100.0 * sum(r["result"]["per_second"][i] for r in procs) / base for i in range(1, n)]
+    judged = verdict(limit, achieved, secs)
+    failures += judged != "ok"
+    split = " + ".join(f"{100.0 * r['result']['rate'] / base:.2f}" for r in procs)
+    print(f"{procs[0]['workload'] + ' (procs)':12} {limit:5d} {achieved:8.2f}% {achieved - limit:+6.2f}  "
+          f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {len(procs)} processes, one state "
+          f"file: {split} %")
 if by_round:
     print()
     print("# Median over the rounds of each limit (each round against its own unlimited runs):")
@@ -76,8 +90,10 @@ for w in ("gemm", "launch", "launch_ptds", "graph"):
         continue
     during = [gpu_during(r) for r in rows if r["workload"] == w and r["limit"] == 0][:2]
     print(f"unlimited {w}: {', '.join(f'{x:.1f}' for x in rates)} /s   {' | '.join(during)}")
-base, rates = baseline("gemm", ("pair-before", "pair-after"))
-print(f"unlimited gemm around the pair: {', '.join(f'{x:.1f}' for x in rates)} /s")
+for tag in ("pair", "procs"):
+    base, rates = baseline("gemm", (f"{tag}-before", f"{tag}-after"))
+    if rates:
+        print(f"unlimited gemm around the {tag}: {', '.join(f'{x:.1f}' for x in rates)} /s")
 
 # A/A: each unlimited run after a limited one, judged like a limited run at
 # 100 % against the unlimited run before it. What this shows is the noise of
