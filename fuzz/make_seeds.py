@@ -71,6 +71,22 @@ write("region_raw", "v2-header", struct.pack("<Q", 2008953) + struct.pack("<iII"
 write("region_raw", "short", struct.pack("<Q", 11) + head[:11])
 write("region_raw", "huge-claim", struct.pack("<Q", 1 << 63) + head)
 
+PACE_MAGIC = 0x45434150494D4148  # "HAMIPACE"
+
+
+def pace(version=1, magic=PACE_MAGIC, boot=b"00000000-1111-2222-3333-444444444444"):
+    clocks = b"".join(struct.pack("<qq", 10**12 + d, 10**12 + 2 * d).ljust(64, b"\0") for d in range(16))
+    return struct.pack("<QII", magic, version, 16) + boot.ljust(40, b"\0") + struct.pack("<Q", 0) + clocks
+
+
+assert len(pace()) == 1088
+write("pace_clocks", "other-boot", struct.pack("<Q", 1088) + pace())
+write("pace_clocks", "zeros", struct.pack("<Q", 1088) + bytes(1088))
+write("pace_clocks", "empty", struct.pack("<Q", 0))
+write("pace_clocks", "short", struct.pack("<Q", 100) + pace()[:100])
+write("pace_clocks", "foreign-magic", struct.pack("<Q", 1088) + pace(magic=0x3154584554534F50))
+write("pace_clocks", "version-2", struct.pack("<Q", 1088) + pace(version=2))
+
 write("proc_stat", "bash", b"1234 (bash) S 1 1234 1234 34816 1234 4194560 1039 0 0 0 1 0 0 0 20 0 1 0 "
       b"987654 8527872 1120 18446744073709551615 1 1 0 0 0 0 65536 3670020 1266777851 0 0 0 17 1\n")
 write("proc_stat", "odd-comm", b"77 (a) b (c) )) Z 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 555\n")
