@@ -15,13 +15,16 @@
 # clears utilization_switch; its throttled seconds are judged against its own
 # unthrottled ones. On this machine two runs of one launch-bound program
 # differ by up to 30 %, which no reference from another process can remove.
+# The launch_interleaved part alternates 3 s unthrottled and 4 s throttled
+# six times, each throttled second judged against the phases either side.
 # And the hook's cost with no binding share, inside one process: launches
 # through the pointer the runtime is given against the driver's own function
 # (hook_bench launch_ab), 15 processes per condition, with an A/A control.
 #
 # Environment: SM_LIMIT_PARTS (default: gemm launch launch_ptds graph pair
-# procs launch_phased launch_ptds_phased gemm_phased overhead), SM_LIMIT_LAUNCH_ROUNDS
-# and SM_LIMIT_PHASED_ROUNDS (rounds of all limits, default 1),
+# procs launch_phased launch_ptds_phased gemm_phased overhead; also
+# launch_interleaved), SM_LIMIT_LAUNCH_ROUNDS, SM_LIMIT_PHASED_ROUNDS and
+# SM_LIMIT_INTERLEAVED_ROUNDS (rounds of all limits, default 1),
 # SM_LIMIT_PHASED_LIMITS (default 10 30 50 70 90), SM_LIMIT_AB_ROUNDS (default
 # 15), SM_LIMIT_LOG_LEVEL (LIBCUDA_LOG_LEVEL of the limited runs, default 3).
 set -uo pipefail
@@ -89,14 +92,16 @@ run() {  # workload limit(0 = bare) tag [state file]
 # clears the switch as soon as the file is there.
 phased="$out/sm-limit-phased-raw.jsonl"
 : > "$phased"
-run_phased() {  # workload limit tag
+run_phased() {  # workload limit tag [steps program-seconds]
   local cache="$work/phased-$1-$2-$3-$RANDOM.cache" sw="$work/switches-$RANDOM" line
-  "$switch_phases" "$cache" 0:5 "1:$((secs + 2))" 0:0 > "$sw" 2>>"$logs" &
+  local steps=${4:-"0:5 1:$((secs + 2)) 0:0"} length=${5:-$((secs + 13))}
+  # shellcheck disable=SC2086  # steps are words
+  "$switch_phases" "$cache" $steps > "$sw" 2>>"$logs" &
   local sw_pid=$!
   # shellcheck disable=SC2046  # the command is words without spaces
   line=$(env LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" GPU_CORE_UTILIZATION_POLICY=default \
     LIBCUDA_LOG_LEVEL="$log_level" CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" "${pin[@]}" \
-    $(command_for "$1" $((secs + 13))) 2>>"$logs" | tail -1)
+    $(command_for "$1" "$length") 2>>"$logs" | tail -1)
   wait "$sw_pid"
   echo "{\"workload\": \"$1\", \"limit\": $2, \"tag\": \"$3\", \"switches\": [$(paste -sd, "$sw")], \"result\": $line}" >> "$phased"
 }
@@ -163,6 +168,16 @@ want launch_phased && for round in $(seq "${SM_LIMIT_PHASED_ROUNDS:-1}"); do
   for l in ${SM_LIMIT_PHASED_LIMITS:-10 30 50 70 90}; do run_phased launch "$l" "r$round"; done
 done
 want launch_ptds_phased && run_phased launch_ptds 30 r1
+# Interleaved: 3 s unthrottled and 4 s throttled, six times, then
+# unthrottled. Each throttled second is judged against the unthrottled phases
+# either side of its own, 3 s away instead of up to 12: the host's speed moves
+# in phases of seconds, and this reference follows it more closely.
+interleaved_steps="$(for _ in 1 2 3 4 5 6; do printf '0:3 1:4 '; done)0:0"
+want launch_interleaved && for round in $(seq "${SM_LIMIT_INTERLEAVED_ROUNDS:-1}"); do
+  for l in ${SM_LIMIT_PHASED_LIMITS:-10 30 50 70 90}; do
+    run_phased launch "$l" "il-r$round" "$interleaved_steps" 49
+  done
+done
 # The compute-bound program both ways: where the host does not matter, the
 # in-process and the cross-process reference must agree.
 want gemm_phased && for l in 30 70; do run_phased gemm "$l" r1; done

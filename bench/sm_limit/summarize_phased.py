@@ -53,9 +53,86 @@ def split_seconds(row):
     return before, throttled, after
 
 
-def main():
-    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def phase_seconds(row):
+    """Per switch phase, in order: (switch value, whole-second counts inside it),
+    by the same rule as split_seconds."""
+    res = row["result"]
+    out = [(value, []) for _, _, value in phases(row["switches"])]
+    for i, count in enumerate(res["per_second"]):
+        lo, hi = res["t0_ns"] + i * NS, res["t0_ns"] + (i + 1) * NS
+        for k, (start, end, value) in enumerate(phases(row["switches"])):
+            if lo >= start + (FIRST_S if value else MARGIN_S) * NS and hi <= end:
+                out[k][1].append(count)
+                break
+    return out
+
+
+def interleaved(row):
+    """Throttled and A/A seconds of an interleaved run, in percent: each second
+    of a throttled phase against the mean of the unthrottled phases either side
+    of it; each second of an inner unthrottled phase against the unthrottled
+    phases either side of it (two phases away): the same judgement with no
+    limiter, which is the noise of the method."""
+    ph = phase_seconds(row)
+    throttled, aa = [], []
+    for k, (value, counts) in enumerate(ph):
+        side = 1 if value else 2
+        if not counts or k - side < 0 or k + side >= len(ph):
+            continue
+        ref = [c for j in (k - side, k + side) if not ph[j][0] for c in ph[j][1]]
+        if not ref:
+            continue
+        base = statistics.mean(ref)
+        (throttled if value else aa).extend(100.0 * c / base for c in counts)
+    return throttled, aa
+
+
+def is_interleaved(row):
+    return sum(1 for s in row["switches"] if s["switch"]) > 1
+
+
+def print_interleaved(rows):
+    rows = [r for r in rows if is_interleaved(r)]
     if not rows:
+        return
+    print()
+    print("# Interleaved in-process runs: 3 s unthrottled and 4 s throttled, six times.")
+    print("# Achieved = the mean of the throttled seconds, each against the mean of the")
+    print("# unthrottled phases either side of its own (the first second after each switch")
+    print("# to throttled left out). A/A: each second of an inner unthrottled phase judged")
+    print("# the same way against the unthrottled phases either side of it, no limiter")
+    print("# involved: how far this method itself moves on this host.")
+    print(f"{'workload':18} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>20}  "
+          f"{'verdict':12} {'secs':>4} {'A/A mean':>9} {'A/A seconds':>16}")
+    failures = 0
+    by_limit = collections.defaultdict(list)
+    for row in rows:
+        name = f"{row['workload']} {row['tag']}"
+        secs, aa = interleaved(row)
+        if not secs or not aa:
+            print(f"{name:18} {row['limit']:5d}  too few whole seconds in the phases")
+            failures += 1
+            continue
+        achieved = statistics.mean(secs)
+        judged = verdict(row["limit"], achieved, secs)
+        failures += judged != "ok"
+        print(f"{name:18} {row['limit']:5d} {achieved:8.2f}% {achieved - row['limit']:+6.2f} "
+              f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {len(secs):4d} "
+              f"{statistics.mean(aa):8.2f}% {min(aa):7.2f}..{max(aa):6.2f}%")
+        by_limit[(row["workload"], row["limit"])].append(achieved)
+    if any(len(v) > 1 for v in by_limit.values()):
+        print()
+        print("# Median over the rounds of each limit:")
+        print_medians(by_limit, 18)
+    print()
+    print(f"{failures} interleaved run(s) outside their targets")
+
+
+def main():
+    all_rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    rows = [r for r in all_rows if not is_interleaved(r)]
+    if not rows:
+        print_interleaved(all_rows)
         return
     print()
     print("# In-process runs (GPU_CORE_UTILIZATION_POLICY=default, switch-phases as the node")
@@ -99,6 +176,7 @@ def main():
         print_medians(by_limit, 18)
     print()
     print(f"{failures} in-process run(s) outside their targets")
+    print_interleaved(all_rows)
 
 
 if __name__ == "__main__":
