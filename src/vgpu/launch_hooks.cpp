@@ -124,7 +124,7 @@ template <class Shape, class Call>
     // Inside a back-to-back run or a batch: no clock, no pacer until it ends.
     if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
     const CUresult rc = call();
-    if (rc != CUDA_SUCCESS) lim->after_launch(tw.w, false);
+    if (rc != CUDA_SUCCESS) lim->light_launch_failed(tw.w);
     return rc;
   }
   // The clock is read once per launch that is not light.

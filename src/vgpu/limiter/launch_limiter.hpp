@@ -150,6 +150,13 @@ class LaunchLimiter {
     ++w.launches;
     return true;
   }
+  // A light launch the driver refused: nothing reached the GPU, so it is not
+  // charged, and the run it was part of measures nothing.
+  void light_launch_failed(SampleWindow& w) noexcept {
+    if (w.owner != this) return;
+    if (w.launches > 1) --w.launches;
+    after_launch(w, false);
+  }
   // The host time a run that before_launch just opened starts from.
   static void start_run_clock(SampleWindow& w, int64_t now_ns) noexcept { w.opened_ns = now_ns; }
   // Ends the thread's sample before it waits or switches device.

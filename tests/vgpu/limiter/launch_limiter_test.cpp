@@ -327,6 +327,30 @@ TEST(LaunchLimiter, AFailedLaunchMeasuresNothing) {
   EXPECT_EQ(r.lim.cost_of(9), 0);
 }
 
+// A light launch the driver refuses is not charged; those before it are.
+TEST(LaunchLimiter, AFailedLightLaunchIsNotCharged) {
+  LimiterOptions o = at(50);
+  o.sustain_run_ns = 0;
+  Rig r(o);
+  for (int i = 0; i < 3; ++i)
+    r.launch(9, 3 * us, i * ms);  // learnt: 3 us, below stream_worth_ns, so batches open
+  r.harvest(2400 * us);
+  ASSERT_EQ(r.lim.cost_of(9), 3 * us);
+  // A paced launch opens a batch (a sample is not due yet: 1 ms after the last).
+  const int64_t t = 2500 * us;
+  r.lim.admit(9, LaunchPath::kKernel, t);
+  ASSERT_FALSE(r.lim.before_launch(r.w, 9, 1, t, true));
+  r.lim.after_launch(r.w, true, t);
+  ASSERT_EQ(r.w.owner, &r.lim) << "a batch is open";
+  const uint64_t before = r.lim.stats().charged_ns;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(r.lim.light_launch(r.w, 9, 1));  // 4 light launches went through
+  ASSERT_TRUE(r.lim.light_launch(r.w, 9, 1));
+  r.lim.light_launch_failed(r.w);  // the fifth failed
+  EXPECT_EQ(r.w.owner, nullptr) << "the batch ends";
+  EXPECT_EQ(r.lim.stats().charged_ns - before, static_cast<uint64_t>(4 * 3 * us));
+}
+
 // The defect behind (d): launches admitted while their shape's cost is
 // unknown are never charged it. A correct limiter charges them once the cost
 // is known, so that over time every launch is charged what it costs. Fails
