@@ -2,11 +2,12 @@
 // PaceClocks: the SM pacer clocks a container's processes share. A share
 // (`nvidia.com/gpucores: 30`) belongs to the container, so every process of it
 // charges its launches against one clock per device: the theoretical arrival
-// time of libvgpu's SharePacer, in CLOCK_MONOTONIC nanoseconds. Beside each
-// clock, which process holds the container's sustain run (LaunchLimiter). The clocks live
-// in a small file of ours beside the state file (`<state file>.pace`), not in
-// the state file, whose layout is upstream's and has no room; the node agent
-// and the monitor only read `*.cache` files and never see it.
+// time of libvgpu's SharePacer, in CLOCK_MONOTONIC nanoseconds; beside each
+// clock, which process holds the container's sustain run (LaunchLimiter). The
+// clocks live in a small file of ours beside the state file
+// (`<state file>.pace`), not in the state file, whose layout is upstream's and
+// has no room; the node agent and the monitor only read `*.cache` files and
+// never see it.
 //
 // The file records the boot its clocks count from (the monotonic clock starts
 // again at each boot), and clocks of another boot are cleared when it is

@@ -42,7 +42,8 @@ void SmControl::init(region::Region& region, const Config& cfg) noexcept {
     percent_[static_cast<size_t>(d)].store(static_cast<uint32_t>(pct), std::memory_order_relaxed);
     any_limit_ = true;
   }
-  if (any_limit_) open_pace_clocks(region);
+  // Under `disable` the share is never enforced: no clock to share.
+  if (any_limit_ && policy_ != limiter::CorePolicy::kDisable) open_pace_clocks(region);
 }
 
 void SmControl::open_pace_clocks(const region::Region& region) noexcept {

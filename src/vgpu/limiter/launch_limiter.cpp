@@ -102,7 +102,13 @@ bool LaunchLimiter::hold_run(int64_t now_ns) noexcept {
   if (options_.shared_run_until == nullptr) return true;
   std::atomic_ref<int64_t> until(*options_.shared_run_until);
   int64_t cur = until.load(std::memory_order_relaxed);
-  const int64_t mine = run_claim_.load(std::memory_order_relaxed);
+  int64_t mine = run_claim_.load(std::memory_order_relaxed);
+  if (mine != 0 && cur == mine) return true;
+  // Claims are rare (one a run); the lock keeps this process's threads from
+  // taking a claim one of them is making for another process's.
+  std::lock_guard lock(run_mu_);
+  cur = until.load(std::memory_order_relaxed);
+  mine = run_claim_.load(std::memory_order_relaxed);
   if (mine != 0 && cur == mine) return true;
   if (cur > now_ns) {
     // Another process of the container is in its run, and its loan holds our
@@ -120,6 +126,7 @@ bool LaunchLimiter::hold_run(int64_t now_ns) noexcept {
 }
 
 void LaunchLimiter::release_run() noexcept {
+  std::lock_guard lock(run_mu_);
   int64_t mine = run_claim_.exchange(0, std::memory_order_relaxed);
   if (mine == 0 || options_.shared_run_until == nullptr) return;
   std::atomic_ref<int64_t>(*options_.shared_run_until)

@@ -32,7 +32,8 @@
 //    hook; paced one by one, it could not run near its full speed.
 //
 // Thread-safe. The per-launch path is lock-free (a table probe, one CAS);
-// sampling and harvesting take a lock at most once per sample.
+// sampling and harvesting take a lock at most once per sample, and a sustain
+// run shared with other processes one to claim it and one to give it back.
 //
 //   SampleWindow& w = this_thread_window;
 //   if (lim.light_launch(w, key, stream)) return real_launch(...);
@@ -238,6 +239,7 @@ class LaunchLimiter {
   std::atomic<bool> sustain_shared_{false};  // the run shares the GPU: it measures nothing
   std::atomic<uint32_t> sustain_run_{1};     // numbers the runs
   std::atomic<int64_t> run_claim_{0};        // our value in *shared_run_until (0: none)
+  std::mutex run_mu_;                        // taking or giving back a claim
   std::atomic<uint64_t> sustain_runs_{0};
   std::atomic<uint64_t> sustain_runs_shared_{0};
 
