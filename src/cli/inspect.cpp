@@ -1,10 +1,14 @@
 #include "cli/inspect.hpp"
 
+#include <time.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/table.hpp"
 #include "common/bytes.hpp"
+#include "vgpu/limiter/launch_limiter.hpp"
 
 namespace hami::cli {
 namespace {
@@ -79,9 +83,86 @@ std::string absent_device_limits(const RegionSnapshot& snap, int rows) {
          memory_limit_text(mem) + ", SM " + sm_limit_text(sm) + ".\n";
 }
 
+// Work admitted up to this far ahead goes at once (the pacer's burst).
+const int64_t kPacerBurstNs = vgpu::limiter::LimiterOptions{}.burst_ns;
+
+bool has_share(const RegionSnapshot& snap, int d) {
+  return snap.sm_limit[d] != 0 && snap.sm_limit[d] < 100;
+}
+
+std::string seconds_text(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
+// One line per device with a share: how far the admitted work reaches past
+// now (launches wait while it is more than the pacer's 5 ms burst).
+std::string pace_text(const RegionSnapshot& snap, const PaceInfo& pace) {
+  std::string out = "SM pacing   ";
+  if (!pace.error.empty()) return out + pace.error + "\n";
+  if (!pace.snap) return out + "no " + pace.path + " yet: no process has paced\n";
+  out += pace.path + "\n";
+  if (!pace.snap->this_boot) {
+    return out + "  written in another boot; its clocks are cleared when a process next starts\n";
+  }
+  for (int d = 0; d < kMaxDevices; ++d) {
+    const auto i = static_cast<size_t>(d);
+    // Devices the file records, and any other whose clock a process has used.
+    if (!has_share(snap, d) || (d >= snap.device_rows() && pace.snap->tat_ns[i] == 0)) continue;
+    const int64_t backlog = pace.snap->tat_ns[i] - pace.now_mono_ns;
+    const int64_t run = pace.snap->run_until_ns[i] - pace.now_mono_ns;
+    out += "  device " + std::to_string(d) + ": ";
+    if (backlog > kPacerBurstNs) {
+      out +=
+          "at its share, launches wait (admitted work reaches " + seconds_text(backlog) + " ahead)";
+    } else {
+      out += "below its share, launches do not wait";
+    }
+    if (run > 0) out += "; a sustain run is held for " + seconds_text(run) + " more";
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json pace_json(const RegionSnapshot& snap, const PaceInfo& pace) {
+  using nlohmann::json;
+  json devices = json::array();
+  if (pace.snap && pace.snap->this_boot) {
+    for (int d = 0; d < kMaxDevices; ++d) {
+      const auto i = static_cast<size_t>(d);
+      if (!has_share(snap, d) || (d >= snap.device_rows() && pace.snap->tat_ns[i] == 0)) continue;
+      devices.push_back(
+          {{"index", d},
+           {"backlog_ns", std::max<int64_t>(0, pace.snap->tat_ns[i] - pace.now_mono_ns)},
+           {"run_held_ns", std::max<int64_t>(0, pace.snap->run_until_ns[i] - pace.now_mono_ns)}});
+    }
+  }
+  return {{"path", pace.path},
+          {"present", pace.snap.has_value()},
+          {"this_boot", pace.snap ? json(pace.snap->this_boot) : json(nullptr)},
+          {"error", pace.error.empty() ? json(nullptr) : json(pace.error)},
+          {"devices", std::move(devices)}};
+}
+
 }  // namespace
 
-std::string render_inspect_text(const RegionSnapshot& snap, std::time_t now) {
+PaceInfo read_pace_info(const std::string& state_path) {
+  PaceInfo info;
+  info.path = state_path + ".pace";
+  auto read = region::read_pace_clocks(info.path);
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  info.now_mono_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  if (!read) {
+    info.error = read.error().message;
+  } else {
+    info.snap = *read;
+  }
+  return info;
+}
+
+std::string render_inspect_text(const RegionSnapshot& snap, std::time_t now, const PaceInfo* pace) {
   std::string out;
   out += "State file  " + snap.source + "\n";
   out += "Layout      " + std::string(snap.layout->name) + ": " +
@@ -110,6 +191,10 @@ std::string render_inspect_text(const RegionSnapshot& snap, std::time_t now) {
   }
   if (rows > 0) out += devices.render("  ");
   out += absent_device_limits(snap, rows);
+  bool any_share = false;
+  for (int d = 0; d < kMaxDevices; ++d)
+    any_share = any_share || has_share(snap, d);
+  if (pace != nullptr && any_share) out += pace_text(snap, *pace);
 
   out += "\nProcesses: " + std::to_string(snap.slots.size()) + " slot" +
          (snap.slots.size() == 1 ? "" : "s") + " in use (proc_num " +
@@ -142,7 +227,7 @@ std::string render_inspect_text(const RegionSnapshot& snap, std::time_t now) {
   return out;
 }
 
-nlohmann::json render_inspect_json(const RegionSnapshot& snap) {
+nlohmann::json render_inspect_json(const RegionSnapshot& snap, const PaceInfo* pace) {
   using nlohmann::json;
   json j;
   j["path"] = snap.source;
@@ -206,6 +291,7 @@ nlohmann::json render_inspect_json(const RegionSnapshot& snap) {
   }
   j["processes"] = std::move(procs);
   j["warnings"] = snap.warnings;
+  j["sm_pacing"] = pace != nullptr ? pace_json(snap, *pace) : json(nullptr);
   return j;
 }
 
@@ -215,10 +301,11 @@ int run_inspect(const std::string& path, bool json) {
     std::cerr << "vgpu inspect: " << snap.error().message << "\n";
     return kExitBadFile;
   }
+  const PaceInfo pace = read_pace_info(path);
   if (json) {
-    std::cout << render_inspect_json(*snap).dump(2) << "\n";
+    std::cout << render_inspect_json(*snap, &pace).dump(2) << "\n";
   } else {
-    std::cout << render_inspect_text(*snap, std::time(nullptr));
+    std::cout << render_inspect_text(*snap, std::time(nullptr), &pace);
   }
   return kExitOk;
 }

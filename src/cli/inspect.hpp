@@ -1,22 +1,37 @@
 #pragma once
 // `vgpu inspect FILE [--json]`: what a state file holds, for operators and
-// scripts. Rendering is separate from I/O so tests and the fuzz target can feed
-// any snapshot.
+// scripts, and where the container's SM share stands (its .pace file). Rendering is separate from
+// I/O so tests and the fuzz target can feed any snapshot.
 //
 //   auto snap = hami::region::read_snapshot(path);
 //   std::cout << hami::cli::render_inspect_text(*snap, std::time(nullptr));
 
+#include <cstdint>
 #include <ctime>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "region/pace_clocks.hpp"
 #include "region/snapshot.hpp"
 
 namespace hami::cli {
 
-std::string render_inspect_text(const region::RegionSnapshot& snap, std::time_t now);
-nlohmann::json render_inspect_json(const region::RegionSnapshot& snap);
+// The SM pace clocks beside a state file (`<state file>.pace`), as read by
+// run_inspect: where the container's SM share stands now.
+struct PaceInfo {
+  std::string path;
+  std::optional<region::PaceSnapshot> snap;  // std::nullopt: no file
+  std::string error;                         // not empty: the file could not be used
+  int64_t now_mono_ns = 0;                   // CLOCK_MONOTONIC when it was read
+};
+PaceInfo read_pace_info(const std::string& state_path);
+
+std::string render_inspect_text(const region::RegionSnapshot& snap, std::time_t now,
+                                const PaceInfo* pace = nullptr);
+nlohmann::json render_inspect_json(const region::RegionSnapshot& snap,
+                                   const PaceInfo* pace = nullptr);
 
 // Exit codes of `vgpu inspect`.
 inline constexpr int kExitOk = 0;

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   std::string file;
   bool json = false;
   CLI::App* inspect = app.add_subcommand(
-      "inspect", "Show the limits, devices and process slots of a state file (*.cache)");
+      "inspect", "Show a state file (*.cache): limits, devices, process slots, SM pacing");
   inspect->add_option("FILE", file, "State file, e.g. /usr/local/vgpu/<id>.cache")->required();
   inspect->add_flag("--json", json, "Machine-readable output");
 

@@ -87,6 +87,33 @@ Result<PaceHeader> judge_pace_header(std::span<const std::byte> head, uint64_t f
   return recorded == boot_id ? PaceHeader::kCurrent : PaceHeader::kOtherBoot;
 }
 
+Result<std::optional<PaceSnapshot>> read_pace_clocks(const std::string& path) {
+  UniqueFd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK)};
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::optional<PaceSnapshot>{};
+    return path_error(path, "cannot open", errno);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
+  PaceClockFile f{};
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size == kPaceFileSize &&
+      ::pread(fd.get(), &f, sizeof f, 0) != static_cast<ssize_t>(sizeof f)) {
+    return path_error(path, "cannot read", errno);
+  }
+  auto verdict = judge_pace_header(std::as_bytes(std::span(&f, 1)), size, current_boot_id(), path);
+  if (!verdict) return verdict.error();
+  PaceSnapshot snap;
+  snap.this_boot = *verdict != PaceHeader::kOtherBoot;
+  if (*verdict == PaceHeader::kFresh) return std::optional<PaceSnapshot>{snap};  // all zero
+  for (int d = 0; d < kMaxDevices; ++d) {
+    snap.tat_ns[static_cast<size_t>(d)] = f.clocks[d].tat_ns;
+    snap.run_until_ns[static_cast<size_t>(d)] = f.clocks[d].run_until_ns;
+  }
+  return std::optional<PaceSnapshot>{snap};
+}
+
 Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
                                     std::chrono::milliseconds lock_timeout) {
   const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;

@@ -19,9 +19,11 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,6 +71,16 @@ Result<PaceHeader> judge_pace_header(std::span<const std::byte> head, uint64_t f
 
 // This boot's id (36 characters), or "" when the kernel does not say.
 std::string current_boot_id();
+
+// What a .pace file holds, read without changing it (for `vgpu inspect`).
+struct PaceSnapshot {
+  bool this_boot = false;  // false: its clocks count another boot, and mean nothing now
+  std::array<int64_t, kMaxDevices> tat_ns{};
+  std::array<int64_t, kMaxDevices> run_until_ns{};
+};
+// std::nullopt when there is no such file (no process has paced yet);
+// an error when it cannot be read or is not a well-formed pace clock file.
+Result<std::optional<PaceSnapshot>> read_pace_clocks(const std::string& path);
 
 class PaceClocks {
  public:

@@ -2,14 +2,18 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/inspect.hpp"
+#include "region/pace_clocks.hpp"
+#include "region/region.hpp"
 #include "support/fixtures.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -191,6 +195,71 @@ TEST(InspectRender, SanitisesUuids) {
   EXPECT_EQ(snap->warnings.size(), 1u);
   EXPECT_NO_THROW((void)render_inspect_json(*snap).dump());
   EXPECT_NE(render_inspect_text(*snap, 0).find("Warning     device UUIDs"), std::string::npos);
+}
+
+int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Where the container's SM share stands: the .pace file beside the state file.
+TEST_F(InspectTest, ShowsTheSmPacingOfAContainerWithAShare) {
+  const std::string path = dir_.file("c.cache");
+  region::OpenOptions opt;
+  opt.initial.sm_limit[0] = 30;
+  ASSERT_TRUE(region::Region::open(path, opt));
+
+  auto r = run_process({VGPU_BINARY, "inspect", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SM pacing   no " + path + ".pace yet: no process has paced"),
+            std::string::npos)
+      << r.out;
+
+  {
+    auto clocks = region::PaceClocks::open(path + ".pace");
+    ASSERT_TRUE(clocks) << clocks.error().message;
+    *clocks->clock(0) = monotonic_ns() + 30'000'000'000;  // 30 s of admitted work
+    *clocks->run_until(0) = monotonic_ns() + 10'000'000'000;
+  }
+  r = run_process({VGPU_BINARY, "inspect", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string line = "  device 0: at its share, launches wait (admitted work reaches ";
+  const size_t at = r.out.find(line);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double ahead = std::stod(r.out.substr(at + line.size()));
+  EXPECT_GT(ahead, 25.0);
+  EXPECT_LE(ahead, 30.0);
+  EXPECT_NE(r.out.find("; a sustain run is held for ", at), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("  device 1:"), std::string::npos) << "device 1 has no share";
+  EXPECT_EQ(r.out.find("  device 2:"), std::string::npos);
+
+  r = run_process({VGPU_BINARY, "inspect", "--json", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out)["sm_pacing"];
+  EXPECT_EQ(j["path"], path + ".pace");
+  EXPECT_EQ(j["present"], true);
+  EXPECT_EQ(j["this_boot"], true);
+  ASSERT_EQ(j["devices"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["devices"][0]["index"], 0);
+  EXPECT_GT(j["devices"][0]["backlog_ns"].get<int64_t>(), 25'000'000'000);
+  EXPECT_GT(j["devices"][0]["run_held_ns"].get<int64_t>(), 5'000'000'000);
+
+  // A file that is not ours is reported; the state file is still shown.
+  std::ofstream(path + ".pace", std::ios::trunc) << std::string(100, 'x');
+  r = run_process({VGPU_BINARY, "inspect", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SM pacing   " + path + ".pace: has 100 bytes, not the 1088"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(InspectTest, NoSmPacingLineWithoutAShare) {
+  const std::string path = dir_.file("c.cache");
+  ASSERT_TRUE(region::Region::open(path, region::OpenOptions{}));
+  const auto r = run_process({VGPU_BINARY, "inspect", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("SM pacing"), std::string::npos) << r.out;
 }
 
 }  // namespace
