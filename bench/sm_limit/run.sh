@@ -24,7 +24,8 @@
 # Environment: SM_LIMIT_PARTS (default: gemm launch launch_ptds graph pair
 # procs launch_phased launch_ptds_phased gemm_phased overhead; also
 # launch_interleaved), SM_LIMIT_LAUNCH_ROUNDS, SM_LIMIT_PHASED_ROUNDS and
-# SM_LIMIT_INTERLEAVED_ROUNDS (rounds of all limits, default 1),
+# SM_LIMIT_INTERLEAVED_ROUNDS (rounds of all limits, default 1), SM_LIMIT_PIN
+# (the cores of the measured programs, taskset -c syntax, default 2),
 # SM_LIMIT_PHASED_LIMITS (default 10 30 50 70 90), SM_LIMIT_AB_ROUNDS (default
 # 15), SM_LIMIT_LOG_LEVEL (LIBCUDA_LOG_LEVEL of the limited runs, default 3).
 set -uo pipefail
@@ -49,7 +50,12 @@ logs="$out/sm-limit-logs.txt"
 : > "$logs"
 # SM clock and power beside every run: a GPU with power to spare runs a lone,
 # throttled tenant's kernels at higher clocks than an unlimited one's.
-python3 bench/sm_limit/gpu_sampler.py "$out/sm-limit-clocks.tsv" &
+# The measured programs get the cores of SM_LIMIT_PIN (default 2), the
+# helpers (this sampler, switch-phases) core 0, so a helper never takes a
+# measured program's core.
+helper_pin=()
+command -v taskset >/dev/null && helper_pin=(taskset -c 0)
+"${helper_pin[@]}" python3 bench/sm_limit/gpu_sampler.py "$out/sm-limit-clocks.tsv" &
 sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 
@@ -59,7 +65,7 @@ log_level=${SM_LIMIT_LOG_LEVEL:-3}
 # One core for every run, so the scheduler moving the launching thread adds
 # no noise of its own.
 pin=()
-command -v taskset >/dev/null && pin=(taskset -c 2)
+command -v taskset >/dev/null && pin=(taskset -c "${SM_LIMIT_PIN:-2}")
 
 command_for() {  # workload [seconds]
   local t=${2:-$secs}
@@ -96,7 +102,7 @@ run_phased() {  # workload limit tag [steps program-seconds]
   local cache="$work/phased-$1-$2-$3-$RANDOM.cache" sw="$work/switches-$RANDOM" line
   local steps=${4:-"0:5 1:$((secs + 2)) 0:0"} length=${5:-$((secs + 13))}
   # shellcheck disable=SC2086  # steps are words
-  "$switch_phases" "$cache" $steps > "$sw" 2>>"$logs" &
+  "${helper_pin[@]}" "$switch_phases" "$cache" $steps > "$sw" 2>>"$logs" &
   local sw_pid=$!
   # shellcheck disable=SC2046  # the command is words without spaces
   line=$(env LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$2" GPU_CORE_UTILIZATION_POLICY=default \
