@@ -77,6 +77,34 @@ TEST(SharePacer, ConcurrentAdmitsKeepTheTotalExact) {
     ASSERT_EQ(all[i], static_cast<int64_t>(i) * 20) << i;
 }
 
+// Two processes of a container, each with threads, on one clock in shared
+// memory (here a plain variable, as the .pace file's is to each of them).
+TEST(SharePacer, PacersOnOneSharedClockHandOutEverySlotOnce) {
+  alignas(8) int64_t clock = 0;
+  SharePacer a(&clock), b(&clock);
+  constexpr int kThreads = 8, kEach = 10'000;
+  std::vector<std::vector<int64_t>> starts(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    SharePacer& p = t % 2 == 0 ? a : b;
+    threads.emplace_back([&p, &mine = starts[static_cast<size_t>(t)]] {
+      mine.reserve(kEach);
+      for (int i = 0; i < kEach; ++i)
+        mine.push_back(p.admit(7, 35, 0, 0));
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(a.backlog_ns(0), int64_t{kThreads} * kEach * 20);
+  EXPECT_EQ(b.backlog_ns(0), a.backlog_ns(0));
+  std::vector<int64_t> all;
+  for (const auto& v : starts)
+    all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i < all.size(); ++i)
+    ASSERT_EQ(all[i], static_cast<int64_t>(i) * 20) << i;
+}
+
 TEST(CostTable, ConcurrentInsertsOfTheSameKeysShareOneEntry) {
   constexpr uint64_t kKeys = 2048;
   CostTable t(4 * kKeys);
