@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,12 +64,6 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return out;
 }
 
-int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -103,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     }
     // Clocks of another boot are cleared and those of this boot a minute ahead.
-    const int64_t limit = monotonic_ns() + 60'000'000'000;
+    const int64_t limit = r::pace_clock_now_ns() + 60'000'000'000;
     for (int d = 0; d < r::kMaxDevices; ++d) {
       const int64_t tat = *static_cast<volatile const int64_t*>(clocks->clock(d));
       const int64_t run = *static_cast<volatile const int64_t*>(clocks->run_until(d));

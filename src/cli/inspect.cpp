@@ -1,7 +1,5 @@
 #include "cli/inspect.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -90,6 +88,12 @@ bool has_share(const RegionSnapshot& snap, int d) {
   return snap.sm_limit[d] != 0 && snap.sm_limit[d] < 100;
 }
 
+// A device with a share that the file records, or any other whose clock a
+// process has used.
+bool shows_pacing(const RegionSnapshot& snap, const region::PaceSnapshot& pace, int d) {
+  return has_share(snap, d) && (d < snap.device_rows() || pace.tat_ns[static_cast<size_t>(d)] != 0);
+}
+
 std::string seconds_text(int64_t ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f s", static_cast<double>(ns) / 1e9);
@@ -107,9 +111,8 @@ std::string pace_text(const RegionSnapshot& snap, const PaceInfo& pace) {
     return out + "  written in another boot; its clocks are cleared when a process next starts\n";
   }
   for (int d = 0; d < kMaxDevices; ++d) {
+    if (!shows_pacing(snap, *pace.snap, d)) continue;
     const auto i = static_cast<size_t>(d);
-    // Devices the file records, and any other whose clock a process has used.
-    if (!has_share(snap, d) || (d >= snap.device_rows() && pace.snap->tat_ns[i] == 0)) continue;
     const int64_t backlog = pace.snap->tat_ns[i] - pace.now_mono_ns;
     const int64_t run = pace.snap->run_until_ns[i] - pace.now_mono_ns;
     out += "  device " + std::to_string(d) + ": ";
@@ -130,8 +133,8 @@ nlohmann::json pace_json(const RegionSnapshot& snap, const PaceInfo& pace) {
   json devices = json::array();
   if (pace.snap && pace.snap->this_boot) {
     for (int d = 0; d < kMaxDevices; ++d) {
+      if (!shows_pacing(snap, *pace.snap, d)) continue;
       const auto i = static_cast<size_t>(d);
-      if (!has_share(snap, d) || (d >= snap.device_rows() && pace.snap->tat_ns[i] == 0)) continue;
       devices.push_back(
           {{"index", d},
            {"backlog_ns", std::max<int64_t>(0, pace.snap->tat_ns[i] - pace.now_mono_ns)},
@@ -151,9 +154,7 @@ PaceInfo read_pace_info(const std::string& state_path) {
   PaceInfo info;
   info.path = state_path + ".pace";
   auto read = region::read_pace_clocks(info.path);
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  info.now_mono_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  info.now_mono_ns = region::pace_clock_now_ns();
   if (!read) {
     info.error = read.error().message;
   } else {

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 
+#include "common/small_file.hpp"
 #include "common/unique_fd.hpp"
 #include "region/ofd_lock.hpp"
 
@@ -43,9 +43,7 @@ void clear_clocks(PaceClockFile* f) {
 constexpr int64_t kFarAheadNs = 60'000'000'000;
 
 void clear_far_clocks(PaceClockFile* f) {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  const int64_t limit = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + kFarAheadNs;
+  const int64_t limit = pace_clock_now_ns() + kFarAheadNs;
   for (PaceClock& c : f->clocks) {
     for (int64_t* field : {&c.tat_ns, &c.run_until_ns}) {
       std::atomic_ref<int64_t> t(*field);
@@ -55,14 +53,34 @@ void clear_far_clocks(PaceClockFile* f) {
   }
 }
 
+// An open file's size and what its header says: opening and reading alike.
+// `f` gets the whole file when it has the right size.
+Result<PaceHeader> judge_file(int fd, const std::string& path, std::string_view boot_id,
+                              uint64_t& size, PaceClockFile& f) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return path_error(path, "cannot stat", errno);
+  if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
+  size = static_cast<uint64_t>(st.st_size);
+  if (size == kPaceFileSize && ::pread(fd, &f, sizeof f, 0) != static_cast<ssize_t>(sizeof f)) {
+    return path_error(path, "cannot read", errno);
+  }
+  return judge_pace_header(std::as_bytes(std::span(&f, 1)), size, boot_id, path);
+}
+
 }  // namespace
 
 std::string current_boot_id() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  if (!std::getline(in, id)) return {};
+  auto text = read_small_file("/proc/sys/kernel/random/boot_id", 4096);
+  if (!text) return {};
+  std::string id = text->substr(0, text->find('\n'));
   if (id.size() >= kBootIdSize) id.resize(kBootIdSize - 1);
   return id;
+}
+
+int64_t pace_clock_now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 Result<PaceHeader> judge_pace_header(std::span<const std::byte> head, uint64_t file_size,
@@ -93,16 +111,9 @@ Result<std::optional<PaceSnapshot>> read_pace_clocks(const std::string& path) {
     if (errno == ENOENT) return std::optional<PaceSnapshot>{};
     return path_error(path, "cannot open", errno);
   }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
+  uint64_t size = 0;
   PaceClockFile f{};
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (size == kPaceFileSize &&
-      ::pread(fd.get(), &f, sizeof f, 0) != static_cast<ssize_t>(sizeof f)) {
-    return path_error(path, "cannot read", errno);
-  }
-  auto verdict = judge_pace_header(std::as_bytes(std::span(&f, 1)), size, current_boot_id(), path);
+  auto verdict = judge_file(fd.get(), path, current_boot_id(), size, f);
   if (!verdict) return verdict.error();
   PaceSnapshot snap;
   snap.this_boot = *verdict != PaceHeader::kOtherBoot;
@@ -141,17 +152,10 @@ Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
     ~Unlock() { unlock_range(fd, 0, kLockLength); }
   } unlock{fd.get()};
 
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
-  if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file"};
-  const auto size = static_cast<uint64_t>(st.st_size);
-  std::byte head[kHeaderSize] = {};
-  if (size == kPaceFileSize &&
-      ::pread(fd.get(), head, sizeof head, 0) != static_cast<ssize_t>(sizeof head)) {
-    return path_error(path, "cannot read the header", errno);
-  }
   const std::string boot = current_boot_id();
-  auto verdict = judge_pace_header(head, size, boot, path);
+  uint64_t size = 0;
+  PaceClockFile existing{};
+  auto verdict = judge_file(fd.get(), path, boot, size, existing);
   if (!verdict) return verdict.error();
 
   if (size == 0) {

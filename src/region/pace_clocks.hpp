@@ -71,6 +71,8 @@ Result<PaceHeader> judge_pace_header(std::span<const std::byte> head, uint64_t f
 
 // This boot's id (36 characters), or "" when the kernel does not say.
 std::string current_boot_id();
+// Now on the clock the pace clocks count (CLOCK_MONOTONIC, ns).
+int64_t pace_clock_now_ns();
 
 // What a .pace file holds, read without changing it (for `vgpu inspect`).
 struct PaceSnapshot {

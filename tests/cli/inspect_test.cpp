@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -197,12 +196,6 @@ TEST(InspectRender, SanitisesUuids) {
   EXPECT_NE(render_inspect_text(*snap, 0).find("Warning     device UUIDs"), std::string::npos);
 }
 
-int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 // Where the container's SM share stands: the .pace file beside the state file.
 TEST_F(InspectTest, ShowsTheSmPacingOfAContainerWithAShare) {
   const std::string path = dir_.file("c.cache");
@@ -219,8 +212,8 @@ TEST_F(InspectTest, ShowsTheSmPacingOfAContainerWithAShare) {
   {
     auto clocks = region::PaceClocks::open(path + ".pace");
     ASSERT_TRUE(clocks) << clocks.error().message;
-    *clocks->clock(0) = monotonic_ns() + 30'000'000'000;  // 30 s of admitted work
-    *clocks->run_until(0) = monotonic_ns() + 10'000'000'000;
+    *clocks->clock(0) = region::pace_clock_now_ns() + 30'000'000'000;  // 30 s of admitted work
+    *clocks->run_until(0) = region::pace_clock_now_ns() + 10'000'000'000;
   }
   r = run_process({VGPU_BINARY, "inspect", path});
   ASSERT_EQ(r.exit_code, 0) << r.err;

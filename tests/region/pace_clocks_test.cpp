@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -28,12 +27,6 @@ std::vector<char> read_all(const std::string& path) {
 void write_all(const std::string& path, const void* data, size_t size) {
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-}
-
-int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 PaceClockFile header_of(const std::string& path) {
@@ -89,8 +82,8 @@ TEST(PaceClocks, ClocksOfAnotherBootAreCleared) {
   {
     auto clocks = PaceClocks::open(path);
     ASSERT_TRUE(clocks) << clocks.error().message;
-    *clocks->clock(0) = monotonic_ns() + 1'000'000'000;
-    *clocks->run_until(0) = monotonic_ns() + 1'000'000'000;
+    *clocks->clock(0) = pace_clock_now_ns() + 1'000'000'000;
+    *clocks->run_until(0) = pace_clock_now_ns() + 1'000'000'000;
   }
   PaceClockFile f = header_of(path);
   std::memcpy(f.boot_id, "00000000-0000-0000-0000-000000000000", 37);
@@ -107,11 +100,11 @@ TEST(PaceClocks, AClockFarAheadIsClearedAndOneNearIsKept) {
   const std::string path = dir.file("a.cache.pace");
   auto first = PaceClocks::open(path);
   ASSERT_TRUE(first) << first.error().message;
-  const int64_t near = monotonic_ns() + 2'000'000'000;  // a long sustain run's loan
+  const int64_t near = pace_clock_now_ns() + 2'000'000'000;  // a long sustain run's loan
   *first->clock(0) = near;
-  *first->clock(1) = monotonic_ns() + 3'600'000'000'000;  // an hour: no live clock
+  *first->clock(1) = pace_clock_now_ns() + 3'600'000'000'000;  // an hour: no live clock
   *first->run_until(2) = near;
-  *first->run_until(3) = monotonic_ns() + 3'600'000'000'000;
+  *first->run_until(3) = pace_clock_now_ns() + 3'600'000'000'000;
   auto second = PaceClocks::open(path);
   ASSERT_TRUE(second) << second.error().message;
   EXPECT_EQ(*second->clock(0), near);
