@@ -91,92 +91,89 @@ def is_interleaved(row):
     return sum(1 for s in row["switches"] if s["switch"]) > 1
 
 
-def print_interleaved(rows):
-    rows = [r for r in rows if is_interleaved(r)]
-    if not rows:
-        return
+def print_table(rows, intro, columns, judge, noun):
+    """One table of in-process runs. judge(row) gives either a reason the row
+    cannot be judged, or (achieved, throttled seconds in percent, the text of
+    the extra columns, the key its rounds are grouped by for the medians)."""
     print()
-    print("# Interleaved in-process runs: 3 s unthrottled and 4 s throttled, six times.")
-    print("# Achieved = the mean of the throttled seconds, each against the mean of the")
-    print("# unthrottled phases either side of its own (the first second after each switch")
-    print("# to throttled left out). A/A: each second of an inner unthrottled phase judged")
-    print("# the same way against the unthrottled phases either side of it, no limiter")
-    print("# involved: how far this method itself moves on this host.")
+    for line in intro:
+        print(f"# {line}")
     print(f"{'workload':18} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>20}  "
-          f"{'verdict':12} {'secs':>4} {'A/A mean':>9} {'A/A seconds':>16}")
+          f"{'verdict':12} {columns}")
     failures = 0
     by_limit = collections.defaultdict(list)
     for row in rows:
         name = f"{row['workload']} {row['tag']}"
-        secs, aa = interleaved(row)
-        if not secs or not aa:
-            print(f"{name:18} {row['limit']:5d}  too few whole seconds in the phases")
+        judged_row = judge(row)
+        if isinstance(judged_row, str):
+            print(f"{name:18} {row['limit']:5d}  {judged_row}")
             failures += 1
             continue
-        achieved = statistics.mean(secs)
+        achieved, secs, extra, group = judged_row
         judged = verdict(row["limit"], achieved, secs)
         failures += judged != "ok"
         print(f"{name:18} {row['limit']:5d} {achieved:8.2f}% {achieved - row['limit']:+6.2f} "
-              f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {len(secs):4d} "
-              f"{statistics.mean(aa):8.2f}% {min(aa):7.2f}..{max(aa):6.2f}%")
-        by_limit[(row["workload"], row["limit"])].append(achieved)
+              f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {extra}")
+        by_limit[(group, row["limit"])].append(achieved)
     if any(len(v) > 1 for v in by_limit.values()):
         print()
         print("# Median over the rounds of each limit:")
         print_medians(by_limit, 18)
     print()
-    print(f"{failures} interleaved run(s) outside their targets")
+    print(f"{failures} {noun} run(s) outside their targets")
+
+
+def judge_phased(row):
+    before, throttled, after = split_seconds(row)
+    unthrottled = before + after
+    if not throttled or not before or not after:
+        return (f"too few whole seconds in a phase "
+                f"(throttled {len(throttled)}, before {len(before)}, after {len(after)})")
+    base = statistics.mean(unthrottled)
+    achieved = 100.0 * statistics.mean(throttled) / base
+    secs = [100.0 * c / base for c in throttled]
+    drift = 100.0 * statistics.mean(after) / statistics.mean(before)
+    aa_secs = [100.0 * c / base for c in unthrottled]
+    extra = (f"{len(throttled):3d}/{len(unthrottled):<4d} {drift:15.2f}% "
+             f"{min(aa_secs):7.2f}..{max(aa_secs):6.2f}%")
+    # Rounds are tagged rN, or VARIANT-rN by tests/gpu/explore/phased_ab.sh.
+    variant = row["tag"].rsplit("-", 1)[0] if "-" in row["tag"] else ""
+    return achieved, secs, extra, f"{row['workload']} {variant}".strip()
+
+
+def judge_interleaved(row):
+    secs, aa = interleaved(row)
+    if not secs or not aa:
+        return "too few whole seconds in the phases"
+    achieved = statistics.mean(secs)
+    extra = (f"{len(secs):4d} {statistics.mean(aa):8.2f}% {min(aa):7.2f}..{max(aa):6.2f}%")
+    return achieved, secs, extra, row["workload"]
 
 
 def main():
     all_rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-    rows = [r for r in all_rows if not is_interleaved(r)]
-    if not rows:
-        print_interleaved(all_rows)
-        return
-    print()
-    print("# In-process runs (GPU_CORE_UTILIZATION_POLICY=default, switch-phases as the node")
-    print("# agent): achieved = the throttled seconds' rate / the same process's unthrottled")
-    print("# seconds' rate; throttled seconds that start within a second of the switch (the")
-    print("# limiter's start) are left out. A/A columns: the unthrottled seconds after the")
-    print("# throttled phase against those before it, and each unthrottled second against")
-    print("# their mean (the host's own noise inside one process, which no limiter can go")
-    print("# below).")
-    print(f"{'workload':18} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>20}  "
-          f"{'verdict':12} {'secs L/U':>8} {'A/A after/before':>16} {'A/A seconds':>16}")
-    failures = 0
-    by_limit = collections.defaultdict(list)
-    for row in rows:
-        name = f"{row['workload']} {row['tag']}"
-        before, throttled, after = split_seconds(row)
-        unthrottled = before + after
-        if not throttled or not before or not after:
-            print(f"{name:18} {row['limit']:5d}  too few whole seconds in a phase "
-                  f"(throttled {len(throttled)}, before {len(before)}, after {len(after)})")
-            failures += 1
-            continue
-        base = statistics.mean(unthrottled)
-        achieved = 100.0 * statistics.mean(throttled) / base
-        secs = [100.0 * c / base for c in throttled]
-        err = achieved - row["limit"]
-        judged = verdict(row["limit"], achieved, secs)
-        failures += judged != "ok"
-        drift = 100.0 * statistics.mean(after) / statistics.mean(before)
-        aa_secs = [100.0 * c / base for c in unthrottled]
-        print(f"{name:18} {row['limit']:5d} {achieved:8.2f}% {err:+6.2f} "
-              f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} "
-              f"{len(throttled):3d}/{len(unthrottled):<4d} {drift:15.2f}% "
-              f"{min(aa_secs):7.2f}..{max(aa_secs):6.2f}%")
-        # Rounds are tagged rN, or VARIANT-rN by tests/gpu/explore/phased_ab.sh.
-        variant = row["tag"].rsplit("-", 1)[0] if "-" in row["tag"] else ""
-        by_limit[(f"{row['workload']} {variant}".strip(), row["limit"])].append(achieved)
-    if any(len(v) > 1 for v in by_limit.values()):
-        print()
-        print("# Median over the rounds of each limit:")
-        print_medians(by_limit, 18)
-    print()
-    print(f"{failures} in-process run(s) outside their targets")
-    print_interleaved(all_rows)
+    phased = [r for r in all_rows if not is_interleaved(r)]
+    if phased:
+        print_table(phased, [
+            "In-process runs (GPU_CORE_UTILIZATION_POLICY=default, switch-phases as the node",
+            "agent): achieved = the throttled seconds' rate / the same process's unthrottled",
+            "seconds' rate; throttled seconds that start within a second of the switch (the",
+            "limiter's start) are left out. A/A columns: the unthrottled seconds after the",
+            "throttled phase against those before it, and each unthrottled second against",
+            "their mean (the host's own noise inside one process, which no limiter can go",
+            "below).",
+        ], f"{'secs L/U':>8} {'A/A after/before':>16} {'A/A seconds':>16}", judge_phased,
+            "in-process")
+    interleaved_rows = [r for r in all_rows if is_interleaved(r)]
+    if interleaved_rows:
+        print_table(interleaved_rows, [
+            "Interleaved in-process runs: 3 s unthrottled and 4 s throttled, six times.",
+            "Achieved = the mean of the throttled seconds, each against the mean of the",
+            "unthrottled phases either side of its own (the first second after each switch",
+            "to throttled left out). A/A: each second of an inner unthrottled phase judged",
+            "the same way against the unthrottled phases either side of it, no limiter",
+            "involved: how far this method itself moves on this host.",
+        ], f"{'secs':>4} {'A/A mean':>9} {'A/A seconds':>16}", judge_interleaved, "interleaved")
 
 
 if __name__ == "__main__":
