@@ -174,6 +174,12 @@ class Preload : public ::testing::Test {
     return {};
   }
   void touch(const std::string& name) const { std::ofstream(dir_.file(name)) << "go"; }
+  // A new container for the next process: no state file, and no SM pace
+  // clocks (work a previous process admitted would otherwise hold it back).
+  void fresh_container() const {
+    std::filesystem::remove(state_file());
+    std::filesystem::remove(state_file() + ".pace");
+  }
 
   test::TempDir dir_;
 };
@@ -455,7 +461,7 @@ TEST_F(Preload, VisibleDevicesPutLimitsOnTheRightGpu) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("CUDA_VISIBLE_DEVICES=" + (c.visible == test::kUnset ? "(unset)" : c.visible));
-    std::filesystem::remove(state_file());
+    fresh_container();
     std::vector<std::string> ops = {"init", "ctx:0"};
     for (size_t o = 0; o < c.totals.size(); ++o)
       ops.push_back("totalmem:" + std::to_string(o));
@@ -574,7 +580,7 @@ TEST_F(Preload, EveryLaunchPathIsChargedOnEveryLookupRoute) {
                                                         {"graph", "cuGraphLaunch"}};
   for (const std::string& via : kRoutes) {
     SCOPED_TRACE(via);
-    std::filesystem::remove(state_file());
+    fresh_container();
     std::vector<std::string> ops = {"--via=" + via, "init", "ctx:0"};
     for (const std::string& p : paths)
       ops.push_back("launchpath:" + p + ":3");
@@ -712,7 +718,7 @@ TEST_F(Preload, UnusablePaceFileLeavesEachProcessPacingItself) {
 TEST_F(Preload, ASustainRunLendsTheShareOfASecondFirst) {
   for (const char* launches : {"launchpath:kernel:100", "launchpath:kernel:160"}) {
     SCOPED_TRACE(launches);
-    std::filesystem::remove(state_file());
+    fresh_container();
     const auto r = run({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", launches},
                        {{"CUDA_DEVICE_SM_LIMIT", "25"},
                         {"SIMGPU_KERNEL_NS", "2000000"},
@@ -735,7 +741,7 @@ TEST_F(Preload, ASustainRunLendsTheShareOfASecondFirst) {
 TEST_F(Preload, CapturedLaunchesAreNotCharged) {
   for (const std::string& via : kRoutes) {
     SCOPED_TRACE(via);
-    std::filesystem::remove(state_file());
+    fresh_container();
     // Every way to begin a capture; the second one also launches twice into
     // another (not capturing) stream meanwhile, and those are charged.
     const auto r = run({"--via=" + via, "init", "ctx:0", "capture:20:v1", "capture:20:v2:2",
@@ -799,6 +805,7 @@ TEST_F(Preload, SampleOpenOnTheLegacyStreamLeavesACaptureValid) {
   uint64_t records = 0;
   ProcessResult r;
   for (int attempt = 0; attempt < 5 && records % 2 == 0; ++attempt) {
+    fresh_container();  // each attempt a fresh process of a fresh container
     r = run(
         ops,
         {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"SIMGPU_KERNEL_NS", "5000"}, {"LIBCUDA_LOG_LEVEL", "3"}});
@@ -846,7 +853,7 @@ TEST_F(Preload, DefaultPolicyFollowsTheUtilizationSwitch) {
                                          {"force", 0, true},
                                          {test::kUnset, 0, false}}) {  // unset: default
     SCOPED_TRACE(c.policy + " with utilization_switch " + std::to_string(c.utilization_switch));
-    std::filesystem::remove(state_file());
+    fresh_container();
     std::filesystem::remove(dir_.file("go"));
     Child client = spawn({"init", "ctx:0", "mark", "await:" + dir_.file("go"),
                           "launchpath:kernel:5", "mark", "hold"},
@@ -930,7 +937,7 @@ TEST_F(Preload, HighPriorityTaskHoldsLaunchesUntilIdle) {
   for (const Env& limits :
        std::vector<Env>{{{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}}, {{"CUDA_DEVICE_SM_LIMIT", "30"}}}) {
     SCOPED_TRACE(limits[0].first);
-    std::filesystem::remove(state_file());
+    fresh_container();
     std::filesystem::remove(dir_.file("go"));
     Env e = limits;
     e.push_back({"LIBCUDA_LOG_LEVEL", "3"});
@@ -968,7 +975,7 @@ TEST_F(Preload, FailedLaunchReturnsTheDriversErrorUnchanged) {
   for (const Env& limits :
        std::vector<Env>{{{"CUDA_DEVICE_SM_LIMIT", "30"}}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}}}) {
     SCOPED_TRACE(limits[0].first);
-    std::filesystem::remove(state_file());
+    fresh_container();
     const auto r = run(ops, with(limits));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     for (const std::string op : {"launchpath:kernel:2", "launchpath:graph_ptsz:3"}) {
