@@ -32,6 +32,11 @@ constexpr int64_t kWaitSliceNs = 2'000'000;
 constexpr int64_t kBatchNs = 2'000'000;
 // Launches after a wait before the thread counts as back at its steady pace.
 constexpr uint32_t kWarmLaunches = 32;
+// While a share is not enforced (the default policy, the GPU uncontended),
+// one launch in this many per thread may open a sample (observed()); the
+// rest cost one thread-local increment. A launch-bound program then takes a
+// sample every few milliseconds, some hundred a second.
+constexpr uint32_t kObserveEvery = 1024;
 // cuStreamEndCapture's answer for a stream that was not capturing.
 constexpr CUresult kNotCapturing = 401;  // CUDA_ERROR_ILLEGAL_STATE
 
@@ -44,6 +49,7 @@ std::atomic<int> g_captures{0};
 struct ThreadWindow {
   SampleWindow w;
   uint32_t since_wait = 0;  // launches since this thread last waited
+  uint32_t unenforced = 0;  // launches not enforced and not in a window (observed())
   ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
 };
 thread_local ThreadWindow t_window;
@@ -103,6 +109,44 @@ bool capturing(CUstream s, bool ptsz) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+// A launch whose share is not enforced now but may be later: it goes straight
+// through, but one in kObserveEvery may be sampled (charging nothing), and a
+// back-to-back run so opened lets the launches after it through light. What
+// the samples learn, the program's pace flat out, is what its share is of
+// once enforcement starts (docs/sm-limiter.md).
+template <class Shape, class Call>
+[[gnu::noinline]] CUresult observe_launch(vgpu::SmControl& sm, Runtime& rt, Shape& shape,
+                                          LaunchPath path, CUstream stream, bool ptsz, Call& call) {
+  ThreadWindow& tw = t_window;
+  if (g_captures.load(std::memory_order_relaxed) != 0) {
+    // No GPU call of ours during a capture (see paced()).
+    LaunchLimiter::abandon_window(tw.w);
+    return call();
+  }
+  const uint64_t key = shape();
+  const uintptr_t on = event_stream(stream, ptsz);
+  if (LaunchLimiter* owner = tw.w.owner) {
+    if (owner->light_launch(tw.w, key, on)) {
+      const CUresult rc = call();
+      if (rc != CUDA_SUCCESS) owner->light_launch_failed(tw.w);
+      return rc;
+    }
+    const int64_t now = mono_ns();
+    LaunchLimiter::end_window(tw.w, now);
+    owner->harvest(now);
+    return call();
+  }
+  LaunchLimiter* lim = sm.observer_for_current(rt);
+  if (lim == nullptr) return call();
+  tw.since_wait = kWarmLaunches;  // it has not waited since enforcement, if ever
+  const int64_t now = mono_ns();
+  if (lim->observe(tw.w, key, on, now, path)) LaunchLimiter::start_run_clock(tw.w, mono_ns());
+  const CUresult rc = call();
+  lim->after_launch(tw.w, rc == CUDA_SUCCESS);
+  lim->harvest(now);
+  return rc;
+}
+
 // `shape` computes the launch's key; it is only called when a share applies,
 // so a pass-through launch does not pay for the hashing.
 template <class Shape, class Call>
@@ -113,7 +157,12 @@ template <class Shape, class Call>
   vgpu::SmControl& sm = rt->sm();
   sm.on_launch(rt->region());
   LaunchLimiter* lim = sm.limiter_for_current(*rt);
-  if (lim == nullptr) return call();
+  if (lim == nullptr) {
+    if (!sm.observes()) return call();
+    ThreadWindow& tw = t_window;
+    if (tw.w.owner == nullptr && (++tw.unenforced & (kObserveEvery - 1)) != 0) return call();
+    return observe_launch(sm, *rt, shape, path, stream, ptsz, call);
+  }
   const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
   if (captures && capturing(stream, ptsz)) return call();
 

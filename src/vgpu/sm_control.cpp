@@ -97,6 +97,10 @@ limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
   // The policy first: under `default` with the GPU uncontended (the common
   // case on a node), a launch then costs no context lookup.
   if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
+  return observer_for_current(rt);
+}
+
+limiter::LaunchLimiter* SmControl::observer_for_current(Runtime& rt) noexcept {
   const RealCuda& cu = real_cuda();
   cuda::CUcontext ctx = nullptr;
   if (cu.cuCtxGetCurrent == nullptr || cu.cuCtxGetCurrent(&ctx) != cuda::CUDA_SUCCESS ||
@@ -153,14 +157,15 @@ void SmControl::log_summary(region::Region& region) const noexcept {
     const limiter::LimiterStats s = lim->stats();
     log::info(
         "device %zu (%s): SM share %u%%: launches kernel=%llu kernel_ex=%llu cooperative=%llu "
-        "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples, %llu shapes, %llu sustain "
-        "runs (%llu on a shared GPU)",
+        "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples (%llu not enforced), %llu "
+        "shapes, %llu sustain runs (%llu on a shared GPU)",
         d, region.device_uuid(static_cast<int>(d)).c_str(), lim->percent(),
         static_cast<unsigned long long>(s.launches[0]),
         static_cast<unsigned long long>(s.launches[1]),
         static_cast<unsigned long long>(s.launches[2]),
         static_cast<unsigned long long>(s.launches[3]), static_cast<double>(s.charged_ns) / 1e6,
         static_cast<double>(s.waited_ns) / 1e6, static_cast<unsigned long long>(s.samples),
+        static_cast<unsigned long long>(s.unpaced_samples),
         static_cast<unsigned long long>(s.shapes), static_cast<unsigned long long>(s.sustain_runs),
         static_cast<unsigned long long>(s.sustain_runs_shared));
   }

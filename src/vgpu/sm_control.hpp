@@ -61,6 +61,13 @@ class SmControl {
   limiter::LaunchLimiter* limiter_for_current(Runtime& rt) noexcept {
     return any_limit_ ? limiter_with_share(rt) : nullptr;
   }
+  // Whether a share may be enforced later though it is not now (the default
+  // policy): launches are then observed now and then, to learn what the
+  // program does flat out (LaunchLimiter::observe).
+  bool observes() const noexcept { return any_limit_ && policy_ == limiter::CorePolicy::kDefault; }
+  // The limiter of the current context's device, enforced or not (nullptr:
+  // no share there, or no context).
+  limiter::LaunchLimiter* observer_for_current(Runtime& rt) noexcept;
 
   // A context was destroyed or reset: its events are gone, and its handle
   // may come back for another device.

@@ -77,14 +77,15 @@ double ms(const Line& l, const std::string& key = "ms") {
 
 // The SM limiter's exit summary for one device (LIBCUDA_LOG_LEVEL=3):
 //   device 0 (GPU-...): SM share 30%: launches kernel=3 kernel_ex=0 cooperative=0
-//   graph=0; charged 0.060 ms, waited 0.000 ms, 2 samples, 1 shapes
+//   graph=0; charged 0.060 ms, waited 0.000 ms, 2 samples (0 not enforced), 1 shapes,
+//   0 sustain runs (0 on a shared GPU)
 // Not found: all zero.
 struct SmSummary {
   bool found = false;
   unsigned percent = 0;
   unsigned long long kernel = 0, kernel_ex = 0, cooperative = 0, graph = 0;
   double charged_ms = 0, waited_ms = 0;
-  unsigned long long samples = 0, shapes = 0, sustain_runs = 0;
+  unsigned long long samples = 0, unenforced_samples = 0, shapes = 0, sustain_runs = 0;
   unsigned long long launches() const { return kernel + kernel_ex + cooperative + graph; }
 };
 
@@ -102,11 +103,12 @@ SmSummary sm_summary(const std::string& err, int device) {
     const int n = std::sscanf(
         text.c_str() + at,
         "INFO: device %d (%127[^)]): SM share %u%%: launches kernel=%llu kernel_ex=%llu "
-        "cooperative=%llu graph=%llu; charged %lf ms, waited %lf ms, %llu samples, %llu shapes, "
-        "%llu sustain runs",
+        "cooperative=%llu graph=%llu; charged %lf ms, waited %lf ms, %llu samples (%llu not "
+        "enforced), %llu shapes, %llu sustain runs",
         &dev, uuid, &cur.percent, &cur.kernel, &cur.kernel_ex, &cur.cooperative, &cur.graph,
-        &cur.charged_ms, &cur.waited_ms, &cur.samples, &cur.shapes, &cur.sustain_runs);
-    if (n != 12 || dev != device) continue;
+        &cur.charged_ms, &cur.waited_ms, &cur.samples, &cur.unenforced_samples, &cur.shapes,
+        &cur.sustain_runs);
+    if (n != 13 || dev != device) continue;
     cur.found = true;
     s = cur;
     ++lines;
@@ -883,6 +885,43 @@ TEST_F(Preload, DefaultPolicyFollowsTheUtilizationSwitch) {
       EXPECT_EQ(s.launches(), 0u) << done.err;
     }
   }
+}
+
+// Not enforced (the default policy, the switch cleared), a launch-bound
+// program's launches are still sampled now and then, one in 1024 per thread,
+// to learn its pace flat out; nothing is charged and nothing waits.
+TEST_F(Preload, DefaultPolicyObservesLaunchesItDoesNotPace) {
+  fresh_container();
+  std::filesystem::remove(dir_.file("go"));
+  // Samples are collected at later observed launches: the sync lets those
+  // of the first 10,000 finish before the second.
+  Child client =
+      spawn({"init", "ctx:0", "mark", "await:" + dir_.file("go"), "launchpath:kernel:10000", "sync",
+             "launchpath:kernel:10000", "mark", "hold"},
+            {{"CUDA_DEVICE_SM_LIMIT", "30"},
+             {"GPU_CORE_UTILIZATION_POLICY", "default"},
+             {"SIMGPU_KERNEL_NS", "1000"},
+             {"LIBCUDA_LOG_LEVEL", "3"}});
+  ASSERT_TRUE(client.wait_for_line("op=mark")) << client.out();
+  {
+    auto region = region::Region::open(state_file(), region::OpenOptions{.create = false});
+    ASSERT_TRUE(region);
+    region->set_utilization_switch(0);
+  }
+  touch("go");
+  ASSERT_TRUE(client.wait_for_line("op=mark")) << client.out();
+  const auto done = client.finish();
+  const Line l = find_op(done.out, "launchpath:kernel:10000");
+  EXPECT_EQ(l.at("rc"), "0");
+  EXPECT_EQ(num(l, "ran"), 10000u);
+  EXPECT_GT(num(l, "records"), 0u) << "nothing sampled";
+  const SmSummary s = sm_summary(done.err, 0);
+  ASSERT_TRUE(s.found) << done.err;
+  EXPECT_EQ(s.launches(), 0u) << "nothing charged:\n" << done.err;
+  EXPECT_EQ(s.charged_ms, 0) << done.err;
+  EXPECT_EQ(s.waited_ms, 0) << done.err;
+  EXPECT_GT(s.unenforced_samples, 0u) << done.err;
+  EXPECT_EQ(s.samples, s.unenforced_samples) << done.err;
 }
 
 TEST_F(Preload, InvalidPolicyIsReportedAndLaunchesStillWork) {

@@ -62,6 +62,15 @@ struct CostEntry {
   RobustEstimate stream_sustained{RobustEstimate::Pick::kMedian, 1024};
   uint32_t stream_sustain_run = 0;
   int64_t stream_flat_out = 0;  // 0: not measured yet
+  // Back-to-back runs the host held up while the share was not enforced
+  // (the default policy on an uncontended GPU): the program flat out, over
+  // seconds where a sustain run sees 150 ms. On the H100 and H200 machines a
+  // launch-bound program's seconds move by +-10-30 % with its host, and a
+  // sustain run that met a fast spell charged a 70 % share 1/1.29 of the
+  // period: 86 % (bench/results/sm-limit-h100-7be66b7-launch.txt). Averaged
+  // over the last 1024 medians, some seconds of samples.
+  RobustEstimate stream_unpaced{RobustEstimate::Pick::kMedian, 1024};
+  int64_t stream_unpaced_ns = 0;  // when the last of them was learnt
   // Launches admitted before the shape had a cost of its own, and what they
   // were charged; settled when the first cost is known.
   std::atomic<int64_t> provisional{0};

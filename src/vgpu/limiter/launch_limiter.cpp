@@ -57,6 +57,15 @@ int64_t stream_period(const CostEntry& e) {
   return e.stream_by_host ? host : gpu;
 }
 
+// The program's back-to-back period flat out: over its last spell without
+// enforcement when that ended within `fresh_ns`, else from its last sustain
+// run (0: neither).
+int64_t flat_out_period(const CostEntry& e, int64_t now_ns, int64_t fresh_ns) {
+  if (e.stream_unpaced.count() >= kSteadySamples && now_ns - e.stream_unpaced_ns <= fresh_ns)
+    return e.stream_unpaced.value();
+  return e.stream_flat_out;
+}
+
 }  // namespace
 
 LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
@@ -205,6 +214,16 @@ bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   return false;
 }
 
+bool LaunchLimiter::observe(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+                            LaunchPath path) noexcept {
+  if (w.owner != nullptr) end_window(w, now_ns);
+  const CostEntry* e = table_.find(key);
+  const bool learning =
+      e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples;
+  // Never waiting, the thread is always at its steady pace.
+  return open_sample(w, learning, key, stream, now_ns, true, path, true) && w.target > 1;
+}
+
 void LaunchLimiter::open_batch(SampleWindow& w, const CostEntry& e, uint64_t key, uintptr_t stream,
                                int64_t now_ns, LaunchPath path) noexcept {
   if (options_.batch_ns <= 0) return;
@@ -222,7 +241,7 @@ void LaunchLimiter::open_batch(SampleWindow& w, const CostEntry& e, uint64_t key
 }
 
 bool LaunchLimiter::open_sample(SampleWindow& w, bool learning, uint64_t key, uintptr_t stream,
-                                int64_t now_ns, bool warm, LaunchPath path) noexcept {
+                                int64_t now_ns, bool warm, LaunchPath path, bool unpaced) noexcept {
   if (!learning &&
       now_ns - last_open_ns_.load(std::memory_order_relaxed) < options_.sample_interval_ns) {
     return false;
@@ -243,8 +262,8 @@ bool LaunchLimiter::open_sample(SampleWindow& w, bool learning, uint64_t key, ui
     target = options_.stream_window;
   }
   // Tagged only while the run is still due: a thread may set the flag just
-  // after another ended the run.
-  const bool run_due = now_ns >= next_sustain_ns_.load(std::memory_order_relaxed);
+  // after another ended the run. Nothing unpaced is part of a run.
+  const bool run_due = !unpaced && now_ns >= next_sustain_ns_.load(std::memory_order_relaxed);
   bool late = run_due && sustain_late_.load(std::memory_order_relaxed);
   if (late && target == 1 && !timer_.busy(stream)) {
     // The mark would be reached at once, and the sample would hold the host's
@@ -277,7 +296,8 @@ bool LaunchLimiter::open_sample(SampleWindow& w, bool learning, uint64_t key, ui
                    .path = path,
                    .epoch = entry->epoch.load(std::memory_order_relaxed),
                    .sustain = sustain,
-                   .run_charged_ns = run_charged};
+                   .run_charged_ns = run_charged,
+                   .unpaced = unpaced};
   return true;
 }
 
@@ -311,8 +331,9 @@ void LaunchLimiter::abandon_window(SampleWindow& w) noexcept {
 }
 
 void LaunchLimiter::charge_light(const SampleWindow& w, int64_t now_ns) noexcept {
-  // Every launch of a run but its first went light.
-  if (w.launches > 1) admit(w.key, w.path, now_ns, static_cast<uint32_t>(w.launches - 1));
+  // Every launch of a run but its first went light; unpaced, none is charged.
+  if (w.launches > 1 && !w.unpaced)
+    admit(w.key, w.path, now_ns, static_cast<uint32_t>(w.launches - 1));
 }
 
 void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
@@ -332,8 +353,15 @@ void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   }
   // in_flight_ counts this window already, so there is room.
   const int64_t host = now_ns > 0 && taken.opened_ns > 0 ? now_ns - taken.opened_ns : 0;
-  pending_[npending_++] = Pending{taken.start, end,         taken.key,     taken.launches,
-                                  host,        taken.epoch, taken.sustain, taken.run_charged_ns};
+  pending_[npending_++] = Pending{.start = taken.start,
+                                  .end = end,
+                                  .key = taken.key,
+                                  .launches = taken.launches,
+                                  .host_ns = host,
+                                  .epoch = taken.epoch,
+                                  .sustain = taken.sustain,
+                                  .run_charged_ns = taken.run_charged_ns,
+                                  .unpaced = taken.unpaced};
   pending_hint_.store(npending_, std::memory_order_relaxed);
 }
 
@@ -403,6 +431,10 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
       if (e->stream_sustained.count() >= kSteadySamples)
         e->stream_flat_out = e->stream_sustained.value();
     }
+    if (p.unpaced && kept_pace) {
+      e->stream_unpaced.add(period);
+      e->stream_unpaced_ns = now_ns;
+    }
     if (log::enabled(log::Level::kDebug)) {
       log::debug(
           "shape %016llx: run of %d launches, %.2f us each on the GPU, %.2f on the host%s; "
@@ -415,6 +447,7 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
   }
   update_cost(*e, now_ns);
   samples_.fetch_add(1, std::memory_order_relaxed);
+  if (p.unpaced) unpaced_samples_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
@@ -426,7 +459,8 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
   // than half its kernel time, the gaps are the program's and not charged.
   if (stream > 0 && (single == 0 || stream * 2 <= single * 3)) {
     // Throttled, the host may run the program slower than flat out.
-    cost = e.stream_flat_out > 0 ? std::min(stream, e.stream_flat_out) : stream;
+    const int64_t flat = flat_out_period(e, now_ns, options_.sustain_every_ns);
+    cost = flat > 0 ? std::min(stream, flat) : stream;
   } else if (e.sustained.count() >= kSteadySamples && e.sustained_lo > cost &&
              e.sustained_hi * 100 <= e.sustained_lo * (100 + kSteadyPercent)) {
     // Flat out, the program would get the GPU at its power limit, not the
@@ -464,6 +498,8 @@ void LaunchLimiter::forget(uint64_t key) noexcept {
   e->stream_sustained.reset();
   e->stream_sustain_run = 0;
   e->stream_flat_out = 0;
+  e->stream_unpaced.reset();
+  e->stream_unpaced_ns = 0;
   e->single_count.store(0, std::memory_order_relaxed);
   e->cost_ns.store(0, std::memory_order_relaxed);
 }
@@ -494,6 +530,7 @@ LimiterStats LaunchLimiter::stats() const noexcept {
   s.shapes = table_.size();
   s.sustain_runs = sustain_runs_.load();
   s.sustain_runs_shared = sustain_runs_shared_.load();
+  s.unpaced_samples = unpaced_samples_.load();
   return s;
 }
 

@@ -30,6 +30,11 @@
 //    light, only counted, and are charged together when the batch ends. A
 //    paced launch costs a launch-bound program a tenth of its period in our
 //    hook; paced one by one, it could not run near its full speed.
+//  * While the share is not enforced (the default policy on an uncontended
+//    GPU) nothing is paced, but now and then a launch is sampled all the
+//    same (observe): the program is running flat out, and a back-to-back
+//    period averaged over those seconds is what its share is of once
+//    enforcement starts, where a sustain run sees 150 ms.
 //
 // Thread-safe. The per-launch path is lock-free (a table probe, one CAS);
 // sampling and harvesting take a lock at most once per sample, and a sustain
@@ -43,6 +48,11 @@
 //   CUresult rc = real_launch(...);
 //   lim.after_launch(w, rc == CUDA_SUCCESS);
 //   lim.harvest(now);
+//
+// Not enforced, one launch in many (the rest go straight to the driver, or
+// light while a window it opened lasts):
+//   if (lim.observe(w, key, stream, now)) lim.start_run_clock(w, clock());
+//   real_launch(...); lim.after_launch(w, ok); lim.harvest(now);
 
 #include <array>
 #include <atomic>
@@ -93,6 +103,7 @@ struct LimiterStats {
   uint64_t shapes = 0;               // distinct launch shapes seen
   uint64_t sustain_runs = 0;         // loans used up (see LimiterOptions::sustain_run_ns)
   uint64_t sustain_runs_shared = 0;  // of which the GPU was shared: they measured nothing
+  uint64_t unpaced_samples = 0;      // of `samples`, taken while the share was not enforced
 };
 
 class LaunchLimiter;
@@ -112,6 +123,10 @@ struct SampleWindow {
   uint32_t epoch = 0;           // the shape's when the window opened
   uint32_t sustain = 0;         // the sustain run it was opened late in (0: none)
   int64_t run_charged_ns = -1;  // GPU time the run had admitted when it opened (-1: no run)
+  // Opened while the share was not enforced (observe): its light launches
+  // are not charged. Should enforcement start while it is open, the rest of
+  // its launches (at most a run's) go uncharged too.
+  bool unpaced = false;
 };
 
 class LaunchLimiter {
@@ -136,6 +151,12 @@ class LaunchLimiter {
   // taken, a small kernel's launch opens a batch of light launches instead.
   bool before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
                      bool warm = true, LaunchPath path = LaunchPath::kKernel) noexcept;
+  // The same while the share is not enforced: ends the thread's window, and
+  // opens a sample of this launch when one is due (lone, or a back-to-back
+  // run, as before_launch would), which charges nothing. No batches: nothing
+  // is paced.
+  bool observe(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
+               LaunchPath path = LaunchPath::kKernel) noexcept;
   // `now_ns` is the time after the launch (0: unknown).
   void after_launch(SampleWindow& w, bool launched, int64_t now_ns = 0) noexcept;
   // Inside a back-to-back run or a batch, a launch of the same shape on the
@@ -190,13 +211,15 @@ class LaunchLimiter {
     uint32_t epoch = 0;
     uint32_t sustain = 0;
     int64_t run_charged_ns = -1;
+    bool unpaced = false;
   };
   static constexpr int kMaxInFlight = 32;
 
   // A sample of `key` when one is due (true: w holds it). `learning`: the
   // shape has fewer than learn_samples lone samples (or no entry yet).
+  // `unpaced`: for observe.
   bool open_sample(SampleWindow& w, bool learning, uint64_t key, uintptr_t stream, int64_t now_ns,
-                   bool warm, LaunchPath path) noexcept;
+                   bool warm, LaunchPath path, bool unpaced = false) noexcept;
   // Otherwise a batch of light launches, for a learnt small kernel.
   void open_batch(SampleWindow& w, const CostEntry& e, uint64_t key, uintptr_t stream,
                   int64_t now_ns, LaunchPath path) noexcept;
@@ -247,6 +270,7 @@ class LaunchLimiter {
   std::atomic<uint64_t> charged_ns_{0};
   std::atomic<uint64_t> waited_ns_{0};
   std::atomic<uint64_t> samples_{0};
+  std::atomic<uint64_t> unpaced_samples_{0};
 };
 
 }  // namespace hami::vgpu::limiter

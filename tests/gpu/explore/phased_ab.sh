@@ -2,8 +2,10 @@
 # Exploration: what period should a launch-bound program be charged? Each run
 # is one process judged against itself (bench/sm_limit/run.sh's in-process
 # runs: GPU_CORE_UTILIZATION_POLICY=default, switch-phases clearing, setting
-# and clearing utilization_switch), with LIBCUDA_LOG_LEVEL=4 so every
-# back-to-back sample's GPU and host period is logged. Variants of libvgpu.so:
+# and clearing utilization_switch), with LIBCUDA_LOG_LEVEL=4 (or $LOG_LEVEL)
+# so every back-to-back sample's GPU and host period is logged (debug logging
+# slows the program: LOG_LEVEL=3 where the variants log differently, as when
+# one samples unthrottled phases and the other does not). Variants of libvgpu.so:
 #   cur    as committed
 #   w256   back-to-back samples of 256 launches instead of 16
 #   spin   w256, and waits spin on the clock instead of sleeping
@@ -54,7 +56,7 @@ for r in $(seq "${ROUNDS:-1}"); do
       "$build/bench/sm_limit/switch-phases" "$cache" 0:5 "1:$((secs + 2))" 0:0 > /tmp/sw.txt &
       sw=$!
       line=$(LD_PRELOAD="${libs[$v]}" CUDA_DEVICE_SM_LIMIT=$l GPU_CORE_UTILIZATION_POLICY=default \
-        LIBCUDA_LOG_LEVEL=4 CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" taskset -c 2 \
+        LIBCUDA_LOG_LEVEL="${LOG_LEVEL:-4}" CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" taskset -c 2 \
         "$build/launch_bench" $((secs + 13)) 2>"$log" | tail -1)
       wait $sw
       echo "{\"workload\": \"launch\", \"limit\": $l, \"tag\": \"$v-r$r\", \"switches\": [$(paste -sd, /tmp/sw.txt)], \"result\": $line}" >> "$out/runs.jsonl"

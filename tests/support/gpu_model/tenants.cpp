@@ -71,6 +71,10 @@ void Tenants::step(Tenant& x) {
     case Phase::kHost: {
       x.call_ns = now;
       x.light = false;
+      if (x.lim != nullptr && now < x.spec.enforced_from_ns) {
+        observe(x, now);
+        return;
+      }
       if (x.lim != nullptr) {
         const Shape& s = shape(x);
         if (x.lim->light_launch(x.w, s.key, x.spec.stream)) {
@@ -119,6 +123,25 @@ void Tenants::launch(Tenant& x, int64_t now) {
     if (x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now, x.since_wait >= kWarmLaunches,
                              shape(x).path)) {
       // paced() reads the clock again once a run's start mark is made.
+      x.marks_ns += x.timer.take_host_cost();
+      LaunchLimiter::start_run_clock(x.w, now + x.marks_ns);
+    }
+  }
+  call(x, now);
+}
+
+void Tenants::observe(Tenant& x, int64_t now) {
+  const Shape& s = shape(x);
+  x.light = true;  // unless a sample is opened: then the hook's work after the call
+  if (LaunchLimiter* owner = x.w.owner) {
+    if (!owner->light_launch(x.w, s.key, x.spec.stream)) {
+      LaunchLimiter::end_window(x.w, now);
+      owner->harvest(now);
+    }
+  } else if ((++x.unenforced & (kObserveEvery - 1)) == 0) {
+    x.since_wait = kWarmLaunches;
+    x.light = false;
+    if (x.lim->observe(x.w, s.key, x.spec.stream, now, s.path)) {
       x.marks_ns += x.timer.take_host_cost();
       LaunchLimiter::start_run_clock(x.w, now + x.marks_ns);
     }

@@ -8,7 +8,11 @@
 // 1024 ops queued, as CUDA does; after_launch; harvest. Inside a back-to-back
 // sample, launches of the sampled shape go light: only the call. The hook's
 // own time (TenantSpec::hook_ns, and the GPU timestamps it records) comes
-// after the call. A tenant without a limiter launches straight away.
+// after the call. A tenant without a limiter launches straight away. Before
+// TenantSpec::enforced_from_ns the share is not enforced (the default policy,
+// the GPU uncontended), and launches follow launch_hooks.cpp's
+// observe_launch(): one in 1024 goes through LaunchLimiter::observe, and the
+// launches of a back-to-back run it opens go light; the rest straight away.
 // Everything runs on the model's simulated clock, in time order, one action
 // at a time: deterministic and fast.
 //
@@ -59,6 +63,8 @@ struct TenantSpec {
   // `throttled_percent` % of Shape::host_ns.
   int64_t throttled_percent = 100;
   int64_t throttled_for_ns = 20'000'000;
+  // Until then the tenant's share is not enforced (0: always enforced).
+  int64_t enforced_from_ns = 0;
 };
 
 class Tenants {
@@ -68,6 +74,7 @@ class Tenants {
   static constexpr int64_t kWaitSliceNs = 2'000'000;
   static constexpr int64_t kBatchNs = 2'000'000;
   static constexpr uint32_t kWarmLaunches = 32;
+  static constexpr uint32_t kObserveEvery = 1024;
 
   Tenants() : Tenants(GpuModel::Options{}) {}
   explicit Tenants(const GpuModel::Options& gpu) : gpu_(gpu) {}
@@ -112,6 +119,7 @@ class Tenants {
     int64_t marks_ns = 0;  // host time of GPU timestamps already taken by the launch under way
     int64_t woke_ns = INT64_MIN / 2;  // when the tenant's last wait ended
     uint32_t since_wait = 0;          // launches since the tenant last waited
+    uint32_t unenforced = 0;          // launches not enforced and not in a window
     int64_t go_ns = 0;                // the pacer's answer, while waiting
     size_t shape = 0;                 // in the prologue, then (from prologue.size()) the cycle
     uint64_t launches = 0;
@@ -122,7 +130,8 @@ class Tenants {
   static const Shape& shape(const Tenant& x);
   void step(Tenant& x);
   void launch(Tenant& x, int64_t now);
-  void call(Tenant& x, int64_t now);  // the driver's launch call
+  void observe(Tenant& x, int64_t now);  // a launch while the share is not enforced
+  void call(Tenant& x, int64_t now);     // the driver's launch call
   void enqueue(Tenant& x, int64_t at);
 
   GpuModel gpu_;
