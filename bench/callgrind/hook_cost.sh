@@ -29,6 +29,16 @@ ir() {  # condition ops...
     sm30-nosustain)
       env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_SM_SUSTAIN_MS=0
             SIMGPU_KERNEL_NS=1000 CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
+    # The same share under the default policy with no other container busy
+    # (the state file's switch cleared first): not enforced, one launch in
+    # 1024 observed.
+    sm30-idle)
+      local cache=$work/c-$RANDOM.cache
+      env "${env[@]}" LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=30 \
+        CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" "$client" init ctx:0 >/dev/null
+      "$build/bench/sm_limit/switch-phases" "$cache" 0:0 >/dev/null
+      env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=default
+            SIMGPU_KERNEL_NS=1000 CUDA_DEVICE_MEMORY_SHARED_CACHE=$cache) ;;
   esac
   env "${env[@]}" valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$client" "$@" \
     >/dev/null 2>"$work/vg.err"
@@ -41,7 +51,7 @@ for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N" \
   name=${call%%:*}
   ops=${call#*:}
   conds="bare nolimit limit"
-  [ "$name" = cuLaunchKernel ] && conds="$conds sm30 sm30-nosustain"
+  [ "$name" = cuLaunchKernel ] && conds="$conds sm30 sm30-nosustain sm30-idle"
   declare -A per
   for cond in $conds; do
     base=$(ir $cond init ctx:0)

@@ -33,8 +33,8 @@ constexpr int64_t kBatchNs = 2'000'000;
 // Launches after a wait before the thread counts as back at its steady pace.
 constexpr uint32_t kWarmLaunches = 32;
 // While a share is not enforced (the default policy, the GPU uncontended),
-// one launch in this many per thread may open a sample (observed()); the
-// rest cost one thread-local increment. A launch-bound program then takes a
+// one launch in this many per thread may open a sample (observe_due()); the
+// rest cost a thread-local increment. A launch-bound program then takes a
 // sample every few milliseconds, some hundred a second.
 constexpr uint32_t kObserveEvery = 1024;
 // cuStreamEndCapture's answer for a stream that was not capturing.
@@ -48,11 +48,19 @@ std::atomic<int> g_captures{0};
 // A thread's sample in flight; given back if the thread exits mid-sample.
 struct ThreadWindow {
   SampleWindow w;
-  uint32_t since_wait = 0;  // launches since this thread last waited
-  uint32_t unenforced = 0;  // launches not enforced and not in a window (observed())
+  uint32_t since_wait = 0;            // launches since this thread last waited
+  LaunchLimiter* observer = nullptr;  // what observe_open sampled with, and when
+  int64_t observed_ns = 0;
   ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
 };
 thread_local ThreadWindow t_window;
+// Launches not enforced since the thread's last observed one, and whether a
+// window observe_open opened may still be open. Plain values in the
+// initial-exec model: checked on every launch a share does not pace, they
+// cost a few instructions where t_window's access calls __tls_get_addr
+// (libvgpu.so is loaded at process start, where static TLS is always there).
+[[gnu::tls_model("initial-exec")]] thread_local uint32_t t_unenforced = 0;
+[[gnu::tls_model("initial-exec")]] thread_local bool t_observing = false;
 
 int64_t mono_ns() {
   timespec ts;
@@ -109,42 +117,64 @@ bool capturing(CUstream s, bool ptsz) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-// A launch whose share is not enforced now but may be later: it goes straight
-// through, but one in kObserveEvery may be sampled (charging nothing), and a
-// back-to-back run so opened lets the launches after it through light. What
-// the samples learn, the program's pace flat out, is what its share is of
-// once enforcement starts (docs/sm-limiter.md).
-template <class Shape, class Call>
-[[gnu::noinline]] CUresult observe_launch(vgpu::SmControl& sm, Runtime& rt, Shape& shape,
-                                          LaunchPath path, CUstream stream, bool ptsz, Call& call) {
+// While a share is not enforced but may be later, one launch in
+// kObserveEvery may be sampled (charging nothing), and a back-to-back run so
+// opened lets the launches after it through light. What the samples learn,
+// the program's pace flat out, is what its share is of once enforcement
+// starts (docs/sm-limiter.md). Out of line and without the launch's
+// closures, so that the launches of processes without a share pay nothing
+// for it (passed to a function, the closures were built on every launch:
+// 26 instructions, counted with callgrind).
+enum class Observed : uint8_t {
+  kPlain,    // launch as usual
+  kLight,    // inside a run: launch, and tell observe_after whether it failed
+  kSampled,  // a sample was opened: launch, then observe_after
+};
+
+// Whether this launch may be observed: it is the thread's kObserveEvery-th
+// since, or a window the thread opened may still be open.
+inline bool observe_due() noexcept {
+  return t_observing || (++t_unenforced & (kObserveEvery - 1)) == 0;
+}
+
+[[gnu::noinline]] Observed observe_open(vgpu::SmControl& sm, Runtime& rt, uint64_t key,
+                                        uintptr_t on, LaunchPath path) noexcept {
   ThreadWindow& tw = t_window;
+  const bool due = !t_observing;  // else only a window to go on with
+  t_observing = false;
   if (g_captures.load(std::memory_order_relaxed) != 0) {
     // No GPU call of ours during a capture (see paced()).
     LaunchLimiter::abandon_window(tw.w);
-    return call();
+    return Observed::kPlain;
   }
-  const uint64_t key = shape();
-  const uintptr_t on = event_stream(stream, ptsz);
   if (LaunchLimiter* owner = tw.w.owner) {
-    if (owner->light_launch(tw.w, key, on)) {
-      const CUresult rc = call();
-      if (rc != CUDA_SUCCESS) owner->light_launch_failed(tw.w);
-      return rc;
-    }
+    if (owner->light_launch(tw.w, key, on)) return Observed::kLight;
     const int64_t now = mono_ns();
     LaunchLimiter::end_window(tw.w, now);
     owner->harvest(now);
-    return call();
+    return Observed::kPlain;
   }
+  if (!due) return Observed::kPlain;  // the window was closed meanwhile
   LaunchLimiter* lim = sm.observer_for_current(rt);
-  if (lim == nullptr) return call();
+  if (lim == nullptr) return Observed::kPlain;
   tw.since_wait = kWarmLaunches;  // it has not waited since enforcement, if ever
   const int64_t now = mono_ns();
   if (lim->observe(tw.w, key, on, now, path)) LaunchLimiter::start_run_clock(tw.w, mono_ns());
-  const CUresult rc = call();
-  lim->after_launch(tw.w, rc == CUDA_SUCCESS);
-  lim->harvest(now);
-  return rc;
+  tw.observer = lim;
+  tw.observed_ns = now;
+  return Observed::kSampled;
+}
+
+[[gnu::noinline]] void observe_after(Observed o, bool launched) noexcept {
+  ThreadWindow& tw = t_window;
+  if (o == Observed::kLight) {
+    if (!launched && tw.w.owner != nullptr) tw.w.owner->light_launch_failed(tw.w);
+  } else {
+    tw.observer->after_launch(tw.w, launched);
+    tw.observer->harvest(tw.observed_ns);
+  }
+  // A back-to-back run stays open; a lone sample is closed by now.
+  t_observing = tw.w.owner != nullptr;
 }
 
 // `shape` computes the launch's key; it is only called when a share applies,
@@ -158,10 +188,12 @@ template <class Shape, class Call>
   sm.on_launch(rt->region());
   LaunchLimiter* lim = sm.limiter_for_current(*rt);
   if (lim == nullptr) {
-    if (!sm.observes()) return call();
-    ThreadWindow& tw = t_window;
-    if (tw.w.owner == nullptr && (++tw.unenforced & (kObserveEvery - 1)) != 0) return call();
-    return observe_launch(sm, *rt, shape, path, stream, ptsz, call);
+    if (!sm.observes() || !observe_due()) return call();
+    const Observed o = observe_open(sm, *rt, shape(), event_stream(stream, ptsz), path);
+    if (o == Observed::kPlain) return call();
+    const CUresult rc = call();
+    observe_after(o, rc == CUDA_SUCCESS);
+    return rc;
   }
   const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
   if (captures && capturing(stream, ptsz)) return call();
