@@ -796,17 +796,24 @@ TEST_F(Preload, SampleOpenOnTheLegacyStreamLeavesACaptureValid) {
   // sampled as a stream of 16 once the thread is at its steady pace (32
   // launches without a wait), and that window is still open when the
   // capture starts.
-  // Where the run's sample opens depends on the real-time pacing and on the
-  // batches of light launches around it (their length follows the measured
-  // cost), so a slow host (ASan) can end the run inside a batch instead: the
-  // scenario is run again then, up to five times.
-  std::vector<std::string> ops = {"init", "ctx:0"};
-  for (int i = 0; i < 4; ++i)
-    ops.insert(ops.end(), {"launchpath:kernel:1", "sync", "sleep:2"});
-  ops.insert(ops.end(), {"launchpath:kernel:40", "capture:2:v2:1"});
+  // Where the run's sample opens depends on the batches of light launches
+  // before it: a batch of n launches follows the 4th lone launch (n = 200 us
+  // over the measured cost), and another at every n-th launch of the burst,
+  // and the run opens at the first of those once 32 launches have gone
+  // without a wait (launch k, the first multiple of n from 28 on); it is
+  // still open after the burst's last launch B when k <= B <= k + 15. The
+  // measured cost holds the host's time to the launch too (the stream is
+  // idle): about 5 us here, 7-10 us under ASan. No one B suits every n from
+  // 2 to 40, but one of 40 and 55 does, so the attempts alternate them (and
+  // a fresh process may measure another cost).
   uint64_t records = 0;
   ProcessResult r;
-  for (int attempt = 0; attempt < 5 && records % 2 == 0; ++attempt) {
+  for (int attempt = 0; attempt < 6 && records % 2 == 0; ++attempt) {
+    std::vector<std::string> ops = {"init", "ctx:0"};
+    for (int i = 0; i < 4; ++i)
+      ops.insert(ops.end(), {"launchpath:kernel:1", "sync", "sleep:2"});
+    ops.insert(ops.end(), {attempt % 2 == 0 ? "launchpath:kernel:40" : "launchpath:kernel:55",
+                           "capture:2:v2:1"});
     fresh_container();  // each attempt a fresh process of a fresh container
     r = run(
         ops,
