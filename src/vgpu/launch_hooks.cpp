@@ -127,7 +127,7 @@ bool capturing(CUstream s, bool ptsz) {
 // 26 instructions, counted with callgrind).
 enum class Observed : uint8_t {
   kPlain,    // launch as usual
-  kLight,    // inside a run: launch, and tell observe_after whether it failed
+  kLight,    // inside a run: launch, and tell observe_after only if it failed
   kSampled,  // a sample was opened: launch, then observe_after
 };
 
@@ -141,19 +141,22 @@ inline bool observe_due() noexcept {
                                         uintptr_t on, LaunchPath path) noexcept {
   ThreadWindow& tw = t_window;
   const bool due = !t_observing;  // else only a window to go on with
-  t_observing = false;
   if (g_captures.load(std::memory_order_relaxed) != 0) {
     // No GPU call of ours during a capture (see paced()).
     LaunchLimiter::abandon_window(tw.w);
+    t_observing = false;
     return Observed::kPlain;
   }
   if (LaunchLimiter* owner = tw.w.owner) {
+    // The run goes on: t_observing stays as it is.
     if (owner->light_launch(tw.w, key, on)) return Observed::kLight;
     const int64_t now = mono_ns();
     LaunchLimiter::end_window(tw.w, now);
     owner->harvest(now);
+    t_observing = false;
     return Observed::kPlain;
   }
+  t_observing = false;
   if (!due) return Observed::kPlain;  // the window was closed meanwhile
   LaunchLimiter* lim = sm.observer_for_current(rt);
   if (lim == nullptr) return Observed::kPlain;
@@ -192,7 +195,8 @@ template <class Shape, class Call>
     const Observed o = observe_open(sm, *rt, shape(), event_stream(stream, ptsz), path);
     if (o == Observed::kPlain) return call();
     const CUresult rc = call();
-    observe_after(o, rc == CUDA_SUCCESS);
+    // A run's light launches are timed by the run: no more of ours in them.
+    if (o == Observed::kSampled || rc != CUDA_SUCCESS) observe_after(o, rc == CUDA_SUCCESS);
     return rc;
   }
   const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
