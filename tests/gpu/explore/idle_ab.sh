@@ -16,7 +16,7 @@ mkdir -p "$out"
 cmake --build "$build" -j "$(nproc)" --target switch-phases >/dev/null || exit 1
 nvcc -O2 -arch=sm_90 -o "$build/hook_bench" bench/overhead/hook_bench.cu -ldl || exit 1
 v=/tmp/variant-prev
-rm -rf "$v" && mkdir -p "$v" && cp -r CMakeLists.txt CMakePresets.json src tools bench "$v"/
+copy_sources "$v"
 (cd "$v" && git apply -R) < "${PREV_PATCH:?PREV_PATCH: the change under test, as a patch}" || exit 1
 build_vgpu "$v" "$v/build" || exit 1
 declare -A libs=([cur]=$lib [prev]=$v/build/src/libvgpu.so)

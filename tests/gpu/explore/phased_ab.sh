@@ -25,7 +25,7 @@ cmake --build "$build" -j "$(nproc)" --target switch-phases >/dev/null || exit 1
 declare -A libs=([cur]=$lib)
 make_variant() {  # name sed-for-launch_limiter.hpp [sed-for-launch_hooks.cpp [patch-to-reverse]]
   local v=/tmp/variant-$1
-  rm -rf "$v" && mkdir -p "$v" && cp -r CMakeLists.txt CMakePresets.json src tools bench "$v"/
+  copy_sources "$v"
   [ -n "$2" ] && sed -i "$2" "$v/src/vgpu/limiter/launch_limiter.hpp"
   [ -n "${3:-}" ] && sed -i "$3" "$v/src/vgpu/launch_hooks.cpp"
   [ -n "${4:-}" ] && { (cd "$v" && git apply -R) < "$4" || exit 1; }

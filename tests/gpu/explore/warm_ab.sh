@@ -10,7 +10,7 @@ mkdir -p "$out"
 # shellcheck source=tests/gpu/explore/build_launch.sh
 . tests/gpu/explore/build_launch.sh
 variant=/tmp/variant
-rm -rf "$variant" && mkdir -p "$variant" && cp -r CMakeLists.txt CMakePresets.json src tools "$variant"/
+copy_sources "$variant"
 sed -i "s/constexpr uint32_t kWarmLaunches = 32;/constexpr uint32_t kWarmLaunches = ${WARM:-96};/; s/constexpr int64_t kBatchNs = 2'000'000;/constexpr int64_t kBatchNs = ${BATCH_MS:-4}'000'000;/" \
   "$variant/src/vgpu/launch_hooks.cpp"
 grep -n "kWarmLaunches =\|kBatchNs =" "$variant/src/vgpu/launch_hooks.cpp" > "$out/variant.txt"
