@@ -6,7 +6,6 @@
 
 #include "cli/table.hpp"
 #include "common/bytes.hpp"
-#include "vgpu/limiter/launch_limiter.hpp"
 
 namespace hami::cli {
 namespace {
@@ -81,9 +80,6 @@ std::string absent_device_limits(const RegionSnapshot& snap, int rows) {
          memory_limit_text(mem) + ", SM " + sm_limit_text(sm) + ".\n";
 }
 
-// Work admitted up to this far ahead goes at once (the pacer's burst).
-const int64_t kPacerBurstNs = vgpu::limiter::LimiterOptions{}.burst_ns;
-
 bool has_share(const RegionSnapshot& snap, int d) {
   return snap.sm_limit[d] != 0 && snap.sm_limit[d] < 100;
 }
@@ -114,15 +110,13 @@ std::string pace_text(const RegionSnapshot& snap, const PaceInfo& pace) {
     if (!shows_pacing(snap, *pace.snap, d)) continue;
     const auto i = static_cast<size_t>(d);
     const int64_t backlog = pace.snap->tat_ns[i] - pace.now_mono_ns;
-    const int64_t run = pace.snap->run_until_ns[i] - pace.now_mono_ns;
     out += "  device " + std::to_string(d) + ": ";
-    if (backlog > kPacerBurstNs) {
+    if (backlog > region::kPaceBurstNs) {
       out +=
           "at its share, launches wait (admitted work reaches " + seconds_text(backlog) + " ahead)";
     } else {
       out += "below its share, launches do not wait";
     }
-    if (run > 0) out += "; a sustain run is held for " + seconds_text(run) + " more";
     out += "\n";
   }
   return out;
@@ -137,8 +131,7 @@ nlohmann::json pace_json(const RegionSnapshot& snap, const PaceInfo& pace) {
       const auto i = static_cast<size_t>(d);
       devices.push_back(
           {{"index", d},
-           {"backlog_ns", std::max<int64_t>(0, pace.snap->tat_ns[i] - pace.now_mono_ns)},
-           {"run_held_ns", std::max<int64_t>(0, pace.snap->run_until_ns[i] - pace.now_mono_ns)}});
+           {"backlog_ns", std::max<int64_t>(0, pace.snap->tat_ns[i] - pace.now_mono_ns)}});
     }
   }
   return {{"path", pace.path},

@@ -5,8 +5,9 @@
 // mmap: every counter is accessed through std::atomic_ref, never as a plain field
 // from two processes at once.
 //
-// Two fields that upstream leaves as padding carry our slot ownership (see
-// docs/state-file.md): ProcSlot::owner_start_time and ProcSlot::owner_tag. The two
+// Fields that upstream leaves as padding carry our slot ownership
+// (ProcSlot::owner_start_time and ProcSlot::owner_tag) and each process's GPU
+// time (DeviceUtil::gpu_time_ns, gpu_time_tag); see docs/state-file.md. The two
 // semaphores are initialised (unlocked) for upstream readers but never used by us.
 //
 //   auto* r = static_cast<hami::region::SharedRegion*>(mapped);
@@ -26,6 +27,9 @@ inline constexpr size_t kUuidSize = 96;
 
 // "HAMICPP1" little-endian: a slot whose owner holds its liveness lock (our protocol).
 inline constexpr uint64_t kOwnerTag = 0x31505043494D4148ull;
+
+// "HAMIGPUT" little-endian: DeviceUtil::gpu_time_ns is published by libvgpu.
+inline constexpr uint64_t kGpuTimeTag = 0x54555047494D4148ull;
 
 // Values of ProcSlot::status.
 enum SlotStatus : int32_t {
@@ -52,7 +56,12 @@ struct DeviceUtil {
   uint64_t dec_util;
   uint64_t enc_util;
   uint64_t sm_util;  // percent, written by the node agent
-  uint64_t unused[3];
+  // Ours, in upstream's unused[0..1]: the GPU time (ns) libvgpu charged this
+  // process's launches on the device, only ever growing while the slot's
+  // owner lives, and kGpuTimeTag once it publishes that counter.
+  uint64_t gpu_time_ns;
+  uint64_t gpu_time_tag;
+  uint64_t unused;
 };
 
 struct ProcSlot {

@@ -32,20 +32,19 @@ void set_boot_id(PaceClockFile* f, std::string_view boot_id) {
 void clear_clocks(PaceClockFile* f) {
   for (PaceClock& c : f->clocks) {
     std::atomic_ref<int64_t>(c.tat_ns).store(0, std::memory_order_relaxed);
-    std::atomic_ref<int64_t>(c.run_until_ns).store(0, std::memory_order_relaxed);
+    std::atomic_ref<int64_t>(c.reserved_ns).store(0, std::memory_order_relaxed);
   }
 }
 
-// No live process's clock runs this far ahead (the longest backlog is a
-// sustain run's loan, at most the share of one second, plus the launches of
-// threads waiting): such a clock is left by a bug or another clock, and would
-// stop every launch.
+// No live process's clock runs this far ahead (the backlog is a burst plus
+// the launches of threads waiting): such a clock is left by a bug or another
+// clock, and would stop every launch.
 constexpr int64_t kFarAheadNs = 60'000'000'000;
 
 void clear_far_clocks(PaceClockFile* f) {
   const int64_t limit = pace_clock_now_ns() + kFarAheadNs;
   for (PaceClock& c : f->clocks) {
-    for (int64_t* field : {&c.tat_ns, &c.run_until_ns}) {
+    for (int64_t* field : {&c.tat_ns, &c.reserved_ns}) {
       std::atomic_ref<int64_t> t(*field);
       int64_t v = t.load(std::memory_order_relaxed);
       if (v > limit) t.compare_exchange_strong(v, 0, std::memory_order_relaxed);
@@ -120,7 +119,6 @@ Result<std::optional<PaceSnapshot>> read_pace_clocks(const std::string& path) {
   if (*verdict == PaceHeader::kFresh) return std::optional<PaceSnapshot>{snap};  // all zero
   for (int d = 0; d < kMaxDevices; ++d) {
     snap.tat_ns[static_cast<size_t>(d)] = f.clocks[d].tat_ns;
-    snap.run_until_ns[static_cast<size_t>(d)] = f.clocks[d].run_until_ns;
   }
   return std::optional<PaceSnapshot>{snap};
 }

@@ -2,9 +2,8 @@
 // PaceClocks: the SM pacer clocks a container's processes share. A share
 // (`nvidia.com/gpucores: 30`) belongs to the container, so every process of it
 // charges its launches against one clock per device: the theoretical arrival
-// time of libvgpu's SharePacer, in CLOCK_MONOTONIC nanoseconds; beside each
-// clock, which process holds the container's sustain run (LaunchLimiter). The
-// clocks live in a small file of ours beside the state file
+// time of libvgpu's SharePacer, in CLOCK_MONOTONIC nanoseconds. The clocks live in a small file of
+// ours beside the state file
 // (`<state file>.pace`), not in the state file, whose layout is upstream's and
 // has no room; the node agent and the monitor only read `*.cache` files and
 // never see it.
@@ -15,7 +14,7 @@
 //
 //   auto clocks = hami::region::PaceClocks::open(state_path + ".pace");
 //   if (!clocks) log(clocks.error().message);  // each process then paces itself
-//   else { opt.shared_clock = clocks->clock(dev); opt.shared_run_until = clocks->run_until(dev); }
+//   else opt.shared_clock = clocks->clock(dev);
 
 #include <sys/types.h>
 
@@ -42,10 +41,13 @@ inline constexpr size_t kBootIdSize = 40;
 // container do not slow each other's compare-and-swap.
 struct alignas(64) PaceClock {
   int64_t tat_ns;
-  // Until when one process holds the container's sustain run (0: none).
-  int64_t run_until_ns;
+  int64_t reserved_ns;  // kept 0 (an earlier library kept a claim here)
   unsigned char pad[48];
 };
+
+// How far ahead of now a clock may run before launches wait: libvgpu's
+// default burst (LimiterOptions::burst_ns), for readers of the file.
+inline constexpr int64_t kPaceBurstNs = 20'000'000;
 
 struct PaceClockFile {
   uint64_t magic;             // kPaceMagic once initialised (written last)
@@ -78,7 +80,6 @@ int64_t pace_clock_now_ns();
 struct PaceSnapshot {
   bool this_boot = false;  // false: its clocks count another boot, and mean nothing now
   std::array<int64_t, kMaxDevices> tat_ns{};
-  std::array<int64_t, kMaxDevices> run_until_ns{};
 };
 // std::nullopt when there is no such file (no process has paced yet);
 // an error when it cannot be read or is not a well-formed pace clock file.
@@ -97,10 +98,8 @@ class PaceClocks {
   PaceClocks& operator=(const PaceClocks&) = delete;
   ~PaceClocks();
 
-  // Device `dev`'s clock and run holder, for std::atomic_ref; valid while
-  // this object lives.
+  // Device `dev`'s clock, for std::atomic_ref; valid while this object lives.
   int64_t* clock(int dev) noexcept { return &file_->clocks[dev].tat_ns; }
-  int64_t* run_until(int dev) noexcept { return &file_->clocks[dev].run_until_ns; }
   const std::string& path() const noexcept { return path_; }
 
  private:

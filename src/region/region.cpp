@@ -63,6 +63,8 @@ uint64_t clear_usage(ProcSlot& s) {
   for (int d = 0; d < kMaxDevices; ++d) {
     store(s.monitorused[d], uint64_t{0});
     store(s.device_util[d].sm_util, uint64_t{0});
+    store(s.device_util[d].gpu_time_ns, uint64_t{0});
+    store(s.device_util[d].gpu_time_tag, uint64_t{0});
   }
   return bytes;
 }
@@ -166,6 +168,16 @@ bool SlotRef::set_sm_util(int dev, uint64_t percent) {
   if (!valid_device(dev)) return false;
   store(s_->device_util[dev].sm_util, percent);
   return true;
+}
+std::optional<uint64_t> SlotRef::gpu_time_ns(int dev) const {
+  if (!valid_device(dev) || load(s_->device_util[dev].gpu_time_tag) != kGpuTimeTag)
+    return std::nullopt;
+  return load(s_->device_util[dev].gpu_time_ns);
+}
+uint64_t* SlotRef::publish_gpu_time(int dev) {
+  if (!valid_device(dev)) return nullptr;
+  store(s_->device_util[dev].gpu_time_tag, kGpuTimeTag);
+  return &s_->device_util[dev].gpu_time_ns;
 }
 
 // ----------------------------------------------------------- RegistryLock

@@ -89,6 +89,12 @@ class SlotRef {
   bool set_nvml_used(int dev, uint64_t bytes);
   uint64_t sm_util(int dev) const;
   bool set_sm_util(int dev, uint64_t percent);
+  // The GPU time the slot's owner published for the device (nullopt: it
+  // publishes none, e.g. upstream's library, or no SM share there).
+  std::optional<uint64_t> gpu_time_ns(int dev) const;
+  // Marks the slot as publishing it and returns the counter, for the owner's
+  // limiter to add to atomically (nullptr: device out of range).
+  uint64_t* publish_gpu_time(int dev);
 
  private:
   ProcSlot* s_;

@@ -84,8 +84,11 @@ SlotSnapshot read_slot(const Reader& r, const Layout& l, int index) {
                                   r.at<uint64_t>(u + 24), r.at<uint64_t>(u + 32)};
     s.nvml_used[d] = r.at<uint64_t>(base + so.monitorused + 8 * static_cast<size_t>(d));
     if (so.device_util) {
-      s.sm_util[d] =
-          r.at<uint64_t>(base + *so.device_util + so.util_stride * static_cast<size_t>(d) + 16);
+      const size_t util = base + *so.device_util + so.util_stride * static_cast<size_t>(d);
+      s.sm_util[d] = r.at<uint64_t>(util + 16);
+      // Our GPU time counter, in what upstream leaves unused (tagged: ours).
+      if (so.util_stride >= 40 && r.at<uint64_t>(util + 32) == kGpuTimeTag)
+        s.gpu_time_ns[d] = r.at<uint64_t>(util + 24);
     }
   }
   return s;

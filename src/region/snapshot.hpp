@@ -49,6 +49,8 @@ struct SlotSnapshot {
   std::array<DeviceMemoryUsage, kMaxDevices> used{};
   std::array<uint64_t, kMaxDevices> nvml_used{};
   std::array<uint64_t, kMaxDevices> sm_util{};
+  // GPU time libvgpu charged the process per device (nullopt: none published).
+  std::array<std::optional<uint64_t>, kMaxDevices> gpu_time_ns{};
   Liveness liveness = Liveness::kUnknown;
 };
 

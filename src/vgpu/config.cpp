@@ -17,8 +17,8 @@ const char* kMemoryKey = "CUDA_DEVICE_MEMORY_LIMIT";
 const char* kSmKey = "CUDA_DEVICE_SM_LIMIT";
 const char* kPriorityKey = "CUDA_TASK_PRIORITY";
 const char* kPolicyKey = "GPU_CORE_UTILIZATION_POLICY";
+// Read by earlier versions of this library only.
 const char* kSustainKey = "CUDA_DEVICE_SM_SUSTAIN_MS";
-constexpr uint32_t kMaxSustainMs = 1000;
 
 std::string indexed(const char* key, int dev) {
   return std::string(key) + "_" + std::to_string(dev);
@@ -151,19 +151,12 @@ void resolve_policy(const Values& v, const std::string& where, Config& cfg) {
   }
 }
 
-void resolve_sustain(const Values& v, const std::string& where, Config& cfg) {
-  auto it = v.find(kSustainKey);
-  if (it == v.end() || it->second.empty()) return;
-  const std::string& text = it->second;
-  uint32_t ms = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
-  if (ec != std::errc() || end != text.data() + text.size() || ms > kMaxSustainMs) {
-    cfg.warnings.push_back(
-        where + kSustainKey + "=" + text + " is not a whole number of ms from 0 to " +
-        std::to_string(kMaxSustainMs) + "; using " + std::to_string(cfg.sm_sustain_ms));
-    return;
+void resolve_obsolete(const Values& v, const std::string& where, Config& cfg) {
+  if (v.count(kSustainKey) != 0) {
+    cfg.warnings.push_back(where + kSustainKey +
+                           " is no longer used (the SM share is charged the GPU time kernels "
+                           "take as they run); ignored");
   }
-  cfg.sm_sustain_ms = ms;
 }
 
 }  // namespace
@@ -251,7 +244,7 @@ Config load_config(const ConfigSources& src) {
   resolve_sm(values, where, cfg);
   resolve_priority(values, where, cfg);
   resolve_policy(values, where, cfg);
-  resolve_sustain(values, where, cfg);
+  resolve_obsolete(values, where, cfg);
   return cfg;
 }
 

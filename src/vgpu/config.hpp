@@ -40,8 +40,6 @@ struct Config {
   std::array<uint64_t, kMaxDevices> sm_limit{};      // percent; 100 = no cap
   int32_t priority = 1;                              // 0 high, 1 low
   limiter::CorePolicy core_policy = limiter::CorePolicy::kDefault;
-  // GPU time of the SM limiter's sustain runs (docs/sm-limiter.md); 0: none.
-  uint32_t sm_sustain_ms = 300;
   std::string limits_file;  // the file that governs, or empty for the environment
   std::string state_file;
   bool state_file_from_env = false;

@@ -77,11 +77,15 @@ limiter::GpuTimer::Poll CudaEventTimer::elapsed(Event from, Event to, int64_t* n
   return Poll::kReady;
 }
 
-bool CudaEventTimer::busy(uintptr_t stream) noexcept {
-  const RealCuda& cu = real_cuda();
-  return cu.cuStreamQuery != nullptr &&
-         call_real(cu.cuStreamQuery, reinterpret_cast<cuda::CUstream>(stream)) ==
-             cuda::CUDA_ERROR_NOT_READY;
+bool CudaEventTimer::reached(Event e) noexcept {
+  cuda::CUevent ev = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    Slot* s = decode(e);
+    if (s == nullptr) return false;
+    ev = s->event;
+  }
+  return call_real(real_cuda().cuEventQuery, ev) == CUDA_SUCCESS;
 }
 
 void CudaEventTimer::release(Event e) noexcept {

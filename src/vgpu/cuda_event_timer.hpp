@@ -23,7 +23,7 @@ class CudaEventTimer final : public limiter::GpuTimer {
   Event record(uintptr_t stream) noexcept override;
   Poll elapsed(Event from, Event to, int64_t* ns) noexcept override;
   void release(Event e) noexcept override;
-  bool busy(uintptr_t stream) noexcept override;
+  bool reached(Event e) noexcept override;
   // Every event of `ctx` becomes unusable (nullptr: of every context).
   void forget_context(cuda::CUcontext ctx) noexcept;
 

@@ -1,8 +1,9 @@
 // Launch hooks: every way a kernel reaches the GPU (cuLaunchKernel, Ex,
 // cooperative, CUDA graphs, and their per-thread-default-stream forms) is
-// charged to the container's SM share (sm_control.hpp, limiter/). Launches into
-// a capturing stream run nothing and pass straight through; so does every
-// launch of a process with no share, after marking the container active.
+// charged to the container's SM share (sm_control.hpp, limiter/), and paced
+// while the share is enforced. Launches into a capturing stream run nothing
+// and pass straight through; so does every launch of a process with no share,
+// after marking the container active.
 #include <time.h>
 
 #include <atomic>
@@ -27,16 +28,10 @@ constexpr int64_t kMinWaitNs = 50'000;
 // While waiting, finished samples are collected at least this often.
 constexpr int64_t kWaitSliceNs = 2'000'000;
 // A wait lasts this much longer than needed, so the launches after it go
-// back to back: fewer sleeps, and runs long enough to sample a stream of
-// small kernels. The pacer's books are unchanged.
+// back to back: fewer sleeps, and the GPU's busy time comes in spells of a
+// few milliseconds rather than a kernel at a time (what NVML's utilisation
+// samples sees as the busy time it is). The pacer's books are unchanged.
 constexpr int64_t kBatchNs = 2'000'000;
-// Launches after a wait before the thread counts as back at its steady pace.
-constexpr uint32_t kWarmLaunches = 32;
-// While a share is not enforced (the default policy, the GPU uncontended),
-// one launch in this many per thread may open a sample (observe_due()); the
-// rest cost a thread-local increment. A launch-bound program then takes a
-// sample every few milliseconds, some hundred a second.
-constexpr uint32_t kObserveEvery = 1024;
 // cuStreamEndCapture's answer for a stream that was not capturing.
 constexpr CUresult kNotCapturing = 401;  // CUDA_ERROR_ILLEGAL_STATE
 
@@ -45,22 +40,13 @@ constexpr CUresult kNotCapturing = 401;  // CUDA_ERROR_ILLEGAL_STATE
 // capture could invalidate it).
 std::atomic<int> g_captures{0};
 
-// A thread's sample in flight; given back if the thread exits mid-sample.
+// A thread's sample or batch in flight; a batch is charged if the thread
+// exits mid-batch.
 struct ThreadWindow {
   SampleWindow w;
-  uint32_t since_wait = 0;            // launches since this thread last waited
-  LaunchLimiter* observer = nullptr;  // what observe_open sampled with, and when
-  int64_t observed_ns = 0;
   ~ThreadWindow() { LaunchLimiter::abandon_window(w); }
 };
 thread_local ThreadWindow t_window;
-// Launches not enforced since the thread's last observed one, and whether a
-// window observe_open opened may still be open. Plain values in the
-// initial-exec model: checked on every launch a share does not pace, they
-// cost a few instructions where t_window's access calls __tls_get_addr
-// (libvgpu.so is loaded at process start, where static TLS is always there).
-[[gnu::tls_model("initial-exec")]] thread_local uint32_t t_unenforced = 0;
-[[gnu::tls_model("initial-exec")]] thread_local bool t_observing = false;
 
 int64_t mono_ns() {
   timespec ts;
@@ -117,69 +103,6 @@ bool capturing(CUstream s, bool ptsz) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-// While a share is not enforced but may be later, one launch in
-// kObserveEvery may be sampled (charging nothing), and a back-to-back run so
-// opened lets the launches after it through light. What the samples learn,
-// the program's pace flat out, is what its share is of once enforcement
-// starts (docs/sm-limiter.md). Out of line and without the launch's
-// closures, so that the launches of processes without a share pay nothing
-// for it (passed to a function, the closures were built on every launch:
-// 26 instructions, counted with callgrind).
-enum class Observed : uint8_t {
-  kPlain,    // launch as usual
-  kLight,    // inside a run: launch, and tell observe_after only if it failed
-  kSampled,  // a sample was opened: launch, then observe_after
-};
-
-// Whether this launch may be observed: it is the thread's kObserveEvery-th
-// since, or a window the thread opened may still be open.
-inline bool observe_due() noexcept {
-  return t_observing || (++t_unenforced & (kObserveEvery - 1)) == 0;
-}
-
-[[gnu::noinline]] Observed observe_open(vgpu::SmControl& sm, Runtime& rt, uint64_t key,
-                                        uintptr_t on, LaunchPath path) noexcept {
-  ThreadWindow& tw = t_window;
-  const bool due = !t_observing;  // else only a window to go on with
-  if (g_captures.load(std::memory_order_relaxed) != 0) {
-    // No GPU call of ours during a capture (see paced()).
-    LaunchLimiter::abandon_window(tw.w);
-    t_observing = false;
-    return Observed::kPlain;
-  }
-  if (LaunchLimiter* owner = tw.w.owner) {
-    // The run goes on: t_observing stays as it is.
-    if (owner->light_launch(tw.w, key, on)) return Observed::kLight;
-    const int64_t now = mono_ns();
-    LaunchLimiter::end_window(tw.w, now);
-    owner->harvest(now);
-    t_observing = false;
-    return Observed::kPlain;
-  }
-  t_observing = false;
-  if (!due) return Observed::kPlain;  // the window was closed meanwhile
-  LaunchLimiter* lim = sm.observer_for_current(rt);
-  if (lim == nullptr) return Observed::kPlain;
-  tw.since_wait = kWarmLaunches;  // it has not waited since enforcement, if ever
-  const int64_t now = mono_ns();
-  if (lim->observe(tw.w, key, on, now, path)) LaunchLimiter::start_run_clock(tw.w, mono_ns());
-  tw.observer = lim;
-  tw.observed_ns = now;
-  return Observed::kSampled;
-}
-
-[[gnu::noinline]] void observe_after(Observed o, bool launched) noexcept {
-  ThreadWindow& tw = t_window;
-  if (o == Observed::kLight) {
-    if (!launched && tw.w.owner != nullptr) tw.w.owner->light_launch_failed(tw.w);
-  } else {
-    tw.observer->after_launch(tw.w, launched);
-    tw.observer->harvest(tw.observed_ns);
-  }
-  // A back-to-back run stays open; a lone sample is closed by now.
-  t_observing = tw.w.owner != nullptr;
-}
-
 // `shape` computes the launch's key; it is only called when a share applies,
 // so a pass-through launch does not pay for the hashing.
 template <class Shape, class Call>
@@ -190,15 +113,7 @@ template <class Shape, class Call>
   vgpu::SmControl& sm = rt->sm();
   sm.on_launch(rt->region());
   LaunchLimiter* lim = sm.limiter_for_current(*rt);
-  if (lim == nullptr) {
-    if (!sm.observes() || !observe_due()) return call();
-    const Observed o = observe_open(sm, *rt, shape(), event_stream(stream, ptsz), path);
-    if (o == Observed::kPlain) return call();
-    const CUresult rc = call();
-    // A run's light launches are timed by the run: no more of ours in them.
-    if (o == Observed::kSampled || rc != CUDA_SUCCESS) observe_after(o, rc == CUDA_SUCCESS);
-    return rc;
-  }
+  if (lim == nullptr) return call();
   const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
   if (captures && capturing(stream, ptsz)) return call();
 
@@ -206,15 +121,16 @@ template <class Shape, class Call>
   ThreadWindow& tw = t_window;
   const uintptr_t on = event_stream(stream, ptsz);
   if (!captures && lim->light_launch(tw.w, key, on)) {
-    // Inside a back-to-back run or a batch: no clock, no pacer until it ends.
-    if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
+    // Inside a batch: no clock, no pacer until it ends.
     const CUresult rc = call();
     if (rc != CUDA_SUCCESS) lim->light_launch_failed(tw.w);
     return rc;
   }
   // The clock is read once per launch that is not light.
   int64_t now = mono_ns();
-  const int64_t go = lim->admit(key, path, now);
+  // Charged and published always; paced only while the share is enforced.
+  const bool enforced = sm.enforced(rt->region());
+  const int64_t go = lim->admit(key, path, now, 1, enforced);
   if (go - now >= kMinWaitNs) {
     // A sample must not contain our own wait. While a capture is under way the
     // GPU is not touched at all (an event recorded on the legacy stream would
@@ -225,7 +141,6 @@ template <class Shape, class Call>
       LaunchLimiter::end_window(tw.w, now);
     }
     wait_until(*lim, go + kBatchNs, !captures);
-    tw.since_wait = 0;
     const int64_t after = mono_ns();
     lim->note_wait(after - now);
     now = after;
@@ -234,11 +149,10 @@ template <class Shape, class Call>
     LaunchLimiter::abandon_window(tw.w);
     return call();
   }
-  if (tw.since_wait < kWarmLaunches) ++tw.since_wait;
-  if (lim->before_launch(tw.w, key, on, now, tw.since_wait >= kWarmLaunches, path))
-    LaunchLimiter::start_run_clock(tw.w, mono_ns());
+  const bool sampled = lim->before_launch(tw.w, key, on, now, path, enforced);
+  if (sampled) LaunchLimiter::start_clock(tw.w, mono_ns());
   const CUresult rc = call();
-  lim->after_launch(tw.w, rc == CUDA_SUCCESS);
+  lim->after_launch(tw.w, rc == CUDA_SUCCESS, sampled ? mono_ns() : now);
   lim->harvest(now);
   return rc;
 }

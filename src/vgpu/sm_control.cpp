@@ -28,7 +28,8 @@ constexpr int64_t kBlockedPollNs = 10'000'000;
 
 void SmControl::init(region::Region& region, const Config& cfg) noexcept {
   policy_ = cfg.core_policy;
-  sustain_ms_ = cfg.sm_sustain_ms;
+  // Under `disable` nothing is charged or paced: no limiter at all.
+  if (policy_ == limiter::CorePolicy::kDisable) return;
   for (int d = 0; d < kMaxDevices; ++d) {
     const uint64_t pct = region.sm_limit(d);
     if (pct == 0 || pct >= 100) continue;
@@ -42,8 +43,7 @@ void SmControl::init(region::Region& region, const Config& cfg) noexcept {
     percent_[static_cast<size_t>(d)].store(static_cast<uint32_t>(pct), std::memory_order_relaxed);
     any_limit_ = true;
   }
-  // Under `disable` the share is never enforced: no clock to share.
-  if (any_limit_ && policy_ != limiter::CorePolicy::kDisable) open_pace_clocks(region);
+  if (any_limit_) open_pace_clocks(region);
 }
 
 void SmControl::open_pace_clocks(const region::Region& region) noexcept {
@@ -66,17 +66,16 @@ void SmControl::open_pace_clocks(const region::Region& region) noexcept {
   }
 }
 
-limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
+limiter::LaunchLimiter* SmControl::create_limiter(int dev, region::Region& region) noexcept {
   const auto d = static_cast<size_t>(dev);
   std::lock_guard lock(create_mu_);
   if (limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire)) return lim;
   limiter::LimiterOptions opt;
   opt.percent = percent_[d].load(std::memory_order_relaxed);
-  opt.sustain_run_ns = int64_t{sustain_ms_} * 1'000'000;
-  if (clocks_) {
-    opt.shared_clock = clocks_->clock(dev);
-    opt.shared_run_until = clocks_->run_until(dev);
-  }
+  if (clocks_) opt.shared_clock = clocks_->clock(dev);
+  // The node agent and `vgpu top` read the container's SM utilisation there.
+  if (const auto slot = region.own_slot())
+    opt.published_ns = region.slot(*slot).publish_gpu_time(dev);
   auto* timer = new (std::nothrow) CudaEventTimer();
   auto* lim = timer != nullptr ? new (std::nothrow) limiter::LaunchLimiter(opt, *timer) : nullptr;
   if (lim == nullptr) {
@@ -94,13 +93,6 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
 }
 
 limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
-  // The policy first: under `default` with the GPU uncontended (the common
-  // case on a node), a launch then costs no context lookup.
-  if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
-  return observer_for_current(rt);
-}
-
-limiter::LaunchLimiter* SmControl::observer_for_current(Runtime& rt) noexcept {
   const RealCuda& cu = real_cuda();
   cuda::CUcontext ctx = nullptr;
   if (cu.cuCtxGetCurrent == nullptr || cu.cuCtxGetCurrent(&ctx) != cuda::CUDA_SUCCESS ||
@@ -116,7 +108,7 @@ limiter::LaunchLimiter* SmControl::observer_for_current(Runtime& rt) noexcept {
     return nullptr;
   limiter::LaunchLimiter* lim =
       limiters_[static_cast<size_t>(c.device)].load(std::memory_order_acquire);
-  return lim != nullptr ? lim : create_limiter(c.device);
+  return lim != nullptr ? lim : create_limiter(c.device, rt.region());
 }
 
 void SmControl::context_gone(cuda::CUcontext ctx) noexcept {
@@ -157,17 +149,16 @@ void SmControl::log_summary(region::Region& region) const noexcept {
     const limiter::LimiterStats s = lim->stats();
     log::info(
         "device %zu (%s): SM share %u%%: launches kernel=%llu kernel_ex=%llu cooperative=%llu "
-        "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples (%llu not enforced), %llu "
-        "shapes, %llu sustain runs (%llu on a shared GPU)",
+        "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples (%llu on an idle stream), %llu "
+        "shapes, marks %.2f us",
         d, region.device_uuid(static_cast<int>(d)).c_str(), lim->percent(),
         static_cast<unsigned long long>(s.launches[0]),
         static_cast<unsigned long long>(s.launches[1]),
         static_cast<unsigned long long>(s.launches[2]),
         static_cast<unsigned long long>(s.launches[3]), static_cast<double>(s.charged_ns) / 1e6,
         static_cast<double>(s.waited_ns) / 1e6, static_cast<unsigned long long>(s.samples),
-        static_cast<unsigned long long>(s.unpaced_samples),
-        static_cast<unsigned long long>(s.shapes), static_cast<unsigned long long>(s.sustain_runs),
-        static_cast<unsigned long long>(s.sustain_runs_shared));
+        static_cast<unsigned long long>(s.idle_samples), static_cast<unsigned long long>(s.shapes),
+        static_cast<double>(s.mark_ns) / 1e3);
   }
 }
 

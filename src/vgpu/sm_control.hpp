@@ -1,8 +1,10 @@
 #pragma once
 // SmControl: the runtime's part in compute sharing. It owns one LaunchLimiter
-// per state-file device whose SM share is below 100 %, decides per launch
-// whether the share is enforced now (GPU_CORE_UTILIZATION_POLICY and the node
-// agent's utilization_switch), and speaks upstream's activity protocol on the
+// per state-file device whose SM share is below 100 %, which charges every
+// launch there and publishes the charged GPU time in this process's slot;
+// decides per launch whether the share is enforced now, i.e. whether launches
+// are paced (GPU_CORE_UTILIZATION_POLICY and the node agent's
+// utilization_switch); and speaks upstream's activity protocol on the
 // state file: every launch marks the container active (recent_kernel = 2, and
 // last_kernel_time to the second), and
 // while the node agent has set recent_kernel to -1 (a high-priority container
@@ -12,7 +14,9 @@
 //
 //   SmControl& sm = runtime->sm();
 //   sm.on_launch(runtime->region());
-//   if (auto* lim = sm.limiter_for_current(*runtime)) { ...pace the launch... }
+//   if (auto* lim = sm.limiter_for_current(*runtime)) {
+//     bool paced = sm.enforced(runtime->region());   ...charge, and pace if paced...
+//   }
 
 #include <time.h>
 
@@ -56,18 +60,15 @@ class SmControl {
     region.exchange_recent_kernel(rk, 2);
   }
 
-  // The limiter that must pace a launch in the current context now; nullptr
-  // when its device has no share, or the policy does not enforce it now.
+  // The limiter of the current context's device: nullptr when it has no
+  // share, there is no context, or the policy is `disable`.
   limiter::LaunchLimiter* limiter_for_current(Runtime& rt) noexcept {
     return any_limit_ ? limiter_with_share(rt) : nullptr;
   }
-  // Whether a share may be enforced later though it is not now (the default
-  // policy): launches are then observed now and then, to learn what the
-  // program does flat out (LaunchLimiter::observe).
-  bool observes() const noexcept { return any_limit_ && policy_ == limiter::CorePolicy::kDefault; }
-  // The limiter of the current context's device, enforced or not (nullptr:
-  // no share there, or no context).
-  limiter::LaunchLimiter* observer_for_current(Runtime& rt) noexcept;
+  // Whether launches are paced now (the policy, and the agent's switch).
+  bool enforced(const region::Region& region) const noexcept {
+    return limiter::enforces(policy_, region.utilization_switch());
+  }
 
   // A context was destroyed or reset: its events are gone, and its handle
   // may come back for another device.
@@ -83,12 +84,11 @@ class SmControl {
 
   // Built on a device's first limited launch: the limit applies to every
   // index of the state file, most of which no process ever uses.
-  limiter::LaunchLimiter* create_limiter(int dev) noexcept;
+  limiter::LaunchLimiter* create_limiter(int dev, region::Region& region) noexcept;
   void open_pace_clocks(const region::Region& region) noexcept;
 
   bool any_limit_ = false;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
-  uint32_t sustain_ms_ = 300;
   // The container's pacer clocks; without them each process paces itself.
   std::optional<region::PaceClocks> clocks_;
   // 0: no share on that device (or its limiter could not be built). Atomic: a

@@ -213,7 +213,6 @@ TEST_F(InspectTest, ShowsTheSmPacingOfAContainerWithAShare) {
     auto clocks = region::PaceClocks::open(path + ".pace");
     ASSERT_TRUE(clocks) << clocks.error().message;
     *clocks->clock(0) = region::pace_clock_now_ns() + 30'000'000'000;  // 30 s of admitted work
-    *clocks->run_until(0) = region::pace_clock_now_ns() + 10'000'000'000;
   }
   r = run_process({VGPU_BINARY, "inspect", path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -223,7 +222,6 @@ TEST_F(InspectTest, ShowsTheSmPacingOfAContainerWithAShare) {
   const double ahead = std::stod(r.out.substr(at + line.size()));
   EXPECT_GT(ahead, 25.0);
   EXPECT_LE(ahead, 30.0);
-  EXPECT_NE(r.out.find("; a sustain run is held for ", at), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("  device 1:"), std::string::npos) << "device 1 has no share";
   EXPECT_EQ(r.out.find("  device 2:"), std::string::npos);
 
@@ -236,7 +234,6 @@ TEST_F(InspectTest, ShowsTheSmPacingOfAContainerWithAShare) {
   ASSERT_EQ(j["devices"].size(), 1u) << j.dump();
   EXPECT_EQ(j["devices"][0]["index"], 0);
   EXPECT_GT(j["devices"][0]["backlog_ns"].get<int64_t>(), 25'000'000'000);
-  EXPECT_GT(j["devices"][0]["run_held_ns"].get<int64_t>(), 5'000'000'000);
 
   // A file that is not ours is reported; the state file is still shown.
   std::ofstream(path + ".pace", std::ios::trunc) << std::string(100, 'x');

@@ -36,7 +36,10 @@ TEST(LayoutV12, DeviceUtilOffsets) {
   EXPECT_EQ(offsetof(DeviceUtil, dec_util), 0u);
   EXPECT_EQ(offsetof(DeviceUtil, enc_util), 8u);
   EXPECT_EQ(offsetof(DeviceUtil, sm_util), 16u);
-  EXPECT_EQ(offsetof(DeviceUtil, unused), 24u);
+  // Upstream's unused[3]: our GPU time counter and its tag, one left.
+  EXPECT_EQ(offsetof(DeviceUtil, gpu_time_ns), 24u);
+  EXPECT_EQ(offsetof(DeviceUtil, gpu_time_tag), 32u);
+  EXPECT_EQ(offsetof(DeviceUtil, unused), 40u);
 }
 
 TEST(LayoutV12, SlotOffsets) {

@@ -83,7 +83,6 @@ TEST(PaceClocks, ClocksOfAnotherBootAreCleared) {
     auto clocks = PaceClocks::open(path);
     ASSERT_TRUE(clocks) << clocks.error().message;
     *clocks->clock(0) = pace_clock_now_ns() + 1'000'000'000;
-    *clocks->run_until(0) = pace_clock_now_ns() + 1'000'000'000;
   }
   PaceClockFile f = header_of(path);
   std::memcpy(f.boot_id, "00000000-0000-0000-0000-000000000000", 37);
@@ -91,7 +90,6 @@ TEST(PaceClocks, ClocksOfAnotherBootAreCleared) {
   auto clocks = PaceClocks::open(path);
   ASSERT_TRUE(clocks) << clocks.error().message;
   EXPECT_EQ(*clocks->clock(0), 0);
-  EXPECT_EQ(*clocks->run_until(0), 0);
   EXPECT_EQ(std::string(header_of(path).boot_id), current_boot_id());
 }
 
@@ -100,17 +98,13 @@ TEST(PaceClocks, AClockFarAheadIsClearedAndOneNearIsKept) {
   const std::string path = dir.file("a.cache.pace");
   auto first = PaceClocks::open(path);
   ASSERT_TRUE(first) << first.error().message;
-  const int64_t near = pace_clock_now_ns() + 2'000'000'000;  // a long sustain run's loan
+  const int64_t near = pace_clock_now_ns() + 2'000'000'000;  // threads waiting behind a burst
   *first->clock(0) = near;
   *first->clock(1) = pace_clock_now_ns() + 3'600'000'000'000;  // an hour: no live clock
-  *first->run_until(2) = near;
-  *first->run_until(3) = pace_clock_now_ns() + 3'600'000'000'000;
   auto second = PaceClocks::open(path);
   ASSERT_TRUE(second) << second.error().message;
   EXPECT_EQ(*second->clock(0), near);
   EXPECT_EQ(*second->clock(1), 0);
-  EXPECT_EQ(*second->run_until(2), near);
-  EXPECT_EQ(*second->run_until(3), 0);
 }
 
 TEST(PaceClocks, AFileLeftUnfinishedIsInitialised) {

@@ -124,33 +124,13 @@ TEST(Config, MalformedSmLimitMeansNoCapWithAnError) {
   EXPECT_NE(c.errors[0].find("CUDA_DEVICE_SM_LIMIT=150"), std::string::npos);
 }
 
-TEST(Config, SustainRunLength) {
-  EXPECT_EQ(Fake{}.load().sm_sustain_ms, 300u);
-  for (const auto& [text, want] :
-       std::map<std::string, uint32_t>{{"0", 0}, {"150", 150}, {"1000", 1000}}) {
-    Fake f;
-    f.env["CUDA_DEVICE_SM_SUSTAIN_MS"] = text;
-    const Config c = f.load();
-    EXPECT_EQ(c.sm_sustain_ms, want) << text;
-    EXPECT_TRUE(c.warnings.empty()) << text;
-  }
-  for (const char* bad : {"-1", "1001", "30ms", "0x10", " 5", "abc"}) {
-    Fake f;
-    f.env["CUDA_DEVICE_SM_SUSTAIN_MS"] = bad;
-    const Config c = f.load();
-    EXPECT_EQ(c.sm_sustain_ms, 300u) << bad;
-    ASSERT_EQ(c.warnings.size(), 1u) << bad;
-    EXPECT_NE(c.warnings[0].find("CUDA_DEVICE_SM_SUSTAIN_MS="), std::string::npos) << bad;
-  }
-  // With the limits file mounted, only the file can turn sustain runs off.
+TEST(Config, TheSustainRunLengthOfEarlierVersionsIsIgnoredWithAWarning) {
   Fake f;
-  f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_SM_LIMIT=30\n";
   f.env["CUDA_DEVICE_SM_SUSTAIN_MS"] = "0";
-  EXPECT_EQ(f.load().sm_sustain_ms, 300u);
-  f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_SM_LIMIT=30\nCUDA_DEVICE_SM_SUSTAIN_MS=0\n";
   const Config c = f.load();
-  EXPECT_EQ(c.sm_sustain_ms, 0u);
-  EXPECT_TRUE(c.errors.empty());
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("CUDA_DEVICE_SM_SUSTAIN_MS is no longer used"), std::string::npos);
+  EXPECT_TRUE(Fake{}.load().warnings.empty());
 }
 
 TEST(Config, LimitsFileGovernsOverEnvironment) {

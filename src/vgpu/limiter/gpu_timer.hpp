@@ -5,6 +5,7 @@
 //
 //   Event a = timer.record(stream);   // before a launch
 //   ... launch ...
+//   bool idle = timer.reached(a);     // the GPU got to `a` before the launch arrived
 //   Event b = timer.record(stream);   // after it
 //   int64_t ns;
 //   if (timer.elapsed(a, b, &ns) == GpuTimer::Poll::kReady) use(ns);
@@ -23,15 +24,13 @@ class GpuTimer {
   // Marks the current point of `stream`; 0 when no mark can be made (then
   // nothing is measured, and nothing else changes).
   virtual Event record(uintptr_t stream) noexcept = 0;
+  // Whether the GPU has reached `e` already (false when it cannot be told).
+  // Asked right after a launch that followed the mark: reached means the
+  // stream was idle, and the mark holds the host's time to the launch too.
+  virtual bool reached(Event e) noexcept = 0;
   // GPU time from `from` to `to` once `to` has been reached.
   virtual Poll elapsed(Event from, Event to, int64_t* ns) noexcept = 0;
   virtual void release(Event e) noexcept = 0;
-  // Whether `stream` has work queued or running now, so that a mark made now
-  // is reached only when that work is done and a launch made right after it
-  // starts at once. On an idle stream the mark is reached at once, and the
-  // host's time until the launch arrives lands in the sample. false when it
-  // cannot be told.
-  virtual bool busy(uintptr_t stream) noexcept = 0;
 };
 
 }  // namespace hami::vgpu::limiter

@@ -50,7 +50,7 @@ uint64_t GpuModel::record_event(int ctx) {
   e.time = -1;
   ++live_events_;
   const uint64_t id = uint64_t{e.generation} << 32 | (uint64_t{slot} + 1);
-  push(ctx, Op{0, id});
+  push(ctx, Op{options_.event_ns, id});
   return id;
 }
 
@@ -162,6 +162,17 @@ void GpuModel::run(int64_t t, bool stop_on_watch) {
         }
         Op& op = c.q.front();
         if (op.event != 0) {
+          // A timestamp takes the engine event_ns (not a kernel: not busy time).
+          const int64_t lim_t = others ? std::min(t, slice_end_) : t;
+          if (t_ + op.remaining > lim_t) {
+            op.remaining -= lim_t - t_;
+            age(lim_t - t_, false);
+            t_ = lim_t;
+            if (lim_t == t) return;
+            break;
+          }
+          age(op.remaining, false);
+          t_ += op.remaining;
           if (EventSlot* e = slot_of(op.event)) e->time = t_;
           pop(c);
           if (stop_on_watch && watch_hit(c)) return;

@@ -39,6 +39,8 @@ class GpuModel {
   struct Options {
     int64_t timeslice_ns = 2'000'000;
     int64_t switch_ns = 25'000;
+    // Engine time a timestamp takes (stamped as it ends); not kernel time.
+    int64_t event_ns = 0;
     // Power headroom: kernels run `boost` times faster while the engine's
     // recent busy fraction (an exponential average over `power_tau_ns`) is
     // at most `boost_knee`, slowing linearly to 1x when it is busy all the
@@ -99,7 +101,7 @@ class GpuModel {
 
  private:
   struct Op {
-    int64_t remaining = 0;  // kernels: GPU time left
+    int64_t remaining = 0;  // GPU time left (an event: of its event_ns)
     uint64_t event = 0;     // 0: a kernel
   };
   struct Context {
@@ -156,7 +158,7 @@ class ModelTimer : public vgpu::limiter::GpuTimer {
   Event record(uintptr_t stream) noexcept override;
   Poll elapsed(Event from, Event to, int64_t* ns) noexcept override;
   void release(Event e) noexcept override;
-  bool busy(uintptr_t) noexcept override { return gpu_.queued(ctx_) > 0; }
+  bool reached(Event e) noexcept override { return gpu_.event_time(e).has_value(); }
 
   // Host time the records made since the last call.
   int64_t take_host_cost() noexcept {

@@ -71,26 +71,21 @@ void Tenants::step(Tenant& x) {
     case Phase::kHost: {
       x.call_ns = now;
       x.light = false;
-      if (x.lim != nullptr && now < x.spec.enforced_from_ns) {
-        observe(x, now);
-        return;
-      }
+      x.sampled = false;
       if (x.lim != nullptr) {
         const Shape& s = shape(x);
         if (x.lim->light_launch(x.w, s.key, x.spec.stream)) {
           x.light = true;
-          if (x.since_wait < kWarmLaunches) ++x.since_wait;
-          call(x, now);
+          call_after(x, now, now + x.spec.launch_ns);
           return;
         }
-        const int64_t go = x.lim->admit(s.key, s.path, now);
+        const int64_t go = x.lim->admit(s.key, s.path, now, 1, enforced(x, now));
         if (go - now >= kMinWaitNs) {
-          LaunchLimiter::end_window(x.w);  // a sample must not contain our own wait
-          x.timer.take_host_cost();        // spent before the sleep, which ends at `go` anyway
+          LaunchLimiter::end_window(x.w, now);  // a sample must not contain our own wait
+          x.timer.take_host_cost();             // spent before the sleep, which ends at `go` anyway
           x.go_ns = go + kBatchNs;
           x.phase = Phase::kWaiting;
           x.next = std::min(x.go_ns, now + kWaitSliceNs);
-          x.since_wait = 0;
           return;
         }
       }
@@ -106,8 +101,10 @@ void Tenants::step(Tenant& x) {
       x.lim->note_wait(now - x.call_ns);
       x.waited_ns += now - x.call_ns;
       x.call_ns = now;
-      x.woke_ns = now;
       launch(x, now);
+      return;
+    case Phase::kCalling:
+      call(x, now);
       return;
     case Phase::kUnblocked:
       enqueue(x, now);
@@ -118,35 +115,29 @@ void Tenants::step(Tenant& x) {
 }
 
 void Tenants::launch(Tenant& x, int64_t now) {
+  int64_t t = now;
   if (x.lim != nullptr) {
-    if (x.since_wait < kWarmLaunches) ++x.since_wait;
-    if (x.lim->before_launch(x.w, shape(x).key, x.spec.stream, now, x.since_wait >= kWarmLaunches,
-                             shape(x).path)) {
-      // paced() reads the clock again once a run's start mark is made.
-      x.marks_ns += x.timer.take_host_cost();
-      LaunchLimiter::start_run_clock(x.w, now + x.marks_ns);
+    const Shape& s = shape(x);
+    x.sampled = x.lim->before_launch(x.w, s.key, x.spec.stream, now, s.path, enforced(x, now));
+    if (x.sampled) {
+      // paced() reads the clock again once the start mark is made, which the
+      // GPU sees as its record call returns. The model stamps a mark as the
+      // call starts (it enqueues at `now`), so here the clock is read then:
+      // the sample's host time is the time from the mark to the launch alike.
+      LaunchLimiter::start_clock(x.w, now);
+      t += x.timer.take_host_cost();
     }
   }
-  call(x, now);
+  call_after(x, now, t + x.spec.launch_ns);
 }
 
-void Tenants::observe(Tenant& x, int64_t now) {
-  const Shape& s = shape(x);
-  x.light = true;  // unless a sample is opened: then the hook's work after the call
-  if (LaunchLimiter* owner = x.w.owner) {
-    if (!owner->light_launch(x.w, s.key, x.spec.stream)) {
-      LaunchLimiter::end_window(x.w, now);
-      owner->harvest(now);
-    }
-  } else if ((++x.unenforced & (kObserveEvery - 1)) == 0) {
-    x.since_wait = kWarmLaunches;
-    x.light = false;
-    if (x.lim->observe(x.w, s.key, x.spec.stream, now, s.path)) {
-      x.marks_ns += x.timer.take_host_cost();
-      LaunchLimiter::start_run_clock(x.w, now + x.marks_ns);
-    }
+void Tenants::call_after(Tenant& x, int64_t now, int64_t at) {
+  if (at <= now) {
+    call(x, now);
+    return;
   }
-  call(x, now);
+  x.phase = Phase::kCalling;
+  x.next = at;
 }
 
 void Tenants::call(Tenant& x, int64_t now) {
@@ -165,20 +156,15 @@ void Tenants::enqueue(Tenant& x, int64_t at) {
   ++x.launches;
   int64_t hook = 0;
   if (x.lim != nullptr && !x.light) {
-    x.lim->after_launch(x.w, true);
+    x.lim->after_launch(x.w, true, at);
     x.lim->harvest(x.call_ns);  // paced() harvests with the time it took before the launch
     hook = x.spec.hook_ns;
   }
   const size_t n = x.spec.prologue.size();
   x.shape = x.shape + 1 < n ? x.shape + 1 : n + (x.shape + 1 - n) % x.spec.cycle.size();
   x.phase = Phase::kHost;
-  const int64_t back = at + hook + x.marks_ns + x.timer.take_host_cost();  // back in the program
-  x.marks_ns = 0;
-  int64_t host = shape(x).host_ns;
-  const TenantSpec& s = x.spec;
-  if (s.slow_every_ns > 0 && back % s.slow_every_ns < s.slow_ns) host = host * s.slow_percent / 100;
-  if (back - x.woke_ns < s.throttled_for_ns) host = host * s.throttled_percent / 100;
-  x.next = back + host;
+  const int64_t back = at + hook + x.timer.take_host_cost();  // back in the program
+  x.next = back + shape(x).host_ns;
 }
 
 }  // namespace hami::test

@@ -1,26 +1,25 @@
 #pragma once
 // Tenants: simulated processes sharing one GpuModel, each launching kernels
 // through the same per-launch protocol as libvgpu.so's launch hooks
-// (src/vgpu/launch_hooks.cpp, paced()): admit; a wait of 50 us or more ends
-// the thread's sample and sleeps until 2 ms past the pacer's time, harvesting
-// at least every 2 ms; before_launch, told whether the tenant has made 32
-// launches since it last waited; the launch, which blocks while the context has
-// 1024 ops queued, as CUDA does; after_launch; harvest. Inside a back-to-back
-// sample, launches of the sampled shape go light: only the call. The hook's
-// own time (TenantSpec::hook_ns, and the GPU timestamps it records) comes
-// after the call. A tenant without a limiter launches straight away. Before
-// TenantSpec::enforced_from_ns the share is not enforced (the default policy,
-// the GPU uncontended), and launches follow launch_hooks.cpp's
-// observe_launch(): one in 1024 goes through LaunchLimiter::observe, and the
-// launches of a back-to-back run it opens go light; the rest straight away.
-// Everything runs on the model's simulated clock, in time order, one action
-// at a time: deterministic and fast.
+// (src/vgpu/launch_hooks.cpp, paced()): admit (charged always, paced only
+// while the share is enforced, from TenantSpec::enforced_from_ns); a wait of
+// 50 us or more ends the thread's window and sleeps until 2 ms past the
+// pacer's time, harvesting at least every 2 ms; before_launch; the launch
+// call, which takes TenantSpec::launch_ns of host time and reaches the GPU as
+// it returns, and blocks while the context has 1024 ops queued, as CUDA does;
+// after_launch; harvest. A sample's start mark is made before the call and
+// its end mark after it, each costing TenantSpec::record_cost_ns of host
+// time. Inside a batch, launches of the batched shape go light: only the
+// call. The hook's own time (TenantSpec::hook_ns) comes after the call. A
+// tenant without a limiter launches straight away. Everything runs on the
+// model's simulated clock, in time order, one action at a time:
+// deterministic and fast.
 //
 //   Tenants sim;
 //   int a = sim.add({.cycle = {{.key = 1, .gpu_ns = 216'000, .host_ns = 10'000}}});
 //   sim.limit(a, {.percent = 30});
 //   sim.run_until(10 * kSecond);
-//   sim.gpu().completed(sim.context(a));   // kernels of `a` finished in 10 s
+//   sim.gpu().busy_ns(sim.context(a));   // GPU time of `a`'s kernels in 10 s
 
 #include <cstddef>
 #include <cstdint>
@@ -50,20 +49,11 @@ struct TenantSpec {
   int64_t start_ns = 0;
   size_t queue_limit = 1024;       // launches block while this many ops are queued
   int64_t record_cost_ns = 1'000;  // host time of one GPU timestamp
+  int64_t launch_ns = 0;           // host time of the driver's launch call
   uintptr_t stream = 1;            // what before_launch is told
   int64_t hook_ns = 0;             // host time libvgpu.so's hook takes per launch that is not light
-  // The host slows down now and then (other work on the machine): for the
-  // first `slow_ns` of every `slow_every_ns`, host times are `slow_percent` %
-  // of Shape::host_ns.
-  int64_t slow_every_ns = 0;
-  int64_t slow_ns = 0;
-  int64_t slow_percent = 100;
-  // A host whose CPU idles between a throttled program's runs clocks it
-  // down: within `throttled_for_ns` of the tenant's last wait, host times are
-  // `throttled_percent` % of Shape::host_ns.
-  int64_t throttled_percent = 100;
-  int64_t throttled_for_ns = 20'000'000;
-  // Until then the tenant's share is not enforced (0: always enforced).
+  // Until then the tenant's share is not enforced (charged, not paced; 0:
+  // always enforced).
   int64_t enforced_from_ns = 0;
 };
 
@@ -73,8 +63,6 @@ class Tenants {
   static constexpr int64_t kMinWaitNs = 50'000;
   static constexpr int64_t kWaitSliceNs = 2'000'000;
   static constexpr int64_t kBatchNs = 2'000'000;
-  static constexpr uint32_t kWarmLaunches = 32;
-  static constexpr uint32_t kObserveEvery = 1024;
 
   Tenants() : Tenants(GpuModel::Options{}) {}
   explicit Tenants(const GpuModel::Options& gpu) : gpu_(gpu) {}
@@ -102,7 +90,7 @@ class Tenants {
   }
 
  private:
-  enum class Phase { kHost, kWaiting, kBlocked, kUnblocked };
+  enum class Phase { kHost, kWaiting, kCalling, kBlocked, kUnblocked };
   struct Tenant {
     Tenant(GpuModel& gpu, const TenantSpec& s)
         : spec(s), ctx(gpu.add_context()), timer(gpu, ctx, s.record_cost_ns) {}
@@ -116,12 +104,9 @@ class Tenants {
     int64_t next = 0;      // time of the tenant's next action
     int64_t call_ns = 0;   // paced()'s `now`
     bool light = false;    // the launch under way went light (LaunchLimiter::light_launch)
-    int64_t marks_ns = 0;  // host time of GPU timestamps already taken by the launch under way
-    int64_t woke_ns = INT64_MIN / 2;  // when the tenant's last wait ended
-    uint32_t since_wait = 0;          // launches since the tenant last waited
-    uint32_t unenforced = 0;          // launches not enforced and not in a window
-    int64_t go_ns = 0;                // the pacer's answer, while waiting
-    size_t shape = 0;                 // in the prologue, then (from prologue.size()) the cycle
+    bool sampled = false;  // the launch under way is sampled
+    int64_t go_ns = 0;     // the pacer's answer, while waiting
+    size_t shape = 0;      // in the prologue, then (from prologue.size()) the cycle
     uint64_t launches = 0;
     int64_t waited_ns = 0;
   };
@@ -129,9 +114,11 @@ class Tenants {
   Tenant& t(int i) { return *tenants_[static_cast<size_t>(i)]; }
   static const Shape& shape(const Tenant& x);
   void step(Tenant& x);
+  bool enforced(const Tenant& x, int64_t now) const { return now >= x.spec.enforced_from_ns; }
   void launch(Tenant& x, int64_t now);
-  void observe(Tenant& x, int64_t now);  // a launch while the share is not enforced
-  void call(Tenant& x, int64_t now);     // the driver's launch call
+  // The driver's launch call returns at `at` (its host time), or at once.
+  void call_after(Tenant& x, int64_t now, int64_t at);
+  void call(Tenant& x, int64_t now);  // the driver's launch call, as it returns
   void enqueue(Tenant& x, int64_t at);
 
   GpuModel gpu_;
