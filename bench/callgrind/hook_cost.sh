@@ -22,21 +22,16 @@ ir() {  # condition ops...
     limit) env+=(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=64g
                  CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
     # An SM share that paces: every launch is charged, some are sampled.
-    # This benchmark's launches all fall inside the first sustain run (they
-    # are fewer than 300 ms of GPU time); sm30-nosustain has none.
     sm30) env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 SIMGPU_KERNEL_NS=1000
                 CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
-    sm30-nosustain)
-      env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_SM_SUSTAIN_MS=0
-            SIMGPU_KERNEL_NS=1000 CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
     # The same share under the default policy with no other container busy
-    # (the state file's switch cleared first): not enforced, one launch in
-    # 1024 observed.
+    # (the state file's utilization_switch, at byte 2008900, cleared first as
+    # the node agent would): charged and published, not paced.
     sm30-idle)
       local cache=$work/c-$RANDOM.cache
       env "${env[@]}" LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=30 \
         CUDA_DEVICE_MEMORY_SHARED_CACHE="$cache" "$client" init ctx:0 >/dev/null
-      "$build/bench/sm_limit/switch-phases" "$cache" 0:0 >/dev/null
+      printf '\0\0\0\0' | dd of="$cache" bs=1 seek=2008900 conv=notrunc status=none
       env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=default
             SIMGPU_KERNEL_NS=1000 CUDA_DEVICE_MEMORY_SHARED_CACHE=$cache) ;;
   esac
@@ -51,7 +46,7 @@ for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N" \
   name=${call%%:*}
   ops=${call#*:}
   conds="bare nolimit limit"
-  [ "$name" = cuLaunchKernel ] && conds="$conds sm30 sm30-nosustain sm30-idle"
+  [ "$name" = cuLaunchKernel ] && conds="$conds sm30 sm30-idle"
   declare -A per
   for cond in $conds; do
     base=$(ir $cond init ctx:0)

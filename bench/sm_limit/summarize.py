@@ -1,163 +1,160 @@
-"""Summary of bench/sm_limit/run.sh: achieved share per run against the limit.
+"""Verdicts of bench/sm_limit/run.sh, one table per part.
 
-    python3 summarize.py sm-limit-raw.jsonl sm-limit-overhead-raw.tsv [sm-limit-clocks.tsv]
+    python3 summarize.py sm-raw.jsonl nvml.tsv pair-frames.txt overhead-raw.tsv
 
-(The overhead file's format is hook_bench launch_ab's since 2026-11-22; earlier
-results in bench/results have the cross-process format and their summaries.)
+Targets (docs/sm-limiter.md): NVML utilisation within +-3 points of the share
+over the run and +-5 in every whole second after the first (GEMM, graph);
+CUPTI busy fraction within +-3 (training steps, each of a pair); a program
+below its share at >= 97 % of its speed without libvgpu.so and <= 1.05x its
+p50 latency (medians of interleaved rounds); `vgpu top` and the agent's
+metric within +-5 of each share in every frame; launch rate with nothing
+configured or a share of 100 >= 99 % of the driver's own function.
+Missing files or parts are skipped.
 """
 import collections
 import json
+import os
+import re
 import statistics
 import sys
 
-from targets import print_medians, verdict
-
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-clocks = []
-if len(sys.argv) > 3:
-    clocks = [tuple(float(x) for x in l.split("\t")) for l in open(sys.argv[3]) if l.strip()]
-
-
-def gpu_during(r):
-    """Mean SM clock (MHz) and power (W) over the run, its first second left out."""
-    if "t0" not in r:
-        return ""
-    s = [c for c in clocks if r["t0"] + 1 <= c[0] <= r["t1"]]
-    if not s:
-        return ""
-    util = f" util {statistics.mean(c[4] for c in s):3.0f}%" if len(s[0]) > 4 else ""
-    return (f"{statistics.mean(c[1] for c in s):6.0f} MHz {statistics.mean(c[2] for c in s):5.0f} W"
-            f" capped {100 * statistics.mean(c[3] for c in s):3.0f}%{util}")
-
-
-def baseline(workload, tags):
-    rates = [r["result"]["rate"] for r in rows
-             if r["workload"] == workload and r["limit"] == 0 and r["tag"] in tags]
-    return statistics.mean(rates) if rates else float("nan"), rates
-
-
-print("# Achieved share = rate under the limit / rate unlimited without libvgpu.so")
-print("# (mean of the bare runs just before and after). Per-second: each whole second")
-print("# after the first, against the same unlimited rate. Targets: total within")
-print("# +-3 points of the limit, every second within +-5 points.")
-print(f"{'workload':12} {'limit':>5} {'achieved':>9} {'error':>7} {'per-second min..max':>22}  "
-      f"{'verdict':12} GPU during the run (SM clock, power, time power-capped, NVML utilisation)")
+raw = [json.loads(l) for l in open(sys.argv[1]) if l.strip()] if os.path.exists(sys.argv[1]) else []
+nvml = []
+if len(sys.argv) > 2 and os.path.exists(sys.argv[2]):
+    nvml = [tuple(float(x) for x in l.split("\t")) for l in open(sys.argv[2]) if l.strip()]
 failures = 0
-by_round = collections.defaultdict(list)
-for r in rows:
-    if r["limit"] == 0 or r["tag"] == "procs":
-        continue
-    tags = ("pair-before", "pair-after") if r["tag"] == "pair" else ("before", "after")
-    rnd = r["tag"][len("single"):] if r["tag"].startswith("single-r") else ""
-    own = (f"before-{r['limit']}{rnd}", f"after-{r['limit']}{rnd}")
-    if any(x["tag"] in own for x in rows if x["workload"] == r["workload"]):
-        tags = own  # this run's own unlimited runs either side
-    base, _ = baseline(r["workload"], tags)
-    achieved = 100.0 * r["result"]["rate"] / base
-    secs = [100.0 * v / base for v in r["result"]["per_second"][1:]]
-    err = achieved - r["limit"]
-    judged = verdict(r["limit"], achieved, secs)
-    failures += judged != "ok"
-    name = r["workload"] + (" (pair)" if r["tag"] == "pair" else "") + rnd.replace("-r", " #")
-    print(f"{name:12} {r['limit']:5d} {achieved:8.2f}% {err:+6.2f}  "
-          f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {gpu_during(r)}")
-    if rnd:
-        by_round[(r["workload"], r["limit"])].append(achieved)
 
 
-def done_between(r, a, b):
-    """Work a run did between monotonic seconds a and b, from its per-second
-    counts (spread evenly within each second)."""
-    t0 = r["result"]["t0_ns"] / 1e9
-    n = 0.0
-    for k, v in enumerate(r["result"]["per_second"]):
-        lo, hi = max(a, t0 + k), min(b, t0 + k + 1)
-        if hi > lo:
-            n += v * (hi - lo)
-    return n
+def verdict(ok):
+    global failures
+    failures += 0 if ok else 1
+    return "ok" if ok else "FAIL"
 
 
-# One container of two processes: their work together against the limit, over
-# the time both were measuring (their starts differ by PyTorch's start-up: the
-# first alone would count its share in full meanwhile).
-procs = [r for r in rows if r["tag"] == "procs"]
-if procs:
-    base, _ = baseline(procs[0]["workload"], ("procs-before", "procs-after"))
-    limit = procs[0]["limit"]
-    start = max(r["result"]["t0_ns"] / 1e9 for r in procs)
-    end = min(r["result"]["t0_ns"] / 1e9 + len(r["result"]["per_second"]) for r in procs)
-    each = [done_between(r, start, end) / (end - start) for r in procs]
-    achieved = 100.0 * sum(each) / base
-    secs = [100.0 * sum(done_between(r, start + k, start + k + 1) for r in procs) / base
-            for k in range(1, int(end - start))]
-    judged = verdict(limit, achieved, secs)
-    failures += judged != "ok"
-    split = " + ".join(f"{100.0 * x / base:.2f}" for x in each)
-    print(f"{procs[0]['workload'] + ' (procs)':12} {limit:5d} {achieved:8.2f}% {achieved - limit:+6.2f}  "
-          f"{min(secs):9.2f}..{max(secs):6.2f}%  {judged:12} {len(procs)} processes, one state "
-          f"file, over the {end - start:.1f} s both measured: {split} %")
-if by_round:
+def nvml_util(t0, t1):
+    s = [x[1] for x in nvml if t0 <= x[0] < t1]
+    return statistics.mean(s) if s else float("nan")
+
+
+def runs(tag, workload=None):
+    return [r for r in raw if r["tag"] == tag and (workload is None or r["result"]["workload"] == workload)]
+
+
+# NVML-judged loops.
+rows = runs("gemm") + runs("graph")
+if rows:
+    print("## GPU utilisation as NVML reports it (nvidia-smi's GPU-Util), policy force")
+    print(f"{'workload':10} {'share':>5} {'NVML util':>10} {'error':>7} {'seconds min..max':>17} "
+          f"{'rate':>8} {'of unlimited':>12}  verdict")
+    for r in rows:
+        res = r["result"]
+        t0, t1, lim = res["t0"], res["t1"], r["limit"]
+        total = nvml_util(t0 + 1, t1)
+        secs = [nvml_util(t0 + k, t0 + k + 1) for k in range(1, int(t1 - t0))]
+        secs = [s for s in secs if s == s]
+        ref = runs("ref", res["workload"]) or runs("ref", "gemm")
+        of = 100 * res["rate"] / ref[0]["result"]["rate"] if ref else float("nan")
+        ok = abs(total - lim) <= 3 and all(abs(s - lim) <= 5 for s in secs)
+        print(f"{res['workload']:10} {lim:5d} {total:9.2f}% {total - lim:+7.2f} "
+              f"{min(secs):7.1f}..{max(secs):5.1f}% {res['rate']:8.1f} {of:11.1f}%  {verdict(ok)}")
+    for r in runs("ref", "gemm"):
+        res = r["result"]
+        print(f"{'gemm':10} {'none':>5} {nvml_util(res['t0'] + 1, res['t1']):9.2f}%"
+              f"{'':26} {res['rate']:8.1f}")
     print()
-    print("# Median over the rounds of each limit (each round against its own unlimited runs):")
-    print_medians(by_round, 12)
-print()
-for w in ("gemm", "launch", "launch_ptds", "graph"):
-    tags = tuple(x["tag"] for x in rows if x["workload"] == w and x["limit"] == 0
-                 and x["tag"].startswith(("before", "after")))
-    base, rates = baseline(w, tags)
-    if not rates:
-        continue
-    during = [gpu_during(r) for r in rows if r["workload"] == w and r["limit"] == 0][:2]
-    print(f"unlimited {w}: {', '.join(f'{x:.1f}' for x in rates)} /s   {' | '.join(during)}")
-for tag in ("pair", "procs"):
-    base, rates = baseline("gemm", (f"{tag}-before", f"{tag}-after"))
-    if rates:
-        print(f"unlimited gemm around the {tag}: {', '.join(f'{x:.1f}' for x in rates)} /s")
 
-# A/A: each unlimited run after a limited one, judged like a limited run at
-# 100 % against the unlimited run before it. What this shows is the noise of
-# the machine and the measurement, which no limiter can go below.
-aa = []
-for r in rows:
-    if r["limit"] != 0 or not r["tag"].startswith("after"):
-        continue
-    before_tag = "before" + r["tag"][len("after"):]
-    before = [x for x in rows if x["workload"] == r["workload"] and x["limit"] == 0
-              and x["tag"] == before_tag]
-    if not before:
-        continue
-    base = before[0]["result"]["rate"]
-    total = 100.0 * r["result"]["rate"] / base
-    secs = [100.0 * v / base for v in r["result"]["per_second"][1:]]
-    aa.append((f"{r['workload']} {r['tag']}/{before_tag}", total, secs))
-if aa:
+# CUPTI-judged training steps.
+rows = runs("train")
+if rows:
+    print("## GPU time as CUPTI timed the kernels (union of their intervals / wall time)")
+    print(f"{'workload':14} {'share':>5} {'busy':>7} {'error':>7} {'unlimited busy':>15} "
+          f"{'steps/s':>8} {'unlimited':>9}  verdict")
+    for r in rows:
+        res, lim = r["result"], r["limit"]
+        ref = runs("ref", res["workload"])
+        rb = ref[0]["result"].get("busy", float("nan")) if ref else float("nan")
+        rr = ref[0]["result"]["rate"] if ref else float("nan")
+        ok = abs(res["busy"] - lim) <= 3
+        print(f"{res['workload']:14} {lim:5d} {res['busy']:6.2f}% {res['busy'] - lim:+7.2f} "
+              f"{rb:14.2f}% {res['rate']:8.2f} {rr:9.2f}  {verdict(ok)}")
     print()
-    print("# A/A: an unlimited run against the unlimited run before it, judged as a")
-    print("# limited run at 100 % would be (targets +-3 total, +-5 each second).")
-    print(f"{'runs':28} {'ratio':>8} {'per-second min..max':>22}  verdict")
-    for name, total, secs in aa:
-        judged = verdict(100, total, secs).replace("FAIL", "outside")
-        print(f"{name:28} {total:7.2f}% {min(secs):9.2f}..{max(secs):6.2f}%  {judged}")
 
-ab = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])][1:] if len(sys.argv) > 2 else []
-if ab:
+# Programs below their share.
+under = [r for r in raw if r["tag"].startswith("under-")]
+if under:
+    print("## Programs below their share: limited against the same program without libvgpu.so,")
+    print("## interleaved rounds (ratios per round; the median judged)")
+    by = collections.defaultdict(dict)
+    for r in under:
+        by[(r["result"]["workload"], r["tag"])][r["limit"]] = r["result"]
+    groups = collections.defaultdict(list)
+    for (w, tag), d in sorted(by.items()):
+        lims = [l for l in d if l != 0]
+        if 0 in d and lims:
+            lim = lims[0]
+            groups[(w, lim)].append((d[lim]["rate"] / d[0]["rate"], d[lim]["p50_ms"] / d[0]["p50_ms"],
+                                     d[0]["rate"], d[0]["p50_ms"], d[lim]["p50_ms"]))
+    print(f"{'workload':14} {'share':>5} {'own busy':>8} {'speed':>7} {'p50 ratio':>9} "
+          f"{'p50 bare/limited ms':>20}  rounds (speed)  verdict")
+    for (w, lim), v in groups.items():
+        ref = runs("ref", w)
+        busy = ref[0]["result"].get("busy", float("nan")) if ref else float("nan")
+        speed = statistics.median(x[0] for x in v)
+        p50 = statistics.median(x[1] for x in v)
+        ok = speed >= 0.97 and p50 <= 1.05 and busy < lim
+        print(f"{w:14} {lim:5d} {busy:7.2f}% {100 * speed:6.1f}% {p50:9.3f} "
+              f"{statistics.median(x[3] for x in v):9.1f}/{statistics.median(x[4] for x in v):<9.1f}  "
+              f"{', '.join(f'{100 * x[0]:.1f}' for x in v)}  {verdict(ok)}")
     print()
-    print("# Launch rate with no binding SM share, inside one process: launches through the")
-    print("# pointer the CUDA runtime is given (hooked) against the driver's own function,")
-    print("# and the driver's function against itself (A/A); best of 60 alternating batches")
-    print("# of 2,000 per arm, one process per row and round, rounds shuffled.")
-    print(f"{'condition':13} {'rounds':>6} {'hooked/driver median':>21} {'min..max':>14} "
-          f"{'A/A median':>11} {'min..max':>14}  runtime given the driver's pointer")
-    for c in dict.fromkeys(r[1] for r in ab):
-        got = [r for r in ab if r[1] == c and r[2] and r[3] and r[4]]
-        if not got:
-            print(f"{c:13} no result")
+
+# The pair.
+rows = runs("pair")
+if rows:
+    print("## Two containers at 30 and 60 % at once (GEMM loops, policy force)")
+    total = sum(r["result"]["rate"] for r in rows)
+    for r in sorted(rows, key=lambda r: r["limit"]):
+        res, lim = r["result"], r["limit"]
+        ok = abs(res["busy"] - lim) <= 3
+        print(f"share {lim:2d} %: CUPTI busy {res['busy']:6.2f}% ({res['busy'] - lim:+.2f}), "
+              f"rate {res['rate']:.1f}/s = {100 * res['rate'] / total:.1f}% of the pair's  "
+              f"{verdict(ok)}")
+    frames = sys.argv[3] if len(sys.argv) > 3 else ""
+    if frames and os.path.exists(frames):
+        top, agent = collections.defaultdict(list), collections.defaultdict(list)
+        kind = None
+        for line in open(frames):
+            if line.startswith("### vgpu top"):
+                kind = "top"
+            elif line.startswith("### agent"):
+                kind = "agent"
+            cols = re.split(r"\s{2,}", line.strip())
+            m = re.match(r"pod-gemm(\d+)-uid$", cols[0])
+            if kind == "top" and m and len(cols) > 4 and cols[4].endswith("%"):
+                top[int(m.group(1))].append(int(cols[4][:-1]))
+            m = re.search(r'podname="pod-gemm(\d+)-uid".*\} (\d+)', line) or \
+                re.search(r'pod-gemm(\d+)-uid.*\} (\d+)$', line.strip())
+            if kind == "agent" and m and line.startswith("hami_container_device_utilization_ratio"):
+                agent[int(m.group(1))].append(int(m.group(2)))
+        for name, d in (("vgpu top --once", top), ("agent metric", agent)):
+            for lim in (30, 60):
+                v = d.get(lim, [])
+                ok = bool(v) and all(abs(x - lim) <= 5 for x in v)
+                print(f"{name:16} share {lim}: frames {v}  {verdict(ok)}")
+    print()
+
+ab = sys.argv[4] if len(sys.argv) > 4 else ""
+if ab and os.path.exists(ab):
+    rows = [l.rstrip("\n").split("\t") for l in open(ab)][1:]
+    print("## Launch rate through libvgpu.so against the driver's own function, same process")
+    for c in ("unset", "sm100"):
+        v = [r for r in rows if r[1] == c and r[2] and r[3]]
+        if not v:
             continue
-        hooked = [float(r[2]) / float(r[3]) for r in got]
-        aa = [float(r[4]) / float(r[3]) for r in got]
-        same = sum(r[5] == "1" for r in got)
-        print(f"{c:13} {len(got):6d} {statistics.median(hooked):21.4f} "
-              f"{min(hooked):6.3f}..{max(hooked):.3f} {statistics.median(aa):11.4f} "
-              f"{min(aa):6.3f}..{max(aa):.3f}  {same} of {len(got)}")
-print()
-print(f"{failures} limited run(s) outside their targets")
+        ratio = statistics.median(float(r[2]) / float(r[3]) for r in v)
+        aa = statistics.median(float(r[4]) / float(r[3]) for r in v if r[4])
+        ok = ratio >= 0.99
+        print(f"{c:6} {len(v):2d} processes: hooked/driver median {ratio:.4f} (A/A driver2/driver "
+              f"{aa:.4f})  {verdict(ok)}")
+    print()
+
+print(f"# {failures} verdict(s) failed")

@@ -34,7 +34,8 @@ int main(int argc, char** argv) {
                   "Directory holding containers/<podUID>_<container>/*.cache")
       ->capture_default_str();
   top->add_option("--interval", interval, "Refresh period (e.g. 1s, 500ms)")->capture_default_str();
-  top->add_flag("--once", top_opt.once, "Print one frame and exit");
+  top->add_flag("--once", top_opt.once,
+                "Print one frame and exit (after one interval: SM utilisation is a rate)");
   top->add_flag("--no-nvml", top_opt.no_nvml, "Show the state files only");
   top->add_option("--nvml-library", top_opt.nvml_library, "NVML library to dlopen")
       ->capture_default_str();

@@ -124,6 +124,9 @@ int run_top(const TopOptions& o) {
   monitor::Agent agent(monitor::AgentOptions{.hook_path = o.hook_path, .write_back = false},
                        std::move(sampler), nullptr);
   if (o.once) {
+    // SM utilisation is a rate: measured over one interval between two passes.
+    agent.run_pass();
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));
     std::fputs(render_top(*agent.run_pass()).c_str(), stdout);
     return kExitOk;
   }

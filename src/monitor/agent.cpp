@@ -77,6 +77,7 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
   auto view = std::make_shared<NodeView>();
   view->node = options_.node_name;
   view->taken = std::chrono::system_clock::now();
+  gpu_time_.begin_pass(started);
 
   std::vector<ContainerState> states = files_.scan();
   if (sampler_) {
@@ -214,6 +215,14 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
       cv.processes.push_back(std::move(proc));
     }
 
+    for (int d = 0; d < ndev; ++d) {
+      ContainerDevice& dev = cv.devices[static_cast<size_t>(d)];
+      if (const auto pct = gpu_time_.percent(c.path, snap, d)) {
+        dev.sm_util = static_cast<unsigned>(*pct + 0.5);
+        dev.sm_from_gpu_time = true;
+      }
+    }
+
     if (feedback[i].changed) {
       if (feedback[i].recent_kernel != snap.recent_kernel) {
         write([&](StateWriter& w) -> Result<void> {
@@ -232,6 +241,7 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
     view->containers.push_back(std::move(cv));
   }
 
+  gpu_time_.end_pass();
   ++counters_.passes;
   counters_.file_problems = files_.problems().size();
   view->counters = counters_;

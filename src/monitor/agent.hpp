@@ -1,7 +1,9 @@
 #pragma once
 // The node agent's period: one pass reads every container's state file, maps
 // each process slot to its host PID through /proc, asks the GPUs once (the
-// sampler), adds NVML's per-process memory and SM utilisation up per container,
+// sampler), adds NVML's per-process memory up per container, takes each
+// container's SM utilisation from the GPU time its processes publish (NVML's
+// per-process samples where they publish none),
 // runs the feedback loop, writes back the fields the agent owns, and publishes
 // the result as an immutable NodeView. Passes run on one thread (the daemon's
 // loop); latest() may be called from any thread (the HTTP server).
@@ -18,6 +20,7 @@
 
 #include "monitor/container_files.hpp"
 #include "monitor/gpu_sampler.hpp"
+#include "monitor/gpu_time.hpp"
 #include "monitor/node_view.hpp"
 #include "monitor/pod_directory.hpp"
 
@@ -47,6 +50,7 @@ class Agent {
   std::unique_ptr<GpuSampler> sampler_;
   PodDirectory* names_;
   ContainerFiles files_;
+  GpuTimeRates gpu_time_;
   AgentCounters counters_;
   std::map<std::string, std::string> write_problems_;  // path -> last logged reason
 

@@ -43,7 +43,8 @@ std::string view_json(const NodeView& v) {
                          {"module", d.module},
                          {"data", d.data},
                          {"nvml_used", d.nvml_used},
-                         {"sm_util", d.sm_util}});
+                         {"sm_util", d.sm_util},
+                         {"sm_from_gpu_time", d.sm_from_gpu_time}});
     }
     json procs = json::array();
     for (const ContainerProcess& p : c.processes) {

@@ -29,7 +29,11 @@ struct ContainerDevice {
   uint64_t module = 0;
   uint64_t data = 0;
   uint64_t nvml_used = 0;  // Σ NVML per-process memory of the container's processes
-  unsigned sm_util = 0;    // Σ NVML per-process SM utilisation, percent
+  // Percent of the GPU's time the container's kernels ran since the last
+  // pass, from the GPU time its processes publish (sm_from_gpu_time), or
+  // else Σ NVML per-process SM utilisation.
+  unsigned sm_util = 0;
+  bool sm_from_gpu_time = false;
 };
 
 struct ContainerProcess {

@@ -86,7 +86,7 @@ struct SmSummary {
   unsigned long long kernel = 0, kernel_ex = 0, cooperative = 0, graph = 0;
   double charged_ms = 0, waited_ms = 0;
   unsigned long long samples = 0, idle_samples = 0, shapes = 0;
-  double mark_us = 0;
+  double mark_us = 0, lag_us = 0;
   unsigned long long launches() const { return kernel + kernel_ex + cooperative + graph; }
 };
 
@@ -105,11 +105,11 @@ SmSummary sm_summary(const std::string& err, int device) {
         text.c_str() + at,
         "INFO: device %d (%127[^)]): SM share %u%%: launches kernel=%llu kernel_ex=%llu "
         "cooperative=%llu graph=%llu; charged %lf ms, waited %lf ms, %llu samples (%llu on an "
-        "idle stream), %llu shapes, marks %lf us",
+        "idle stream), %llu shapes, marks %lf us, idle lag %lf us",
         &dev, uuid, &cur.percent, &cur.kernel, &cur.kernel_ex, &cur.cooperative, &cur.graph,
-        &cur.charged_ms, &cur.waited_ms, &cur.samples, &cur.idle_samples, &cur.shapes,
-        &cur.mark_us);
-    if (n != 13 || dev != device) continue;
+        &cur.charged_ms, &cur.waited_ms, &cur.samples, &cur.idle_samples, &cur.shapes, &cur.mark_us,
+        &cur.lag_us);
+    if (n != 14 || dev != device) continue;
     cur.found = true;
     s = cur;
     ++lines;

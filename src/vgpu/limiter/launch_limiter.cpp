@@ -27,6 +27,9 @@ namespace {
 constexpr int64_t kMinSampleNs = 100;
 // A launch waiting for its shape's samples asks again this soon.
 constexpr int64_t kLearnPollNs = 1'000'000;
+// The idle lag is kept this much above its value (the estimate takes only
+// positive samples, and the lag may be negative).
+constexpr int64_t kLagOffsetNs = 1'000'000;
 
 }  // namespace
 
@@ -84,10 +87,10 @@ bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
   const CostEntry* e = table_.find(key);
   const bool learning =
       e == nullptr || e->single_count.load(std::memory_order_relaxed) < options_.learn_samples;
-  if ((learning ||
-       now_ns - last_open_ns_.load(std::memory_order_relaxed) >= options_.sample_interval_ns) &&
-      open_sample(w, key, stream, now_ns, path)) {
-    return true;
+  if (learning ||
+      (now_ns - last_open_ns_.load(std::memory_order_relaxed) >= options_.sample_interval_ns &&
+       countdown_.fetch_sub(1, std::memory_order_relaxed) <= 0)) {
+    if (open_sample(w, key, stream, now_ns, path)) return true;
   }
   if (!learning) open_batch(w, *e, key, stream, now_ns, path, enforced);
   return false;
@@ -126,6 +129,14 @@ bool LaunchLimiter::open_sample(SampleWindow& w, uint64_t key, uintptr_t stream,
   const GpuTimer::Event start = timer_.record(stream);
   if (start == 0) return false;
   ++sample_seq_;
+  // The next sample comes a few launches after its interval is up, not always
+  // at the first: that is the first launch after a wait, on a stream the wait
+  // let drain, whose kernel may also run slower than those after it.
+  rng_ ^= rng_ << 13;
+  rng_ ^= rng_ >> 7;
+  rng_ ^= rng_ << 17;
+  countdown_.store(static_cast<int>(rng_ % std::max<uint64_t>(options_.sample_spread, 1)),
+                   std::memory_order_relaxed);
   in_flight_.fetch_add(1, std::memory_order_relaxed);
   last_open_ns_.store(now_ns, std::memory_order_relaxed);
   w = SampleWindow{.owner = this,
@@ -248,21 +259,23 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
   CostEntry* e = table_.insert(p.key);
   if (e == nullptr || ns <= 0) return;
   if (p.epoch != e->epoch.load(std::memory_order_relaxed)) return;  // forgotten since
-  // On an idle stream the start mark was reached when it was made, and the
-  // launch only once the host had made it: the host's time is taken off. On
-  // a busy stream the start mark is reached as the work before it ends, and
-  // the end mark's own time is taken off.
+  // On a busy stream the start mark is reached as the work before it ends,
+  // and the end mark's own time is taken off. On an idle stream the start
+  // mark was reached when it was made, and the launch only once the host had
+  // made it: the host's time is taken off (what more the launch took to
+  // reach the GPU is learnt by comparing the two kinds, in update_cost).
   const int64_t kernel = std::max(
       p.idle ? ns - p.host_ns : ns - mark_ns_.load(std::memory_order_relaxed), kMinSampleNs);
-  e->single.add(kernel);
-  e->single_count.store(e->single.count(), std::memory_order_relaxed);
+  RobustEstimate& est = p.idle ? e->idle : e->busy;
+  est.add(kernel);
+  e->single_count.store(e->busy.count() + e->idle.count(), std::memory_order_relaxed);
   if (log::enabled(log::Level::kDebug)) {
     log::debug(
         "shape %016llx: %.2f us on the GPU (%s stream, %.2f us marked, %.2f us host); "
         "estimate %.2f us",
         static_cast<unsigned long long>(p.key), static_cast<double>(kernel) / 1e3,
         p.idle ? "idle" : "busy", static_cast<double>(ns) / 1e3,
-        static_cast<double>(p.host_ns) / 1e3, static_cast<double>(e->single.value()) / 1e3);
+        static_cast<double>(p.host_ns) / 1e3, static_cast<double>(est.value()) / 1e3);
   }
   update_cost(*e, now_ns);
   samples_.fetch_add(1, std::memory_order_relaxed);
@@ -270,12 +283,26 @@ void LaunchLimiter::learn(const Pending& p, int64_t ns, int64_t now_ns) noexcept
 }
 
 void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
-  // A shape is charged its own cost once it has its first few samples (the
-  // lowest of them: one stretched by another context's time slice would be
-  // charged to every launch made meanwhile); until then the default.
-  if (e.single.count() < options_.learn_samples) return;
+  const int need = options_.learn_samples;
+  // Shapes sampled both ways tell how much later a launch reaches an idle
+  // stream's GPU than a mark made just before it does.
+  if (e.busy.count() >= need && e.idle.count() >= need) {
+    idle_lag_.add(e.idle.value() - e.busy.value() + kLagOffsetNs);
+    idle_lag_ns_.store(idle_lag_.value() - kLagOffsetNs, std::memory_order_relaxed);
+  }
+  // A shape is charged its own cost once it has its first few samples (their
+  // median: one stretched by another context's time slice would be charged
+  // to every launch made meanwhile), from a busy stream where it has them;
+  // until then the default.
+  const int nb = e.busy.count();
+  const int ni = e.idle.count();
+  if (nb + ni < need) return;
+  const bool from_busy = nb >= need || (ni < need && nb >= ni);
+  const int64_t cost =
+      from_busy
+          ? e.busy.value()
+          : std::max(e.idle.value() - idle_lag_ns_.load(std::memory_order_relaxed), kMinSampleNs);
   const bool first = e.cost_ns.load(std::memory_order_relaxed) == 0;
-  const int64_t cost = e.single.value();
   e.cost_ns.store(cost, std::memory_order_relaxed);
   const int64_t d = default_cost_.load(std::memory_order_relaxed);
   default_cost_.store(d == 0 ? cost : d + (cost - d) / 8, std::memory_order_relaxed);
@@ -297,7 +324,8 @@ void LaunchLimiter::forget(uint64_t key) noexcept {
   e->epoch.fetch_add(1, std::memory_order_relaxed);
   e->provisional.store(0, std::memory_order_relaxed);
   e->provisional_ns.store(0, std::memory_order_relaxed);
-  e->single.reset();
+  e->busy.reset();
+  e->idle.reset();
   e->single_count.store(0, std::memory_order_relaxed);
   e->cost_ns.store(0, std::memory_order_relaxed);
 }
@@ -328,6 +356,7 @@ LimiterStats LaunchLimiter::stats() const noexcept {
   s.idle_samples = idle_samples_.load();
   s.shapes = table_.size();
   s.mark_ns = mark_ns_.load();
+  s.idle_lag_ns = idle_lag_ns_.load();
   return s;
 }
 

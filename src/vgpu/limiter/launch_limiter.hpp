@@ -12,9 +12,11 @@
 //    timestamps (GpuTimer). On a busy stream the first is reached when the
 //    work before the launch ends, and the two bracket the kernel. On an idle
 //    stream the first is reached at once (the limiter asks, right after the
-//    launch), and the host's time from the mark to the launch is taken off;
-//    on a busy stream the timestamps' own time is, measured now and then by a
-//    pair with nothing between.
+//    launch), and the host's time from the mark to the launch is taken off,
+//    and the further lag until the launch reached the GPU, learnt from
+//    shapes sampled both ways; on a busy stream the timestamps' own time is,
+//    measured now and then by a pair with nothing between. Samples are taken
+//    at most once a millisecond, a random few launches after that.
 //  * Medians throw away samples stretched by another container's time slice.
 //  * A small kernel's launches are admitted in batches: after one is paced,
 //    the thread's next launches of it (up to 200 us of charged GPU time) go
@@ -57,7 +59,10 @@ struct LimiterOptions {
   // bursts under that never wait.
   int64_t burst_ns = 20'000'000;
   int64_t sample_interval_ns = 1'000'000;  // between samples of a known launch
-  int learn_samples = 3;                   // a new launch is sampled until then
+  // Once the interval is up, the sample is taken at a random one of this
+  // many launches that are not light (1: at the first).
+  uint32_t sample_spread = 8;
+  int learn_samples = 3;  // a new launch is sampled until then
   // While enforced, a new shape's launches past this many wait for its
   // samples, for at most learn_wait_ns from its first.
   int learn_ahead = 16;
@@ -90,7 +95,8 @@ struct LimiterStats {
   uint64_t samples = 0;       // launches timed on the GPU
   uint64_t idle_samples = 0;  // of which the stream was idle (the host's time taken off)
   uint64_t shapes = 0;        // distinct launch shapes seen
-  int64_t mark_ns = 0;        // the timestamps' own time, taken off every sample
+  int64_t mark_ns = 0;        // the timestamps' own time, taken off busy samples
+  int64_t idle_lag_ns = 0;    // a launch's lag on an idle stream, taken off idle costs
 };
 
 class LaunchLimiter;
@@ -209,8 +215,14 @@ class LaunchLimiter {
   unsigned sample_seq_ = 0;                      // under mu_
   RobustEstimate mark_{};                        // under mu_: the marks' own time
   std::atomic<int64_t> mark_ns_{0};              // mark_.value(), for stats
-  std::atomic<int> in_flight_{0};                // open windows + pending
-  std::atomic<int> pending_hint_{0};             // npending_, for lock-free checks
+  // Under mu_: how much later than its start mark a launch reached an idle
+  // stream's GPU, beyond the host's time (from shapes sampled both ways).
+  RobustEstimate idle_lag_{RobustEstimate::Pick::kMedian, 64};
+  std::atomic<int64_t> idle_lag_ns_{0};
+  uint64_t rng_ = 0x9e3779b97f4a7c15ull;  // under mu_
+  std::atomic<int> countdown_{0};         // launches until the next due sample
+  std::atomic<int> in_flight_{0};         // open windows + pending
+  std::atomic<int> pending_hint_{0};      // npending_, for lock-free checks
   std::atomic<int64_t> last_open_ns_{INT64_MIN / 2};
   std::atomic<int64_t> last_harvest_ns_{INT64_MIN / 2};
   std::atomic<int64_t> default_cost_{0};

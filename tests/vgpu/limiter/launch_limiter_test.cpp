@@ -177,7 +177,7 @@ TEST(LimiterOnModel, SamplesOnAnIdleStreamTakeTheHostsLaunchTimeOff) {
   const Outcome r = run_alone(spec, 30, 1 * kSecond);
   EXPECT_EQ(r.cost, 20 * us);
   EXPECT_EQ(r.stats.idle_samples, r.stats.samples);
-  EXPECT_GT(r.stats.samples, 100u);
+  EXPECT_GT(r.stats.samples, 30u);
 }
 
 // (j) Timestamps take the GPU time too (1.5 us each here): on a busy stream
@@ -195,7 +195,13 @@ TEST(LimiterOnModel, TheMarksOwnTimeIsTakenOffSamplesOnABusyStream) {
 
 // The limiter driven by hand on the model, one launch at a time.
 struct Rig {
-  explicit Rig(const LimiterOptions& o = at(50)) : lim(o, timer) {}
+  // Samples due at the first launch after their interval, for tests that
+  // count them.
+  static LimiterOptions at_once(LimiterOptions o) {
+    o.sample_spread = 1;
+    return o;
+  }
+  explicit Rig(const LimiterOptions& o = at(50)) : lim(at_once(o), timer) {}
   // A launch of `key` at `t` by the hooks' protocol, whatever admit says.
   int64_t launch(uint64_t key, int64_t gpu_ns, int64_t t) {
     gpu.advance_to(t);
@@ -392,7 +398,7 @@ void survives(int64_t every, Poke poke, const char* what) {
   EXPECT_NEAR(achieved, 50, 3.0);
   EXPECT_EQ(lim.cost_of(0x5eed), 216 * us);
   // Samples keep coming in the last 200 ms: nothing stays counted in flight.
-  EXPECT_GE(lim.stats().samples - samples_before_last, 20u);
+  EXPECT_GE(lim.stats().samples - samples_before_last, 10u);
   // In flight at most: 32 samples and pairs of two events.
   EXPECT_LE(sim.timer(a).live(), 64u);
   EXPECT_EQ(sim.timer(a).bad_releases(), 0u);
