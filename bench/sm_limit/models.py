@@ -5,7 +5,8 @@
 WORKLOAD is one of
   gemm           fp16 4096x4096 matmuls, 16 per step (compute-bound, busy ~95 %)
   graph          a CUDA graph of 8 such matmuls, replayed twice per step
-  resnet_train   torchvision ResNet-50 training step, batch 32, random weights
+  resnet_train   torchvision ResNet-50 training step, batch 32 (RESNET_BATCH),
+                 random weights
   gpt2_train     transformers GPT-2 small training step, batch 8 x 128 tokens
   gpt2_generate  GPT-2 small `generate`, batch 4, 32 new tokens, requests back
                  to back (a latency-sensitive inference service)
@@ -14,13 +15,16 @@ After --warmup seconds it measures --seconds: steps (or requests) per whole
 second, the overall rate, and for generate each request's latency. Then, with
 --profile > 0, it runs that many more seconds under torch.profiler and reports
 the GPU's own measure of its work: the union of its kernel intervals as CUPTI
-timed them, as a fraction of the profiled wall time ("busy"). Prints one JSON
+timed them (torch.profiler's trace), as a fraction of the profiled wall time
+("busy"). Prints one JSON
 line; t0/t1 (Unix seconds) bound the measured phase, p0/p1 the profiled one,
 so NVML samples can be lined up with them.
 """
 import argparse
 import json
+import os
 import statistics
+import tempfile
 import time
 
 import torch
@@ -59,8 +63,9 @@ def build(workload):
         import torchvision
         model = torchvision.models.resnet50().to(dev)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        x = torch.randn(32, 3, 224, 224, device=dev)
-        y = torch.randint(0, 1000, (32,), device=dev)
+        batch = int(os.environ.get("RESNET_BATCH", "32"))
+        x = torch.randn(batch, 3, 224, 224, device=dev)
+        y = torch.randint(0, 1000, (batch,), device=dev)
         loss_fn = torch.nn.CrossEntropyLoss()
 
         def step():
@@ -96,16 +101,13 @@ def build(workload):
     raise SystemExit(f"unknown workload {workload}")
 
 
-def busy_fraction(prof):
-    """Union of the CUDA kernel intervals over the profiled span (all events)."""
-    kernels = []
-    lo, hi = float("inf"), float("-inf")
-    for e in prof.events():
-        r = e.time_range
-        lo, hi = min(lo, r.start), max(hi, r.end)
-        if e.device_type.name == "CUDA" and r.end > r.start:
-            kernels.append((r.start, r.end))
-    kernels.sort()
+def busy_fraction(prof, wall_s):
+    """Union of the kernel intervals CUPTI recorded, over the profiled wall time."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))
+    kernels = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace["traceEvents"]
+                     if e.get("ph") == "X" and e.get("cat") == "kernel")
     busy, cur_s, cur_e = 0.0, None, None
     for s, e in kernels:
         if cur_e is None or s > cur_e:
@@ -116,8 +118,7 @@ def busy_fraction(prof):
             cur_e = max(cur_e, e)
     if cur_e is not None:
         busy += cur_e - cur_s
-    span = hi - lo
-    return (busy / span if span > 0 else 0.0), len(kernels), span / 1e6
+    return busy / 1e6 / wall_s, len(kernels)
 
 
 def main():
@@ -155,15 +156,17 @@ def main():
            "p99_ms": sorted(lat)[max(0, int(len(lat) * 0.99) - 1)]}
     if args.profile > 0:
         from torch.profiler import ProfilerActivity, profile
-        p0 = time.time()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            end = time.perf_counter() + args.profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            p0 = time.time()
+            start = time.perf_counter()
+            end = start + args.profile
             while time.perf_counter() < end:
                 step()
             sync()
-        p1 = time.time()
-        busy, nk, span = busy_fraction(prof)
-        out.update({"busy": 100.0 * busy, "kernels": nk, "profiled_s": span, "p0": p0, "p1": p1})
+            wall = time.perf_counter() - start
+            p1 = time.time()
+        busy, nk = busy_fraction(prof, wall)
+        out.update({"busy": 100.0 * busy, "kernels": nk, "profiled_s": wall, "p0": p0, "p1": p1})
     print(json.dumps(out), flush=True)
 
 

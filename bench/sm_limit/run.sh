@@ -8,7 +8,7 @@
 #             utilisation over 10 s and in every whole second
 #   graph     a CUDA-graph replay loop at 30 %: the same
 #   train     ResNet-50 and GPT-2 training steps at 30 %: CUPTI busy fraction
-#   under     GPT-2 `generate` at 30 % and ResNet-50 training at 60 %, whose
+#   under     GPT-2 `generate` at 30 % and ResNet-50 training (batch 16) at 60 %, whose
 #             own GPU time is below the share: speed and latency against the
 #             same program without libvgpu.so, interleaved, SM_ROUNDS rounds
 #   pair      two containers of GEMM loops at 30 and 60 % at once: CUPTI busy
@@ -91,8 +91,11 @@ if want train; then
 fi
 
 if want under; then
+  # ResNet-50 at batch 16 (SM_UNDER_RESNET_BATCH): its own GPU time must be
+  # below the share for this part to mean anything (batch 32 is busy ~65 %).
+  export RESNET_BATCH=${SM_UNDER_RESNET_BATCH:-16}
   for w in gpt2_generate:30 resnet_train:60; do
-    run ref "${w%%:*}" 0 --seconds 3 --profile 3 --warmup 3  # its own GPU time, unlimited
+    run ref-under "${w%%:*}" 0 --seconds 3 --profile 3 --warmup 3  # its own GPU time, unlimited
   done
   for r in $(seq "$rounds"); do
     for w in gpt2_generate:30 resnet_train:60; do
@@ -100,6 +103,7 @@ if want under; then
       run "under-r$r" "${w%%:*}" "${w##*:}" --seconds 8 --warmup 3
     done
   done
+  unset RESNET_BATCH
 fi
 
 if want pair; then
@@ -110,13 +114,13 @@ if want pair; then
     mkdir -p "$dir"
     LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=$l GPU_CORE_UTILIZATION_POLICY=force LIBCUDA_LOG_LEVEL=3 \
       CUDA_DEVICE_MEMORY_SHARED_CACHE="$dir/vgpu.cache" \
-      python3 bench/sm_limit/models.py gemm --seconds 12 --profile 4 --warmup 3 \
+      python3 bench/sm_limit/models.py gemm --seconds 16 --profile 4 --warmup 3 \
       > "$work/pair$l.out" 2> "$work/pair$l.err" &
     pids+=($!)
   done
-  sleep 6  # both warmed up and measuring
+  sleep 9  # both started, warmed up and measuring
   : > "$out/pair-frames.txt"
-  for i in $(seq 5); do
+  for i in $(seq 6); do
     { echo "### vgpu top --once, frame $i, $(date +%s.%N)"; "$vgpu" top --once --hook-path "$hook"; } \
       >> "$out/pair-frames.txt" 2>&1
     { echo "### agent, frame $i, $(date +%s.%N)"

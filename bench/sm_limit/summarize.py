@@ -97,7 +97,7 @@ if under:
     print(f"{'workload':14} {'share':>5} {'own busy':>8} {'speed':>7} {'p50 ratio':>9} "
           f"{'p50 bare/limited ms':>20}  rounds (speed)  verdict")
     for (w, lim), v in groups.items():
-        ref = runs("ref", w)
+        ref = runs("ref-under", w)
         busy = ref[0]["result"].get("busy", float("nan")) if ref else float("nan")
         speed = statistics.median(x[0] for x in v)
         p50 = statistics.median(x[1] for x in v)

@@ -30,6 +30,16 @@ constexpr int64_t kLearnPollNs = 1'000'000;
 // The idle lag is kept this much above its value (the estimate takes only
 // positive samples, and the lag may be negative).
 constexpr int64_t kLagOffsetNs = 1'000'000;
+// A launch's lag is the GPU's launch latency, 1-2 us on an H200 (learnt
+// 1.27 and 1.84 us under PyTorch training steps). With another context on
+// the GPU an idle-stream sample also waits out its time slice (the lag came
+// out 573 us for a GEMM container beside another): more than this is
+// contention, not lag.
+constexpr int64_t kMaxIdleLagNs = 10'000;
+// It is learnt from kernels at least this long: a shorter one on an idle
+// stream may be done before the end mark reaches the GPU, and its sample
+// then holds the host's time to make that mark instead.
+constexpr int64_t kLagFromNs = 20'000;
 
 }  // namespace
 
@@ -178,11 +188,13 @@ void LaunchLimiter::after_launch(SampleWindow& w, bool launched, int64_t now_ns)
   GpuTimer::Event end = 0;
   bool idle = false;
   if (launched && npending_ < kMaxInFlight) {
-    // Asked before the end mark is made: reached now, the start mark was
-    // reached before the launch arrived, and the sample holds the host's
-    // time from the mark to the launch too.
-    idle = timer_.reached(taken.start);
+    // The end mark first: on an idle stream a short kernel is done before
+    // it, which is then reached when the host makes it (made after a query,
+    // an 8 us floor under every such sample on an H200; now 2-3 us). Then
+    // the start mark: reached already, it was reached before the launch
+    // arrived, and the sample holds the host's time to the launch too.
     end = timer_.record(taken.stream);
+    if (end != 0) idle = timer_.reached(taken.start);
   }
   if (end == 0) {  // nothing reached the GPU, or no mark: it measures nothing
     timer_.release(taken.start);
@@ -286,9 +298,10 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
   const int need = options_.learn_samples;
   // Shapes sampled both ways tell how much later a launch reaches an idle
   // stream's GPU than a mark made just before it does.
-  if (e.busy.count() >= need && e.idle.count() >= need) {
+  if (e.busy.count() >= need && e.idle.count() >= need && e.busy.value() >= kLagFromNs) {
     idle_lag_.add(e.idle.value() - e.busy.value() + kLagOffsetNs);
-    idle_lag_ns_.store(idle_lag_.value() - kLagOffsetNs, std::memory_order_relaxed);
+    idle_lag_ns_.store(std::clamp(idle_lag_.value() - kLagOffsetNs, int64_t{0}, kMaxIdleLagNs),
+                       std::memory_order_relaxed);
   }
   // A shape is charged its own cost once it has its first few samples (their
   // median: one stretched by another context's time slice would be charged
