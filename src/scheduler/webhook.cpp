@@ -224,7 +224,15 @@ std::string admit(std::string_view body, const SchedulerConfig& config) {
     return json{{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
-  if (body.size() > kMaxAdmissionBody) return answer(false, "AdmissionReview: body too large", {});
+  if (body.size() > kMaxAdmissionBody) {
+    return answer(false,
+                  "AdmissionReview: body of " + std::to_string(body.size()) +
+                      " bytes is over the limit of " + std::to_string(kMaxAdmissionBody),
+                  {});
+  }
+  if (auto ok = check_json_limits(body, kAdmissionJsonLimits); !ok) {
+    return answer(false, "AdmissionReview: " + ok.error().message, {});
+  }
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     return answer(false, "AdmissionReview: body is not a JSON object", {});

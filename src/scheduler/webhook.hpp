@@ -27,12 +27,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_limits.hpp"
 #include "common/result.hpp"
 #include "scheduler/config.hpp"
 
 namespace hami::scheduler {
 
+// The API server sends the pod being created (at most ~3 MiB, its own
+// request limit) and, for updates, the old one.
 inline constexpr size_t kMaxAdmissionBody = 8u << 20;
+inline constexpr JsonLimits kAdmissionJsonLimits{};
 
 // RFC 6901 escaping of one reference token.
 std::string json_pointer_escape(std::string_view token);
