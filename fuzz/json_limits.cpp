@@ -56,6 +56,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const hami::JsonLimits limits{.max_depth = 1 + data[0] % 16, .max_values = 1 + data[1] % 64u};
   const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
   const auto verdict = hami::check_json_limits(text, limits);
+  // nlohmann takes a NUL outside a string as the end of the input: it then
+  // parses less than the scan saw, never more, so only the scan's verdict on
+  // the part before it could be compared. Skip such inputs.
+  if (text.find('\0') != std::string_view::npos) return 0;
   Shape shape;
   if (!json::sax_parse(text, &shape, json::input_format_t::json, /*strict=*/true)) return 0;
   if (verdict) {
