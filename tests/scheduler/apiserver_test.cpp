@@ -46,7 +46,7 @@ class SchedulerApiTest : public test::ApiFixture {
     ext.emplace(cache, config, &*backend, &metrics);
   }
   json create(const std::string& name, std::map<std::string, std::string> limits) {
-    return api().put("pods", test::sched_pod(name, limits));
+    return api().put("pods", test::bindable_pod(name, limits));
   }
   std::string uid(const json& p) { return p["metadata"]["uid"]; }
   // The node lock as the device plugin's pod "default/owner" holds it, taken now.
