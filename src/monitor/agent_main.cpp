@@ -146,6 +146,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A peer that closes while we write (the API server's TLS connections
+  // through OpenSSL, which writes without MSG_NOSIGNAL) must be an error on
+  // that connection, not the end of the process.
+  ::signal(SIGPIPE, SIG_IGN);
 
   std::unique_ptr<monitor::GpuSampler> sampler;
   if (!no_nvml) {

@@ -159,6 +159,10 @@ int main(int argc, char** argv) try {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A peer that closes while we write (the API server's TLS connections
+  // through OpenSSL, which writes without MSG_NOSIGNAL) must be an error on
+  // that connection, not the end of the process.
+  ::signal(SIGPIPE, SIG_IGN);
 
   auto kc = hami::k8s::Config::auto_detect(
       kubeconfig.empty() ? std::nullopt : std::optional<std::string>(kubeconfig));

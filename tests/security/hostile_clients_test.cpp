@@ -121,6 +121,7 @@ class HostileClients : public ::testing::Test {
       if (!*c) continue;
       (*c)->kill(SIGTERM);
       const test::ProcessResult r = (*c)->finish();
+      EXPECT_EQ(r.exit_code, 0) << "a daemon did not stop cleanly on SIGTERM after the attacks";
       if (HasFailure()) std::fprintf(stderr, "--- daemon log ---\n%s", r.err.c_str());
     }
   }
