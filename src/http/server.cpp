@@ -5,6 +5,7 @@
 #include <openssl/x509.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -171,6 +172,7 @@ class Server::Impl {
  public:
   asio::io_context ioc{1};
   std::optional<asio::thread_pool> workers;
+  std::optional<asio::thread_pool> blocking_workers;  // only if a route is blocking
 
  private:
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
@@ -401,7 +403,8 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
       invoke(*route, q, r);
       return reply(std::move(r), !keep_alive_);
     }
-    asio::post(*s_.workers, [self = this->shared_from_this(), route, q = std::move(q)]() mutable {
+    asio::thread_pool& pool = route->blocking ? *s_.blocking_workers : *s_.workers;
+    asio::post(pool, [self = this->shared_from_this(), route, q = std::move(q)]() mutable {
       Response r;
       invoke(*route, q, r);
       const size_t bytes = q.body.size();
@@ -542,6 +545,9 @@ Result<int> Server::Impl::start() {
   const int port = acceptor_.local_endpoint().port();
 
   workers.emplace(std::max(1u, opt.workers));
+  if (std::any_of(routes.begin(), routes.end(), [](const Route& r) { return r.blocking; })) {
+    blocking_workers.emplace(std::max(1u, opt.blocking_workers));
+  }
   guard_.emplace(ioc.get_executor());
   do_accept();
   io_ = std::thread([this] {
@@ -618,6 +624,7 @@ void Server::Impl::stop() {
   // Handlers still running post their answers to closed connections, which
   // drop them; then nothing is left for the I/O thread and run() returns.
   workers->join();
+  if (blocking_workers) blocking_workers->join();
   guard_.reset();
   io_.join();
 }

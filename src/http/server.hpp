@@ -81,6 +81,10 @@ struct Route {
   // Cheap and never blocking (health probes): answered on the I/O thread, so
   // it stays answerable even while every worker is busy.
   bool inline_handler = false;
+  // Spends its time waiting on other servers (the API server, a node lock)
+  // rather than computing: runs on the blocking workers, so a handful of
+  // waiting requests cannot hold up the others.
+  bool blocking = false;
   Handler handler;
 };
 
@@ -102,8 +106,9 @@ struct ServerOptions {
   std::chrono::milliseconds write_timeout{10000};
   size_t max_header_bytes = 16 * 1024;
   size_t max_connections = 512;
-  int backlog = 1024;  // the kernel caps it at net.core.somaxconn
-  unsigned workers = 4;
+  int backlog = 1024;              // the kernel caps it at net.core.somaxconn
+  unsigned workers = 4;            // for the computing routes
+  unsigned blocking_workers = 16;  // for routes marked blocking (small bodies)
   // After a request with at least this many body bytes, freed memory is
   // handed back to the kernel (malloc_trim): a burst of large requests would
   // otherwise leave the parse's memory in glibc's per-thread arenas.

@@ -109,10 +109,14 @@ std::vector<http::Route> SchedulerServer::routes() {
                      },
                      [](const std::string&) { return std::string("[]"); });
                }});
+  // Bind waits on the API server and on node locks (up to --node-lock-wait):
+  // kube-scheduler binds asynchronously, so several wait at once, and must
+  // not keep the next pod's filter waiting for a worker.
   r.push_back({.method = "POST",
                .path = "/bind",
                .max_body = kMaxBindingBody,
                .auth = Auth::kClientCert,
+               .blocking = true,
                .handler = [this](const Request& req, Response& res) {
                  timed(
                      metrics_, Verb::kBind, res,

@@ -42,7 +42,9 @@ struct ServerOptions {
   std::string client_ca_file;  // set: /filter, /prioritize, /bind need a client certificate
   std::chrono::milliseconds request_timeout{10000};  // a request's first byte to its last
   std::chrono::milliseconds idle_timeout{60000};     // between kept-alive requests
-  unsigned workers = 4;  // requests handled at once (each may use the ParallelFor pool)
+  // Filter, prioritize and webhook requests handled at once (each may use the
+  // ParallelFor pool); binds, which wait on the API server, have 16 of their own.
+  unsigned workers = 4;
   std::string metrics_bind = ":9395";  // empty: no metrics listener
   // /readyz answers 503, and filter and bind an error, until this is true
   // (the caches have synced).

@@ -27,6 +27,10 @@ using test::TlsClient;
 
 class HttpServerTest : public ::testing::Test {
  protected:
+  void TearDown() override {
+    release_ = true;  // no handler left waiting on a server being stopped
+    server_.reset();
+  }
   void SetUp() override {
     const test::CertAndKey server = ca_.issue_server({"localhost"}, {"127.0.0.1"});
     write("tls.crt", server.cert_pem);
@@ -76,6 +80,16 @@ class HttpServerTest : public ::testing::Test {
          .path = "/big",
          .max_body = 1024,
          .handler = [](const Request&, Response& r) { r.body = std::string(100000, 'n'); }},
+        {.method = "POST",
+         .path = "/wait",
+         .max_body = 1024,
+         .blocking = true,
+         .handler =
+             [this](const Request&, Response& r) {
+               ++waiting_;
+               test::wait_until([&] { return release_.load(); }, 5s);
+               r.body = "waited";
+             }},
         {.method = "GET",
          .path = "/throw",
          .handler = [](const Request&, Response&) { throw std::runtime_error("boom"); }},
@@ -112,6 +126,8 @@ class HttpServerTest : public ::testing::Test {
   test::TempDir dir_;
   test::CertAuthority ca_;
   std::atomic<int> handled_{0};
+  std::atomic<int> waiting_{0};
+  std::atomic<bool> release_{false};
   std::optional<Server> server_;
 };
 
@@ -134,6 +150,29 @@ TEST_F(HttpServerTest, ServesRoutesAndKeepsTheConnection) {
   auto wrong = d.request("GET", "/echo");
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 405);
+}
+
+// Binds wait on the API server and node locks: a few of them waiting must
+// not keep the computing routes (filter) from a worker.
+TEST_F(HttpServerTest, BlockingRoutesDoNotHoldUpTheOthers) {
+  Server& s = start({.bind = "127.0.0.1:0", .workers = 1, .blocking_workers = 3});
+  std::vector<HttpConn> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.push_back(HttpConn::open(s.port()));
+    ASSERT_TRUE(
+        waiters.back().send("POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"));
+  }
+  ASSERT_TRUE(test::wait_until([&] { return waiting_ == 3; }, 3s));
+  HttpConn c = HttpConn::open(s.port());
+  auto r = c.request("POST", "/echo", "{}", 1s);
+  ASSERT_TRUE(r) << "a computing route waited behind the blocking ones";
+  EXPECT_EQ(r->status, 200);
+  release_ = true;
+  for (HttpConn& w : waiters) {
+    auto done = w.read_reply();
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->body, "waited");
+  }
 }
 
 TEST_F(HttpServerTest, HandlerExceptionIsA500) {
