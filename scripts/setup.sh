@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential g++ cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev zlib1g-dev
-  libcpp-httplib-dev libssl-dev libyaml-cpp-dev
+  libcpp-httplib-dev libboost-dev libssl-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   openssl
   clang libclang-rt-14-dev llvm clang-format

@@ -19,7 +19,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential g++ cmake ninja-build pkg-config \
       nlohmann-json3-dev libcli11-dev zlib1g-dev \
-      libcpp-httplib-dev libssl-dev libyaml-cpp-dev \
+      libcpp-httplib-dev libboost-dev libssl-dev libyaml-cpp-dev \
       libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc \
       libbenchmark-dev \
  && rm -rf /var/lib/apt/lists/*

@@ -80,7 +80,7 @@ SOURCE_DIRS = {
 # HOST_SHARED must be a hostPath mounted at the same path (the plugin hands
 # kubelet host paths, the agent reads what containers write there).
 PATH_FLAGS = {
-    "hami-scheduler": ["--cert_file", "--key_file", "--device-config-file"],
+    "hami-scheduler": ["--cert_file", "--key_file", "--client-ca-file", "--device-config-file"],
     "hami-device-plugin": ["--config-file", "--node-config-file", "--device-plugin-path", "--hook-path", "--lock-dir"],
     "hami-node-agent": ["--hook-path"],
 }
@@ -107,6 +107,8 @@ class Scenario:
     expect_config_api: str = "v1"
     expect_kube_scheduler_tag: str = "v1.30.0"
     expect_ca_bundle: str = None  # None: the chart makes the certificate
+    expect_client_auth: bool = True  # the extender takes only kube-scheduler's client certificate
+    expect_client_secret: bool = True  # ... which the chart makes (False: an existing Secret)
 
 
 SCENARIOS = [
@@ -114,8 +116,10 @@ SCENARIOS = [
     Scenario("own-cert-spread-nodeport",
              "bring-your-own TLS Secret, spread/binpack policies, NodePort Services, core limit off, legacy metrics, k3s version",
              kube="v1.29.4+k3s1", expect_kube_scheduler_tag="v1.29.4", expect_ca_bundle=FAKE_CA_BUNDLE,
+             expect_client_secret=False,
              sets=["scheduler.tls.existingSecret=hami-webhook-cert",
                    "scheduler.tls.caBundle=" + FAKE_CA_BUNDLE,
+                   "scheduler.extender.clientAuth.existingSecret=hami-kube-scheduler-client",
                    "scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy=spread",
                    "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=binpack",
                    "scheduler.service.type=NodePort", "devicePlugin.service.type=NodePort",
@@ -133,10 +137,13 @@ SCENARIOS = [
                                       "nodeConfiguration": [{"name": "gpu-node-7", "devicesplitcount": 4,
                                                              "filterdevices": {"index": [3]}}]}}),
     Scenario("config-api-v1beta2",
-             "a chosen KubeSchedulerConfiguration version and kube-scheduler tag on an EKS-style version",
+             "a chosen KubeSchedulerConfiguration version and kube-scheduler tag on an EKS-style version, "
+             "extender client certificates off",
              kube="v1.24.3-eks-abc123", expect_config_api="v1beta2", expect_kube_scheduler_tag="v1.24.17",
+             expect_client_auth=False, expect_client_secret=False,
              sets=["scheduler.kubeScheduler.configApiVersion=v1beta2",
-                   "scheduler.kubeScheduler.imageTag=v1.24.17"]),
+                   "scheduler.kubeScheduler.imageTag=v1.24.17",
+                   "scheduler.extender.clientAuth.enabled=false"]),
     Scenario("external-kube-scheduler",
              "no kube-scheduler sidecar (the cluster's calls the Service), 2 replicas: the extender's own Lease",
              sets=["scheduler.kubeScheduler.enabled=false", "scheduler.replicas=2"],
@@ -255,8 +262,10 @@ def metric_names(repo):
 
 
 def scheduler_routes(repo):
+    """(METHOD, path) of every route src/scheduler/server.cpp declares (http::Route)."""
     text = read(os.path.join(repo, "src/scheduler/server.cpp"))
-    return {(m.group(1).upper(), m.group(2)) for m in re.finditer(r'\.(Post|Get|Put|Delete)\(\s*"(/[^"]*)"', text)}
+    return {(m.group(1).upper(), m.group(2))
+            for m in re.finditer(r'\.method\s*=\s*"(\w+)",\s*\.path\s*=\s*"(/[^"]*)"', text)}
 
 
 def _args_of_call(text, open_paren):
@@ -785,6 +794,16 @@ def tls_subject_names(crt_b64):
     return set(re.findall(r"DNS:([^,\s]+)", p.stdout.decode()))
 
 
+def tls_extended_key_usage(crt_b64):
+    if not shutil.which("openssl"):
+        return None
+    p = subprocess.run(["openssl", "x509", "-noout", "-ext", "extendedKeyUsage"], input=base64.b64decode(crt_b64),
+                       capture_output=True)
+    if p.returncode != 0:
+        return None
+    return p.stdout.decode()
+
+
 def verify_chain(ca_b64, crt_b64, work):
     if not shutil.which("openssl"):
         return None
@@ -1108,6 +1127,62 @@ def check_scenario(ctx, sc, report, facts, images, chart=None):
                                 "different pods, and the scheduling pod's extender would refuse every bind")
     elif replicas > 1 and not ext_elects:
         ext_problems.append(f"{replicas} replicas without a kube-scheduler sidecar and without --leader-elect: several would bind")
+
+    # Client certificates: only kube-scheduler's may call /filter, /prioritize, /bind.
+    ca_file = one(ef, "--client-ca-file")
+    client_secret = None
+    if sc.expect_client_auth and not ca_file:
+        ext_problems.append("the extender has no --client-ca-file: anyone who reaches its port can filter and bind pods")
+    if not sc.expect_client_auth and ca_file:
+        ext_problems.append(f"--client-ca-file={ca_file} although scheduler.extender.clientAuth.enabled=false")
+    if ca_file:
+        if not https:
+            ext_problems.append("--client-ca-file without --cert_file/--key_file: client certificates need HTTPS")
+        m = mount_for(ec, ca_file)
+        v = volume(espec, m["name"]) if m else None
+        if not v or "secret" not in v:
+            ext_problems.append(f"--client-ca-file={ca_file} is not mounted from a Secret in the extender")
+        else:
+            client_secret = v["secret"]["secretName"]
+            items = {i["path"]: i["key"] for i in v["secret"].get("items") or []}
+            relp = os.path.relpath(ca_file, m["mountPath"])
+            if items.get(relp, relp) != "ca.crt":
+                ext_problems.append(f"--client-ca-file={ca_file} is key {items.get(relp, relp)} of Secret {client_secret}, not ca.crt")
+            if not items or "tls.key" in items.values():
+                ext_problems.append(f"the extender mounts kube-scheduler's client key from Secret {client_secret}; it needs ca.crt only")
+    if ks_cfg is not None:
+        ktls = ((ks_cfg.get("extenders") or [{}])[0].get("tlsConfig") or {})
+        cert, key = ktls.get("certFile"), ktls.get("keyFile")
+        if ca_file and not (cert and key):
+            ext_problems.append("the extender wants a client certificate (--client-ca-file) but kube-scheduler's tlsConfig "
+                                "has no certFile/keyFile: every filter and bind would be refused (403)")
+        if cert and key:
+            ko, kspec, kc = ks[0]
+            for f, want in ((cert, "tls.crt"), (key, "tls.key")):
+                m = mount_for(kc, f)
+                v = volume(kspec, m["name"]) if m else None
+                if not v or "secret" not in v:
+                    ext_problems.append(f"tlsConfig {f} is not mounted from a Secret in kube-scheduler")
+                    continue
+                items = {i["path"]: i["key"] for i in v["secret"].get("items") or []}
+                relp = os.path.relpath(f, m["mountPath"])
+                if items.get(relp, relp) != want:
+                    ext_problems.append(f"tlsConfig {f} is key {items.get(relp, relp)} of its Secret, not {want}")
+                if client_secret and v["secret"]["secretName"] != client_secret:
+                    ext_problems.append(f"kube-scheduler's client certificate comes from Secret {v['secret']['secretName']}, "
+                                        f"the extender's client CA from {client_secret}")
+    if client_secret:
+        csec = find("Secret", client_secret, eo["metadata"]["namespace"])
+        if csec is None:
+            if sc.expect_client_secret:
+                ext_problems.append(f"the client-certificate Secret {client_secret} is not rendered")
+        else:
+            data = csec.get("data") or {}
+            if verify_chain(data.get("ca.crt", ""), data.get("tls.crt", ""), ctx.work) is False:
+                ext_problems.append(f"Secret {client_secret}: tls.crt is not signed by ca.crt: kube-scheduler would get 403")
+            usage = tls_extended_key_usage(data.get("tls.crt", ""))
+            if usage is not None and "TLS Web Client Authentication" not in usage:
+                ext_problems.append(f"Secret {client_secret}: tls.crt is not a client certificate (extended key usage: {usage})")
 
     # The webhook.
     svc_name = None
@@ -1433,6 +1508,21 @@ def self_test(ctx):
          lambda c: edit(os.path.join(c.chart, T, "scheduler/kube-scheduler-config.yaml"),
                         "prioritizeVerb: prioritize", "prioritizeVerb: score"),
          "no route POST /score"),
+        ("kube-scheduler without its client certificate",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/kube-scheduler-config.yaml"),
+                        "certFile: /client-tls/tls.crt", "# certFile: /client-tls/tls.crt"),
+         "has no certFile/keyFile"),
+        ("the extender without a client CA",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
+                        "- --client-ca-file=/client-ca/ca.crt", ""),
+         "has no --client-ca-file"),
+        ("the extender given kube-scheduler's key",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
+                        'secretName: {{ include "hami.clientTLS.secretName" . }}\n            items:\n'
+                        '              - key: ca.crt\n',
+                        'secretName: {{ include "hami.clientTLS.secretName" . }}\n            items:\n'
+                        '              - key: tls.key\n                path: tls.key\n              - key: ca.crt\n'),
+         "it needs ca.crt only"),
         ("the webhook on a path the server does not serve",
          lambda c: edit(os.path.join(c.chart, T, "scheduler/webhook.yaml"), "path: /webhook", "path: /mutate"),
          "webhook path /mutate"),

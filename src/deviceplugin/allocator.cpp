@@ -1,7 +1,6 @@
 #include "deviceplugin/allocator.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -9,6 +8,7 @@
 #include "common/log.hpp"
 #include "deviceplugin/annotations.hpp"
 #include "deviceplugin/host_files.hpp"
+#include "fit/resources.hpp"
 #include "k8s/paths.hpp"
 
 namespace hami::deviceplugin {
@@ -36,22 +36,6 @@ std::string random_uuid() {
 
 std::string who(const k8s::Pod& pod) {
   return pod.meta.ns + "/" + pod.meta.name;
-}
-
-Result<std::optional<int>> container_priority(const k8s::Container& c, const std::string& res) {
-  const std::string* value = nullptr;
-  if (auto it = c.limits.find(res); it != c.limits.end()) {
-    value = &it->second;
-  } else if (auto jt = c.requests.find(res); jt != c.requests.end()) {
-    value = &jt->second;
-  }
-  if (value == nullptr) return std::optional<int>();
-  const std::string& s = *value;
-  int v = -1;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || (v != 0 && v != 1))
-    return Error{res + " '" + s + "' is not 0 (high) or 1 (low)"};
-  return std::optional<int>(v);
 }
 
 }  // namespace
@@ -182,7 +166,16 @@ Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, siz
     if (e.name == "CUDA_DISABLE_CONTROL" && e.value == "true") in.disable_control = true;
     if (e.name == "GPU_CORE_UTILIZATION_POLICY" && e.value) in.core_policy = *e.value;
   }
-  auto prio = container_priority(c, cfg_.resource_priority_name);
+  auto lookup = [](const k8s::StringMap& m) {
+    return [&m](std::string_view n) -> std::optional<std::string_view> {
+      auto it = m.find(std::string(n));
+      if (it == m.end()) return std::nullopt;
+      return std::string_view(it->second);
+    };
+  };
+  auto limits = lookup(c.limits);
+  auto requests = lookup(c.requests);
+  auto prio = fit::task_priority(limits, requests, cfg_.resource_priority_name);
   if (!prio) return Error{"container " + c.name + ": " + prio.error().message};
   in.priority = *prio;
   in.cache_name = random_uuid() + ".cache";

@@ -79,4 +79,17 @@ Result<std::optional<ContainerRequest>> container_request(QuantityLookup limits,
   return std::optional<ContainerRequest>{std::move(r)};
 }
 
+Result<std::optional<int>> task_priority(QuantityLookup limits, QuantityLookup requests,
+                                         std::string_view name) {
+  auto text = limits(name);
+  if (!text) text = requests(name);
+  if (!text) return std::optional<int>();
+  if (*text == "0" || *text == "1") return std::optional<int>(*text == "1" ? 1 : 0);
+  std::string m(name);
+  m.append(" '");
+  m.append(*text);
+  m.append("' is not 0 (high) or 1 (low)");
+  return Error{std::move(m)};
+}
+
 }  // namespace hami::fit

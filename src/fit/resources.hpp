@@ -44,4 +44,11 @@ Result<std::optional<ContainerRequest>> container_request(QuantityLookup limits,
                                                           QuantityLookup requests,
                                                           const ResourceConfig& config);
 
+// The task priority resource (`name`, nvidia.com/priority), limits first: 0
+// (high) or 1 (low), the values the library's CUDA_TASK_PRIORITY takes;
+// nullopt when the container has none. The device plugin's Allocate and the
+// webhook both read it here, so the webhook refuses with Allocate's words.
+Result<std::optional<int>> task_priority(QuantityLookup limits, QuantityLookup requests,
+                                         std::string_view name);
+
 }  // namespace hami::fit

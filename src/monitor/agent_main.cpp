@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
   bool read_only = false;
   bool once = false;
   std::string level = "info";
+  std::string read_timeout_text = "10s";
+  std::string idle_timeout_text = "60s";
 
   app.add_option("--hook-path", opt.hook_path,
                  "Directory holding containers/<podUID>_<container>/ (env HOOK_PATH)")
@@ -91,6 +93,12 @@ int main(int argc, char** argv) {
                  "How often the pod list is re-read even when no new pod appears "
                  "(env HAMI_RESYNC_INTERVAL)")
       ->capture_default_str();
+  app.add_option("--http-read-timeout", read_timeout_text,
+                 "A request must arrive whole within this of its first byte")
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout", idle_timeout_text,
+                 "A kept-alive connection idle for this long is closed")
+      ->capture_default_str();
   app.add_flag("--legacy-metrics", legacy, "Also export upstream's old metric names");
   app.add_flag("--read-only", read_only,
                "Never write a state file (no host PIDs, utilisation or feedback written back)");
@@ -112,11 +120,19 @@ int main(int argc, char** argv) {
 
   auto interval = parse_duration(interval_text);
   auto resync = parse_duration(resync_text);
-  for (auto* r : {&interval, &resync}) {
+  auto read_timeout = parse_duration(read_timeout_text);
+  auto idle_timeout = parse_duration(idle_timeout_text);
+  for (auto* r : {&interval, &resync, &read_timeout, &idle_timeout}) {
     if (!*r) {
       std::fprintf(stderr, "hami-node-agent: %s\n", r->error().message.c_str());
       return 2;
     }
+  }
+  if (read_timeout->count() <= 0 || idle_timeout->count() <= 0) {
+    std::fprintf(stderr,
+                 "hami-node-agent: --http-read-timeout and --http-idle-timeout must be more than "
+                 "zero\n");
+    return 2;
   }
   if (interval->count() < 100'000) {
     std::fprintf(stderr, "hami-node-agent: --interval must be at least 100ms\n");
@@ -130,6 +146,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A peer that closes while we write (the API server's TLS connections
+  // through OpenSSL, which writes without MSG_NOSIGNAL) must be an error on
+  // that connection, not the end of the process.
+  ::signal(SIGPIPE, SIG_IGN);
 
   std::unique_ptr<monitor::GpuSampler> sampler;
   if (!no_nvml) {
@@ -168,7 +188,13 @@ int main(int argc, char** argv) {
   }
 
   const auto period = std::chrono::duration_cast<std::chrono::milliseconds>(*interval);
-  monitor::HttpEndpoints http(agent, {.bind = bind, .interval = period, .metrics = metrics});
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  monitor::HttpEndpoints http(agent, {.bind = bind,
+                                      .interval = period,
+                                      .metrics = metrics,
+                                      .request_timeout = duration_cast<milliseconds>(*read_timeout),
+                                      .idle_timeout = duration_cast<milliseconds>(*idle_timeout)});
   if (auto ok = http.start(); !ok) {
     log::error("%s", ok.error().message.c_str());
     return 1;

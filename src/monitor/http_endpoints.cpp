@@ -1,13 +1,10 @@
 #include "monitor/http_endpoints.hpp"
 
-#include <httplib.h>
-
-#include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "common/bind_address.hpp"
 #include "common/log.hpp"
 #include "common/prometheus_text.hpp"
+#include "http/server.hpp"
 
 namespace hami::monitor {
 
@@ -86,68 +83,56 @@ HttpEndpoints::~HttpEndpoints() {
 }
 
 Result<void> HttpEndpoints::start() {
-  auto addr = parse_bind_address(options_.bind);
-  if (!addr) return addr.error();
-  server_ = std::make_unique<httplib::Server>();
-  httplib::Server& s = *server_;
-
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(render_metrics(*agent_.latest(), options_.metrics),
-                    std::string(PrometheusText::kContentType));
-  });
-  s.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    auto v = agent_.latest();
-    if (v->counters.passes == 0) {
-      res.status = 503;
-      res.set_content("no pass has completed yet\n", "text/plain");
-      return;
-    }
-    const auto age = std::chrono::system_clock::now() - v->taken;
-    if (age > 3 * options_.interval + std::chrono::seconds(1)) {
-      res.status = 503;
-      res.set_content(
-          "last pass was " +
-              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(age).count()) +
-              " s ago; the agent's loop is stuck\n",
-          "text/plain");
-      return;
-    }
-    res.set_content("ok\n", "text/plain");
-  });
-  s.Get("/containers", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(view_json(*agent_.latest()), "application/json");
-  });
-
-  // httplib's default adds SO_REUSEPORT, which lets a second agent bind the
-  // same port and silently take half the scrapes; SO_REUSEADDR alone only
-  // allows a quick restart.
-  s.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  if (addr->second == 0) {
-    port_ = s.bind_to_any_port(addr->first);
-    if (port_ < 0) return Error{"cannot listen on " + addr->first + ": no free port"};
-  } else {
-    if (!s.bind_to_port(addr->first, addr->second)) {
-      return Error{"cannot listen on " + options_.bind +
-                   ": address in use or not available (is another agent running?)"};
-    }
-    port_ = addr->second;
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // httplib's stop() does nothing until the loop has started: wait for it, so
-  // that a stop() right after start() cannot leave the thread serving forever.
-  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  log::info("serving /metrics, /healthz and /containers on %s:%d", addr->first.c_str(), port_);
+  using http::Request;
+  using http::Response;
+  std::vector<http::Route> routes;
+  routes.push_back(
+      {.method = "GET", .path = "/metrics", .handler = [this](const Request&, Response& res) {
+         res.set_content(render_metrics(*agent_.latest(), options_.metrics),
+                         std::string(PrometheusText::kContentType));
+       }});
+  routes.push_back({.method = "GET",
+                    .path = "/healthz",
+                    .inline_handler = true,
+                    .handler = [this](const Request&, Response& res) {
+                      auto v = agent_.latest();
+                      if (v->counters.passes == 0) {
+                        res.status = 503;
+                        res.body = "no pass has completed yet\n";
+                        return;
+                      }
+                      const auto age = std::chrono::system_clock::now() - v->taken;
+                      if (age > 3 * options_.interval + std::chrono::seconds(1)) {
+                        res.status = 503;
+                        res.body =
+                            "last pass was " +
+                            std::to_string(
+                                std::chrono::duration_cast<std::chrono::seconds>(age).count()) +
+                            " s ago; the agent's loop is stuck\n";
+                        return;
+                      }
+                      res.body = "ok\n";
+                    }});
+  routes.push_back(
+      {.method = "GET", .path = "/containers", .handler = [this](const Request&, Response& res) {
+         res.set_content(view_json(*agent_.latest()), "application/json");
+       }});
+  server_ = std::make_unique<http::Server>(
+      http::ServerOptions{.bind = options_.bind,
+                          .request_timeout = options_.request_timeout,
+                          .idle_timeout = options_.idle_timeout,
+                          .workers = 2,
+                          .name = "node agent"},
+      std::move(routes));
+  if (auto r = server_->start(); !r) return r.error();
+  port_ = server_->port();
+  log::info("serving /metrics, /healthz and /containers on %s (port %d)", options_.bind.c_str(),
+            port_);
   return {};
 }
 
 void HttpEndpoints::stop() {
   if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
 }
 
 }  // namespace hami::monitor

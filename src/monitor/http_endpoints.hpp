@@ -1,12 +1,14 @@
 #pragma once
-// The node agent's HTTP endpoints (cpp-httplib, plain HTTP as upstream's
+// The node agent's HTTP endpoints (http/server.hpp, plain HTTP as upstream's
 // monitor on :9394):
 //   GET /metrics     Prometheus text of the latest pass (render_metrics)
 //   GET /healthz     200 "ok" while passes complete on time; 503 with the reason
 //                    once the last pass is older than three periods
 //   GET /containers  the latest view as JSON (for `vgpu top` and for people)
 // Requests render from the latest NodeView only: a scrape never reads a state
-// file or asks NVML, so it costs the same whatever the GPUs are doing.
+// file or asks NVML, so it costs the same whatever the GPUs are doing. Slow or
+// idle clients hold a socket, not a thread; /healthz is answered on the I/O
+// thread, so it answers even while scrapes are being rendered.
 //
 //   HttpEndpoints http(agent, {.bind = ":9394", .interval = 5s, .metrics = {...}});
 //   if (auto ok = http.start(); !ok) die(ok.error().message);
@@ -15,13 +17,12 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/result.hpp"
 #include "monitor/agent.hpp"
 #include "monitor/metrics.hpp"
 
-namespace httplib {
+namespace hami::http {
 class Server;
 }
 
@@ -31,6 +32,8 @@ struct HttpOptions {
   std::string bind = ":9394";  // [host]:port; port 0 picks a free one
   std::chrono::milliseconds interval{5000};
   MetricsOptions metrics;
+  std::chrono::milliseconds request_timeout{10000};  // a request's first byte to its last
+  std::chrono::milliseconds idle_timeout{60000};     // between kept-alive requests
 };
 
 std::string view_json(const NodeView& view);
@@ -50,8 +53,7 @@ class HttpEndpoints {
  private:
   const Agent& agent_;
   HttpOptions options_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<http::Server> server_;
   int port_ = 0;
 };
 

@@ -7,6 +7,7 @@
 #include "deviceplugin/annotations.hpp"
 #include "fit/fit.hpp"
 #include "fit/score.hpp"
+#include "scheduler/bind_guard.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/pod_request.hpp"
 
@@ -256,6 +257,10 @@ std::string Extender::bind(const BindRequest& r) {
   if (!r.uid.empty() && !pod->meta.uid.empty() && pod->meta.uid != r.uid) {
     if (reserved) cache_.remove_reservation(r.uid, r.node);
     return fail("UidMismatch", "pod " + who + " has uid " + pod->meta.uid + ", not " + r.uid);
+  }
+  if (std::string why = bind_refusal(*pod, config_); !why.empty()) {
+    if (reserved) cache_.remove_reservation(r.uid, r.node);
+    return fail("NotOurPod", why);
   }
   const std::string uid = pod->meta.uid.empty() ? r.uid : pod->meta.uid;
   if (!reserved) {

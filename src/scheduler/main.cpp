@@ -70,6 +70,18 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   app.add_option("--cert_file,--cert-file", so.cert_file, "TLS certificate (PEM); with --key_file");
   app.add_option("--key_file,--key-file", so.key_file, "TLS private key (PEM)");
+  app.add_option("--client-ca-file", so.client_ca_file,
+                 "CA (PEM) of the client certificates /filter, /prioritize and /bind accept "
+                 "(kube-scheduler's extender tlsConfig certFile); unset: those routes are open");
+  std::string read_timeout = "10s", idle_timeout = "60s";
+  app.add_option("--http-read-timeout", read_timeout,
+                 "A request must arrive whole within this of its first byte")
+      ->check(hami::duration_flag())
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout", idle_timeout,
+                 "A kept-alive connection idle for this long is closed")
+      ->check(hami::duration_flag())
+      ->capture_default_str();
   app.add_option("--metrics-bind-address", so.metrics_bind,
                  "Address of /metrics (\"none\": no listener)")
       ->capture_default_str();
@@ -130,6 +142,10 @@ int main(int argc, char** argv) try {
       std::chrono::duration_cast<std::chrono::seconds>(*hami::parse_duration(lock_timeout));
   cfg.node_lock_wait =
       std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(lock_wait));
+  so.request_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(read_timeout));
+  so.idle_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(idle_timeout));
   if (!device_config.empty()) {
     if (auto r = apply_device_config_file(cfg, device_config); !r) return usage(r.error().message);
   }
@@ -143,6 +159,10 @@ int main(int argc, char** argv) try {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A peer that closes while we write (the API server's TLS connections
+  // through OpenSSL, which writes without MSG_NOSIGNAL) must be an error on
+  // that connection, not the end of the process.
+  ::signal(SIGPIPE, SIG_IGN);
 
   auto kc = hami::k8s::Config::auto_detect(
       kubeconfig.empty() ? std::nullopt : std::optional<std::string>(kubeconfig));

@@ -21,11 +21,20 @@ bool iequal(std::string_view a, std::string_view b) {
   return true;
 }
 
-Result<json> parse_object(std::string_view body, const char* what) {
-  if (body.size() > kMaxExtenderBody) {
+// The body's size and JSON shape against the limits, before any parse.
+Result<void> within_limits(std::string_view body, size_t max_body, const char* what) {
+  if (body.size() > max_body) {
     return Error{std::string(what) + ": body of " + std::to_string(body.size()) +
-                 " bytes is over the limit of " + std::to_string(kMaxExtenderBody)};
+                 " bytes is over the limit of " + std::to_string(max_body)};
   }
+  if (auto ok = check_json_limits(body, kExtenderJsonLimits); !ok) {
+    return Error{std::string(what) + ": " + ok.error().message};
+  }
+  return {};
+}
+
+Result<json> parse_object(std::string_view body, size_t max_body, const char* what) {
+  if (auto ok = within_limits(body, max_body, what); !ok) return ok.error();
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error{std::string(what) + ": body is not valid JSON"};
   if (!j.is_object()) return Error{std::string(what) + ": body is not a JSON object"};
@@ -346,11 +355,9 @@ std::optional<ExtenderArgs> scan_extender_args(std::string_view s) {
 
 }  // namespace
 
-Result<ExtenderArgs> parse_extender_args_full(std::string_view body) {
-  if (body.size() > kMaxExtenderBody) {
-    return Error{"ExtenderArgs: body of " + std::to_string(body.size()) +
-                 " bytes is over the limit of " + std::to_string(kMaxExtenderBody)};
-  }
+namespace {
+
+Result<ExtenderArgs> parse_extender_args_unchecked(std::string_view body) {
   ExtenderArgs out;
   json j;
   ArgsSax sax(j, out.node_names);
@@ -363,15 +370,21 @@ Result<ExtenderArgs> parse_extender_args_full(std::string_view body) {
   return finish_extender_args(j, std::move(out), sax.has_names());
 }
 
+}  // namespace
+
+Result<ExtenderArgs> parse_extender_args_full(std::string_view body) {
+  if (auto ok = within_limits(body, kMaxExtenderBody, "ExtenderArgs"); !ok) return ok.error();
+  return parse_extender_args_unchecked(body);
+}
+
 Result<ExtenderArgs> parse_extender_args(std::string_view body) {
-  if (body.size() <= kMaxExtenderBody) {
-    if (auto fast = scan_extender_args(body)) return std::move(*fast);
-  }
-  return parse_extender_args_full(body);
+  if (auto ok = within_limits(body, kMaxExtenderBody, "ExtenderArgs"); !ok) return ok.error();
+  if (auto fast = scan_extender_args(body)) return std::move(*fast);
+  return parse_extender_args_unchecked(body);
 }
 
 Result<BindRequest> parse_binding_args(std::string_view body) {
-  auto j = parse_object(body, "ExtenderBindingArgs");
+  auto j = parse_object(body, kMaxBindingBody, "ExtenderBindingArgs");
   if (!j) return j.error();
   BindRequest r;
   const char* what = "ExtenderBindingArgs";

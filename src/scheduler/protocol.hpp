@@ -21,15 +21,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_limits.hpp"
 #include "common/result.hpp"
 #include "k8s/objects.hpp"
 #include "scheduler/extender.hpp"
 
 namespace hami::scheduler {
 
-// Request bodies larger than this are refused (upstream: 1 MiB for filter;
-// 5,000 node names take ~100 KiB, a full NodeList far more).
-inline constexpr size_t kMaxExtenderBody = 64u << 20;
+// Request bodies larger than this are refused (upstream: 1 MiB for filter).
+// 5,000 node names take ~100 KiB; the Nodes form (nodeCacheCapable: false)
+// carries whole Node objects, ~5 KiB each, so it fits ~3,000 nodes.
+inline constexpr size_t kMaxExtenderBody = 16u << 20;
+inline constexpr size_t kMaxBindingBody = 64u << 10;
+// Every body's JSON is checked against these before it is parsed, so a
+// request's parse costs at most ~100 MB (common/json_limits.hpp).
+inline constexpr JsonLimits kExtenderJsonLimits{};
 
 struct ExtenderArgs {
   k8s::Pod pod;

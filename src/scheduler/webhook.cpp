@@ -1,6 +1,7 @@
 #include "scheduler/webhook.hpp"
 
 #include "fit/quantity.hpp"
+#include "fit/resources.hpp"
 #include "k8s/base64.hpp"
 #include "k8s/objects.hpp"
 #include "scheduler/pod_request.hpp"
@@ -33,6 +34,42 @@ std::string quantity_text(const json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
   return v.dump();
+}
+
+std::optional<std::string_view> find(const k8s::StringMap& m, std::string_view name) {
+  auto it = m.find(std::string(name));
+  if (it == m.end()) return std::nullopt;
+  return std::string_view(it->second);
+}
+
+// What the filter (pod_request) or the device plugin's Allocate
+// (task_priority) would refuse, in their words; "" if neither would. The pod
+// is checked as it will be after the patch, with the default count added.
+std::string refused_downstream(k8s::Pod pod, const SchedulerConfig& config) {
+  const auto& rc = config.resources;
+  auto ours = [&](const k8s::Container& c) {
+    for (const std::string* n :
+         {&rc.count_name, &rc.memory_name, &rc.memory_percentage_name, &rc.cores_name}) {
+      if (c.limits.count(*n) || c.requests.count(*n)) return true;
+    }
+    return false;
+  };
+  for (auto* list : {&pod.init_containers, &pod.containers}) {
+    for (k8s::Container& c : *list) {
+      if (!ours(c)) continue;
+      if (!c.limits.count(rc.count_name) && !c.requests.count(rc.count_name) &&
+          config.default_gpu_num > 0) {
+        c.limits[rc.count_name] = std::to_string(config.default_gpu_num);
+      }
+      auto limits = [&](std::string_view n) { return find(c.limits, n); };
+      auto requests = [&](std::string_view n) { return find(c.requests, n); };
+      auto prio = fit::task_priority(limits, requests, config.priority_name);
+      if (!prio) return "container " + c.name + ": " + prio.error().message;
+    }
+  }
+  auto r = pod_request(pod, config);
+  if (!r) return r.error().message;
+  return "";
 }
 
 struct ContainerEdit {
@@ -94,6 +131,8 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config) {
     return d;  // another scheduler's pod (volcano, …): not ours to change
   }
   if (!requests_our_resources(*typed, config)) return d;
+  // Admitted, such a pod would only stay Pending with no reason given.
+  if (std::string why = refused_downstream(*typed, config); !why.empty()) return deny(why);
 
   const auto& rc = config.resources;
   const json* spec = member(pod, "spec");
@@ -116,12 +155,12 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config) {
     const json* prio = resource(ct, config.priority_name);
     if (!count && !mem && !pct && !cores) continue;
     c.ours = true;
-    // Every quantity must be a whole number; say which one is not.
+    // Every quantity must be a whole number; say which one is not (what the
+    // filter reads was checked above; this covers what it leaves alone).
     for (auto [n, v] : {std::pair{&rc.count_name, count},
                         {&rc.memory_name, mem},
                         {&rc.memory_percentage_name, pct},
-                        {&rc.cores_name, cores},
-                        {&config.priority_name, prio}}) {
+                        {&rc.cores_name, cores}}) {
       if (v == nullptr) continue;
       auto q = fit::parse_whole_quantity(quantity_text(*v));
       if (!q) return deny("container " + name + ": " + *n + ": " + q.error().message);
@@ -224,7 +263,15 @@ std::string admit(std::string_view body, const SchedulerConfig& config) {
     return json{{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
   };
-  if (body.size() > kMaxAdmissionBody) return answer(false, "AdmissionReview: body too large", {});
+  if (body.size() > kMaxAdmissionBody) {
+    return answer(false,
+                  "AdmissionReview: body of " + std::to_string(body.size()) +
+                      " bytes is over the limit of " + std::to_string(kMaxAdmissionBody),
+                  {});
+  }
+  if (auto ok = check_json_limits(body, kAdmissionJsonLimits); !ok) {
+    return answer(false, "AdmissionReview: " + ok.error().message, {});
+  }
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
     return answer(false, "AdmissionReview: body is not a JSON object", {});

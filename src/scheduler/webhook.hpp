@@ -11,8 +11,11 @@
 //    when gpuCorePolicy is not "default";
 //  - spec.schedulerName set to ours (unless the pod belongs to another
 //    scheduler);
-//  - refused with a clear message: gpumem-percentage outside 0..100, a malformed
-//    quantity, a privileged container, a pod with spec.nodeName already set.
+//  - refused with a clear message: what the filter or the device plugin's
+//    Allocate would refuse, in their words (a quantity that is malformed or
+//    too large, a priority other than 0 or 1, a bad scheduling annotation),
+//    gpumem-percentage or gpucores outside 0..100, a privileged container, a
+//    pod with spec.nodeName already set.
 //
 // The changes are a JSONPatch (RFC 6902) with JSON-Pointer escaping (RFC 6901:
 // "~" → "~0", "/" → "~1", so nvidia.com/gpu is ".../limits/nvidia.com~1gpu").
@@ -27,12 +30,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_limits.hpp"
 #include "common/result.hpp"
 #include "scheduler/config.hpp"
 
 namespace hami::scheduler {
 
+// The API server sends the pod being created (at most ~3 MiB, its own
+// request limit) and, for updates, the old one.
 inline constexpr size_t kMaxAdmissionBody = 8u << 20;
+inline constexpr JsonLimits kAdmissionJsonLimits{};
 
 // RFC 6901 escaping of one reference token.
 std::string json_pointer_escape(std::string_view token);

@@ -122,6 +122,15 @@ gen_certs() {
     openssl x509 -req -in $name.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
       -out $name.crt -days 2 -extfile $name.ext 2>/dev/null
   done
+  # kube-scheduler's client certificate for the extender, from a CA of its
+  # own (as the chart makes it): hami-scheduler --client-ca-file trusts it.
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout client-ca.key -out client-ca.crt -days 2 \
+    -subj "/CN=hami-e2e-client-ca" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout kube-scheduler-client.key \
+    -out kube-scheduler-client.csr -subj "/CN=hami-kube-scheduler" 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' >kube-scheduler-client.ext
+  openssl x509 -req -in kube-scheduler-client.csr -CA client-ca.crt -CAkey client-ca.key \
+    -CAcreateserial -out kube-scheduler-client.crt -days 2 -extfile kube-scheduler-client.ext 2>/dev/null
   openssl genrsa -out sa.key 2048 2>/dev/null
   openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   cd - >/dev/null
@@ -233,6 +242,8 @@ extenders:
   enableHTTPS: true
   tlsConfig:
     caFile: $PKI/ca.crt
+    certFile: $PKI/kube-scheduler-client.crt
+    keyFile: $PKI/kube-scheduler-client.key
   nodeCacheCapable: true
   httpTimeout: 30s
   managedResources:
@@ -342,13 +353,14 @@ export HAMI_E2E_METRICS_PORT=$METRICS_PORT
 export HAMI_E2E_CA=$PKI/ca.crt
 export HAMI_E2E_CERT=$PKI/hami.crt
 export HAMI_E2E_KEY=$PKI/hami.key
+export HAMI_E2E_CLIENT_CA=$PKI/client-ca.crt
 export HAMI_E2E_APISERVER=https://127.0.0.1:$APISERVER_PORT
 export HAMI_E2E_KUBECTL=$BIN/kubectl
 export PATH=$BIN:\$PATH
 EOF
   log "ready; state in $D, logs in $LOGS"
   log "hami-scheduler is expected on 127.0.0.1:$EXTENDER_PORT, e.g.:"
-  log "  build/e2e/src/hami-scheduler --kubeconfig=$D/hami-scheduler.kubeconfig --http_bind=127.0.0.1:$EXTENDER_PORT --cert_file=$PKI/hami.crt --key_file=$PKI/hami.key --metrics-bind-address=127.0.0.1:$METRICS_PORT"
+  log "  build/e2e/src/hami-scheduler --kubeconfig=$D/hami-scheduler.kubeconfig --http_bind=127.0.0.1:$EXTENDER_PORT --cert_file=$PKI/hami.crt --key_file=$PKI/hami.key --client-ca-file=$PKI/client-ca.crt --metrics-bind-address=127.0.0.1:$METRICS_PORT"
   cat "$D/env"
 }
 

@@ -317,6 +317,7 @@ struct NodeRuntime {
 struct Cluster {
   std::string dir, admin_kubeconfig, scheduler_kubeconfig, plugin_kubeconfig;
   std::string ca, cert, key;
+  std::string client_ca;  // kube-scheduler's client certificates: --client-ca-file
   int extender_port = 0, metrics_port = 0;
   std::optional<k8s::Client> client;
   std::vector<std::unique_ptr<NodeRuntime>> nodes;
@@ -339,6 +340,7 @@ class ControlPlaneTest : public ::testing::Test {
     c.ca = env_or("HAMI_E2E_CA");
     c.cert = env_or("HAMI_E2E_CERT");
     c.key = env_or("HAMI_E2E_KEY");
+    c.client_ca = env_or("HAMI_E2E_CLIENT_CA");
     c.extender_port = std::stoi(env_or("HAMI_E2E_EXTENDER_PORT", "0"));
     c.metrics_port = std::stoi(env_or("HAMI_E2E_METRICS_PORT", "0"));
     c.error = set_up(c);
@@ -517,6 +519,9 @@ class ControlPlaneTest : public ::testing::Test {
                       {"--kubeconfig=" + c.scheduler_kubeconfig,
                        "--http_bind=127.0.0.1:" + std::to_string(c.extender_port),
                        "--cert_file=" + c.cert, "--key_file=" + c.key,
+                       // kube-scheduler 1.20 presents its certificate (tlsConfig
+                       // certFile/keyFile): every pod below is bound through it.
+                       "--client-ca-file=" + c.client_ca,
                        "--metrics-bind-address=127.0.0.1:" + std::to_string(c.metrics_port), "-v4"},
                       {{"KUBECONFIG", test::kUnset}}, c.dir);
     httplib::SSLClient https("127.0.0.1", c.extender_port);

@@ -274,5 +274,30 @@ TEST(ResourceRules, ErrorsNameTheResource) {
   }
 }
 
+TEST(TaskPriority, ZeroOrOneLimitsFirst) {
+  auto prio = [](const Quantities& limits, const Quantities& requests) {
+    auto find = [](const Quantities& q) {
+      return [&q](std::string_view n) -> std::optional<std::string_view> {
+        auto it = q.find(std::string(n));
+        if (it == q.end()) return std::nullopt;
+        return it->second;
+      };
+    };
+    auto l = find(limits);
+    auto r = find(requests);
+    return task_priority(l, r, "nvidia.com/priority");
+  };
+  EXPECT_EQ(*prio({}, {}), std::nullopt);
+  EXPECT_EQ(*prio({{"nvidia.com/priority", "0"}}, {}), 0);
+  EXPECT_EQ(*prio({{"nvidia.com/priority", "1"}}, {{"nvidia.com/priority", "0"}}), 1);
+  EXPECT_EQ(*prio({}, {{"nvidia.com/priority", "1"}}), 1);
+  for (const char* bad : {"7", "-1", "high", "", "01"}) {
+    auto r = prio({{"nvidia.com/priority", bad}}, {});
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().message,
+              std::string("nvidia.com/priority '") + bad + "' is not 0 (high) or 1 (low)");
+  }
+}
+
 }  // namespace
 }  // namespace hami::fit

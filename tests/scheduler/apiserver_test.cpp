@@ -46,7 +46,7 @@ class SchedulerApiTest : public test::ApiFixture {
     ext.emplace(cache, config, &*backend, &metrics);
   }
   json create(const std::string& name, std::map<std::string, std::string> limits) {
-    return api().put("pods", test::sched_pod(name, limits));
+    return api().put("pods", test::bindable_pod(name, limits));
   }
   std::string uid(const json& p) { return p["metadata"]["uid"]; }
   // The node lock as the device plugin's pod "default/owner" holds it, taken now.
@@ -332,6 +332,65 @@ TEST_F(SchedulerHttpsTest, PlainClientIsRefused) {
   c.set_read_timeout(2);
   auto r = c.Get("/healthz");
   EXPECT_TRUE(!r || r->status != 200);
+}
+
+// With a client CA, the extender verbs answer only kube-scheduler's client
+// certificate; the webhook (the API server sends none) and the probes stay open.
+TEST_F(SchedulerHttpsTest, ExtenderVerbsNeedTheClientCertificate) {
+  const test::CertAndKey kube_scheduler = api().ca().issue_client("kube-scheduler");
+  std::ofstream(dir_.file("client.crt")) << kube_scheduler.cert_pem;
+  std::ofstream(dir_.file("client.key")) << kube_scheduler.key_pem;
+  test::CertAuthority other("another-ca");
+  const test::CertAndKey stranger = other.issue_client("kube-scheduler");
+  std::ofstream(dir_.file("stranger.crt")) << stranger.cert_pem;
+  std::ofstream(dir_.file("stranger.key")) << stranger.key_pem;
+  server.reset();
+  server.emplace(*ext, config, metrics, cache,
+                 ServerOptions{.bind = "127.0.0.1:0",
+                               .cert_file = dir_.file("tls.crt"),
+                               .key_file = dir_.file("tls.key"),
+                               .client_ca_file = dir_.file("ca.crt"),
+                               .metrics_bind = ""});
+  ASSERT_TRUE(server->start());
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  const std::string args = json{{"Pod", p}, {"NodeNames", {"a"}}}.dump();
+  const std::string bind =
+      json{{"PodName", "p"}, {"PodNamespace", "default"}, {"PodUID", uid(p)}, {"Node", "a"}}.dump();
+  auto client = [&](const std::string& who) {
+    auto c = who.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", server->port())
+                         : std::make_unique<httplib::SSLClient>("127.0.0.1", server->port(),
+                                                                dir_.file(who + ".crt"),
+                                                                dir_.file(who + ".key"));
+    c->set_ca_cert_path(dir_.file("ca.crt").c_str());
+    c->enable_server_certificate_verification(true);
+    return c;
+  };
+  for (const std::string who : {"", "stranger"}) {
+    SCOPED_TRACE(who.empty() ? "no certificate" : who);
+    for (const char* path : {"/filter", "/prioritize", "/bind"}) {
+      auto r =
+          client(who)->Post(path, path == std::string("/bind") ? bind : args, "application/json");
+      ASSERT_TRUE(r) << path;
+      EXPECT_EQ(r->status, 403) << path;
+      EXPECT_NE(r->body.find("client certificate"), std::string::npos) << r->body;
+    }
+    auto w = client(who)->Post("/webhook", "[]", "application/json");
+    ASSERT_TRUE(w);
+    EXPECT_EQ(w->status, 200);
+    auto h = client(who)->Get("/healthz");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+  }
+  EXPECT_EQ((*api().get("pods", "default", "p"))["spec"].value("nodeName", ""), "")
+      << "an unauthenticated bind bound the pod";
+  auto f = client("client")->Post("/filter", args, "application/json");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 200);
+  EXPECT_EQ(json::parse(f->body)["NodeNames"], json::array({"a"}));
+  auto b = client("client")->Post("/bind", bind, "application/json");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(json::parse(b->body)["Error"], "");
+  EXPECT_EQ((*api().get("pods", "default", "p"))["spec"]["nodeName"], "a");
 }
 
 // Two replicas on one Lease: only the leader's bind succeeds; when it stops,

@@ -3,6 +3,8 @@
 // re-filter dropping the old reservation, every bind failure rolled back.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -37,7 +39,7 @@ class ExtenderTest : public ::testing::Test {
   }
   json add(const std::string& name, std::map<std::string, std::string> limits,
            const std::string& uid, std::map<std::string, std::string> annotations = {}) {
-    json p = sched_pod(name, limits, uid, annotations);
+    json p = test::bindable_pod(name, limits, uid, annotations);
     backend.add_pod(p);
     return p;
   }
@@ -223,6 +225,43 @@ TEST_F(ExtenderTest, LockHeldByAnotherPodRefusesBind) {
   const std::string err = ext.bind({"default", "p", "u1", "a"});
   EXPECT_NE(err.find("node lock contention"), std::string::npos) << err;
   EXPECT_EQ(backend.lock_holder("a"), "default/other");
+}
+
+// /bind placed any pending pod on any node for whoever reached the port
+// (bypassing kube-scheduler's affinity and taints). Only a pending pod of
+// our scheduler, on no node yet, is bound; the others keep nothing.
+TEST_F(ExtenderTest, BindRefusesPodsThatAreNotOursOrNotPending) {
+  struct Case {
+    const char* name;
+    std::function<void(json&)> change;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"volcano", [](json& p) { p["spec"]["schedulerName"] = "volcano"; },
+       "pod default/volcano has schedulerName \"volcano\", not \"hami-scheduler\": this extender "
+       "binds only the pods of its own scheduler"},
+      {"default", [](json& p) { p["spec"]["schedulerName"] = "default-scheduler"; },
+       "pod default/default has schedulerName \"default-scheduler\", not \"hami-scheduler\""},
+      {"placed", [](json& p) { p["spec"]["nodeName"] = "b"; },
+       "pod default/placed is already bound to node b"},
+      {"running", [](json& p) { p["status"]["phase"] = "Running"; },
+       "pod default/running is Running, not Pending: only a pending pod is bound"},
+  };
+  for (const Case& c : cases) {
+    json p = test::bindable_pod(c.name, {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "16000"}},
+                                std::string("u-") + c.name);
+    c.change(p);
+    backend.add_pod(p);
+    // Filter saw it (so bind would reserve from filter's copy at once).
+    ASSERT_EQ(ext.filter(pod_of(p), std::vector<std::string>{"a"}).nodes.size(), 1u);
+    const std::string err = ext.bind({"default", c.name, std::string("u-") + c.name, "a"});
+    EXPECT_EQ(err.substr(0, c.error.size()), c.error) << err;
+    EXPECT_EQ(backend.lock_holder("a"), "") << c.name << ": the node lock was taken";
+  }
+  EXPECT_EQ(backend.binds(), 0);
+  // Nothing was kept: a pod of ours takes both GPUs of a.
+  add("ours", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "16000"}}, "u-ours");
+  EXPECT_EQ(ext.bind({"default", "ours", "u-ours", "a"}), "");
 }
 
 TEST_F(ExtenderTest, FollowerRefusesBind) {

@@ -53,6 +53,18 @@ inline nlohmann::json sched_pod(const std::string& name,
   return pod;
 }
 
+// sched_pod as the webhook leaves it: on our scheduler, pending. Only such a
+// pod is bound (bind_guard.hpp).
+inline nlohmann::json bindable_pod(const std::string& name,
+                                   const std::map<std::string, std::string>& limits,
+                                   const std::string& uid = "",
+                                   const std::map<std::string, std::string>& annotations = {}) {
+  nlohmann::json p = sched_pod(name, limits, uid, annotations);
+  p["spec"]["schedulerName"] = "hami-scheduler";
+  p["status"] = {{"phase", "Pending"}};
+  return p;
+}
+
 // A pod already placed: vgpu-node and vgpu-devices-allocated set.
 inline nlohmann::json placed_pod(const std::string& name, const std::string& uid,
                                  const std::string& node, const std::string& allocated) {

@@ -149,6 +149,31 @@ INSTANTIATE_TEST_SUITE_P(
         R"({"Pod":{"metadata":{"name":5}},"NodeNames":["a"]})", R"({"NodeNames":["a"]})", "{}", "",
         "[]", "{", R"({"Pod":{}})"));
 
+TEST(ProtocolTest, DeepOrHugeBodiesAreRefusedBeforeTheParse) {
+  std::string deep = R"({"Pod":)";
+  for (int i = 0; i < 100000; ++i)
+    deep += "[";
+  for (auto* parse : {&parse_extender_args, &parse_extender_args_full}) {
+    auto a = (*parse)(deep);
+    ASSERT_FALSE(a);
+    EXPECT_EQ(a.error().message, "ExtenderArgs: JSON nested deeper than 64 levels (at byte 70)");
+  }
+  std::string names = R"({"Pod":{},"NodeNames":[)";
+  for (int i = 0; i < 1000000; ++i)
+    names += "\"n\",";
+  names += "\"n\"]}";
+  auto a = parse_extender_args(names);
+  ASSERT_FALSE(a);
+  EXPECT_NE(a.error().message.find("more than 1000000 values"), std::string::npos);
+  auto big = parse_extender_args(std::string(kMaxExtenderBody + 1, ' '));
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("over the limit"), std::string::npos);
+  auto bind = parse_binding_args(R"({"PodName":"p","Node":"n","X":")" +
+                                 std::string(kMaxBindingBody, 'x') + "\"}");
+  ASSERT_FALSE(bind);
+  EXPECT_NE(bind.error().message.find("over the limit"), std::string::npos);
+}
+
 TEST(ProtocolTest, BadBindingArgs) {
   EXPECT_FALSE(parse_binding_args(R"({"PodName":"p"})"));  // no Node
   EXPECT_FALSE(parse_binding_args(R"({"PodName":5,"Node":"n"})"));

@@ -2,8 +2,12 @@
 // defaults, validation messages, and JSONPatch paths with JSON-Pointer escaping.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <vector>
+
 #include "k8s/base64.hpp"
 #include "scheduler/helpers.hpp"
+#include "scheduler/pod_request.hpp"
 #include "scheduler/webhook.hpp"
 
 namespace hami::scheduler {
@@ -145,18 +149,68 @@ TEST_P(WebhookDenyTest, RefusedWithAClearMessage) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, WebhookDenyTest,
-    ::testing::Values(
-        DenyCase{"percentage_150",
-                 {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "150"}},
-                 "nvidia.com/gpumem-percentage is 150, must be 0..100"},
-        DenyCase{"cores_200",
-                 {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "200"}},
-                 "nvidia.com/gpucores is 200, must be 0..100"},
-        DenyCase{"fraction",
-                 {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1.5"}},
-                 "container main: nvidia.com/gpumem"},
-        DenyCase{"garbage", {{"nvidia.com/gpu", "lots"}}, "container main: nvidia.com/gpu"}),
+    ::testing::Values(DenyCase{"percentage_150",
+                               {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "150"}},
+                               "nvidia.com/gpumem-percentage is 150, must be 0..100"},
+                      DenyCase{"cores_200",
+                               {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "200"}},
+                               "nvidia.com/gpucores is 200, must be 0..100"},
+                      DenyCase{"fraction",
+                               {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1.5"}},
+                               "container 'main': nvidia.com/gpumem='1.5'"},
+                      DenyCase{"garbage",
+                               {{"nvidia.com/gpu", "lots"}},
+                               "container 'main': nvidia.com/gpu='lots'"},
+                      DenyCase{"negative_without_count",
+                               {{"nvidia.com/gpumem", "-5"}},
+                               "container 'main': nvidia.com/gpumem='-5': must not be negative"}),
     [](const auto& pi) { return std::string(pi.param.name); });
+
+// These were admitted, then refused by the filter or by Allocate: the pod
+// stayed Pending with no reason. The webhook now refuses them with the very
+// words the filter (pod_request) and Allocate (task_priority) use.
+TEST(WebhookTest, RefusesWhatTheFilterOrAllocateWouldInTheirWords) {
+  SchedulerConfig cfg;
+  struct Case {
+    std::map<std::string, std::string> limits;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "9223372036854775807"}},
+       "container 'main': nvidia.com/gpumem='9223372036854775807': too large (at most "
+       "2147483647)"},
+      {{{"nvidia.com/gpu", "2147483648"}},
+       "container 'main': nvidia.com/gpu='2147483648': too large (at most 2147483647)"},
+      // Without a count the webhook adds one, and the filter then reads the memory.
+      {{{"nvidia.com/gpumem", "9223372036854775807"}},
+       "container 'main': nvidia.com/gpumem='9223372036854775807': too large (at most "
+       "2147483647)"},
+      {{{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "7"}},
+       "container main: nvidia.com/priority '7' is not 0 (high) or 1 (low)"},
+  };
+  for (const Case& c : cases) {
+    const json pod = test::sched_pod("p", c.limits);
+    Reply r = call(pod, cfg);
+    EXPECT_FALSE(r.allowed) << c.message;
+    EXPECT_EQ(r.message, c.message);
+  }
+  // The same text as the filter's own check, not a copy of it.
+  json pod = test::sched_pod("p", {{"nvidia.com/gpu", "2147483648"}});
+  auto typed = k8s::Pod::from_json(pod);
+  ASSERT_TRUE(typed);
+  auto filter = pod_request(*typed, cfg);
+  ASSERT_FALSE(filter);
+  EXPECT_EQ(call(pod, cfg).message, filter.error().message);
+  // A bad scheduling annotation: the filter would refuse it too.
+  json anno = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
+  anno["metadata"]["annotations"] = {{"hami.io/node-scheduler-policy", "sideways"}};
+  Reply a = call(anno, cfg);
+  EXPECT_FALSE(a.allowed);
+  EXPECT_NE(a.message.find("sideways"), std::string::npos) << a.message;
+  // Priority 0 and 1 stay fine.
+  EXPECT_TRUE(
+      call(test::sched_pod("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "1"}})).allowed);
+}
 
 TEST(WebhookTest, PrivilegedAndPreassignedPodsAreRefused) {
   json pod = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
@@ -199,6 +253,30 @@ TEST(WebhookTest, BadBodiesGetAnAnswer) {
   json out = json::parse(admit(R"({"request":{"uid":"x","object":{"spec":{}}}})", cfg));
   EXPECT_EQ(out["response"]["uid"], "x");
   EXPECT_EQ(out["response"]["status"]["message"], "pod has no containers");
+}
+
+// 10 million nested objects cost ~1.6 GB in the DOM parse; the shape is now
+// refused before any parse, with the reason.
+TEST(WebhookTest, DeepOrHugeBodiesAreRefusedBeforeTheParse) {
+  SchedulerConfig cfg;
+  std::string deep = R"({"request":{"uid":"x","object":)";
+  for (int i = 0; i < 100000; ++i)
+    deep += "{\"a\":";
+  json out = json::parse(admit(deep, cfg));
+  EXPECT_FALSE(out["response"]["allowed"]);
+  EXPECT_EQ(out["response"]["status"]["message"],
+            "AdmissionReview: JSON nested deeper than 64 levels (at byte 341)");
+  std::string wide = R"({"request":{"uid":"x","object":[)";
+  for (int i = 0; i < 600000; ++i)
+    wide += "{},";
+  wide += "{}]}}";
+  out = json::parse(admit(wide, cfg));
+  EXPECT_NE(out["response"]["status"]["message"].get<std::string>().find(
+                "AdmissionReview: JSON has more than 1000000 values"),
+            std::string::npos);
+  out = json::parse(admit(std::string(kMaxAdmissionBody + 1, ' '), cfg));
+  EXPECT_NE(out["response"]["status"]["message"].get<std::string>().find("over the limit"),
+            std::string::npos);
 }
 
 TEST(WebhookTest, JsonPointerEscaping) {

@@ -186,6 +186,38 @@ the cluster is reused (lookup), so certificates do not change on every
 {{- toJson (get . "hamiTLS") -}}
 {{- end -}}
 
+{{- define "hami.clientTLS.secretName" -}}
+{{- default (printf "%s-client-tls" (include "hami.scheduler.fullname" .)) .Values.scheduler.extender.clientAuth.existingSecret -}}
+{{- end -}}
+
+{{/*
+kube-scheduler's client certificate for the extender and the CA that signed
+it, as JSON {ca, crt, key} (base64 PEM), made once per render like hami.tls
+and reused from the Secret on upgrade. The CA's key is dropped after
+signing: no other certificate can ever verify against this CA. With
+scheduler.extender.clientAuth.existingSecret nothing is made.
+*/}}
+{{- define "hami.clientTLS" -}}
+{{- if not (hasKey . "hamiClientTLS") -}}
+{{- $name := include "hami.clientTLS.secretName" . -}}
+{{- $found := lookup "v1" "Secret" .Release.Namespace $name -}}
+{{- $data := dict -}}
+{{- if $found -}}{{- $data = get $found "data" | default dict -}}{{- end -}}
+{{- $cert := dict -}}
+{{- if and (get $data "ca.crt") (get $data "tls.crt") (get $data "tls.key") -}}
+{{- $cert = dict "ca" (get $data "ca.crt") "crt" (get $data "tls.crt") "key" (get $data "tls.key") -}}
+{{- else -}}
+{{- $svc := include "hami.scheduler.fullname" . -}}
+{{- $days := int .Values.scheduler.tls.certValidityDays -}}
+{{- $ca := genCA (printf "%s-client-ca" $svc) $days -}}
+{{- $leaf := genSignedCert "hami-kube-scheduler" (list) (list) $days $ca -}}
+{{- $cert = dict "ca" ($ca.Cert | b64enc) "crt" ($leaf.Cert | b64enc) "key" ($leaf.Key | b64enc) -}}
+{{- end -}}
+{{- $_ := set . "hamiClientTLS" $cert -}}
+{{- end -}}
+{{- toJson (get . "hamiClientTLS") -}}
+{{- end -}}
+
 {{/* The caBundle of the webhook (base64 PEM), or "" when cert-manager injects it. */}}
 {{- define "hami.webhook.caBundle" -}}
 {{- if .Values.scheduler.tls.existingSecret -}}

@@ -1,0 +1,663 @@
+#include "http/server.hpp"
+
+#include <malloc.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http.hpp>
+#include <exception>
+#include <list>
+#include <optional>
+#include <thread>
+#include <type_traits>
+#include <unordered_set>
+
+#include "common/bind_address.hpp"
+#include "common/log.hpp"
+
+namespace hami::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using SslStream = asio::ssl::stream<tcp::socket>;
+
+// The read buffer holds a request's header and the body bytes in flight;
+// the body itself goes to the request's string.
+constexpr size_t kMaxBuffered = 1 << 20;
+// After an answer that closes the connection, what the client still sends is
+// read and dropped for a while, so that closing does not reset the
+// connection before the client has read the answer (a 413 to an upload).
+constexpr auto kLinger = std::chrono::seconds(2);
+constexpr size_t kLingerBytes = 4 << 20;
+
+std::string peer_text(const tcp::socket& s) {
+  beast::error_code ec;
+  const tcp::endpoint ep = s.remote_endpoint(ec);
+  if (ec) return "?";
+  return ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+// At most one warning a minute per kind of trouble, with how often it
+// happened: a hostile client must not be able to flood the log.
+class Alarm {
+ public:
+  explicit Alarm(const char* what) : what_(what) {}
+  // I/O thread only.
+  void raise(const std::string& server, const std::string& latest) {
+    ++count_;
+    const auto now = Clock::now();
+    if (reported_ && now - last_ < std::chrono::minutes(1)) return;
+    log::warn("%s: %s: %llu time(s) since the last report, the latest %s", server.c_str(), what_,
+              static_cast<unsigned long long>(count_), latest.c_str());
+    count_ = 0;
+    last_ = now;
+    reported_ = true;
+  }
+
+ private:
+  const char* what_;
+  uint64_t count_ = 0;
+  Clock::time_point last_{};
+  bool reported_ = false;
+};
+
+void invoke(const Route& route, const Request& q, Response& r) {
+  try {
+    route.handler(q, r);
+  } catch (const std::exception& e) {
+    log::error("%s %s from %s: %s", q.method.c_str(), q.path.c_str(), q.peer.c_str(), e.what());
+    r = Response{.status = 500, .body = std::string("internal error: ") + e.what() + "\n"};
+  } catch (...) {
+    log::error("%s %s from %s: unknown exception", q.method.c_str(), q.path.c_str(),
+               q.peer.c_str());
+    r = Response{.status = 500, .body = "internal error\n"};
+  }
+}
+
+}  // namespace
+
+class ConnBase {
+ public:
+  virtual ~ConnBase() = default;
+  virtual void close_now() = 0;
+  // In Impl::waiting_ while the connection waits on its client.
+  bool waiting = false;
+  std::list<ConnBase*>::iterator waiting_pos;
+};
+
+class Server::Impl {
+ public:
+  Impl(ServerOptions o, std::vector<Route> r) : opt(std::move(o)), routes(std::move(r)) {
+    for (const Route& route : routes)
+      max_body_any = std::max(max_body_any, route.max_body);
+  }
+
+  Result<int> start();
+  void stop();
+
+  // I/O thread only.
+  void wait_begin(ConnBase* c) {
+    if (c->waiting) return;
+    c->waiting_pos = waiting_.insert(waiting_.end(), c);
+    c->waiting = true;
+  }
+  void wait_end(ConnBase* c) {
+    if (!c->waiting) return;
+    waiting_.erase(c->waiting_pos);
+    c->waiting = false;
+  }
+  void closed(ConnBase* c) {
+    wait_end(c);
+    all_.erase(c);
+    open.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // Any thread. One trim at a time; a request that finds one running skips
+  // it (that trim frees its memory or the next large request's will).
+  void trim() {
+    if (trim_running_.exchange(true)) return;
+    ::malloc_trim(0);
+    trim_running_ = false;
+  }
+  void trim_later() {
+    asio::post(*workers, [this] { trim(); });
+  }
+
+  const ServerOptions opt;
+  const std::vector<Route> routes;
+  size_t max_body_any = 0;
+  bool require_client_cert = false;
+
+  std::atomic<uint64_t> accepted{0}, open{0}, refused_full{0}, evicted_idle{0}, timed_out{0},
+      too_large{0}, unauthorized{0}, bad_requests{0};
+  Alarm alarm_full{"connection refused: max connections reached and none idle"};
+  Alarm alarm_timeout{"connection closed: a handshake, request, idle or write deadline passed"};
+  Alarm alarm_large{"request refused: its header or body is over the limit"};
+  Alarm alarm_auth{"request refused: no verified client certificate"};
+  Alarm alarm_bad{"request refused: not HTTP/1.1"};
+  Alarm alarm_accept{"accept failed (out of file descriptors?); retrying in 100 ms"};
+
+ private:
+  friend class Server;
+  template <class Stream>
+  friend class Conn;
+  void do_accept();
+  void on_accept(tcp::socket sock);
+
+  // Declared before the io_context: connections still queued in it when it
+  // is destroyed unregister themselves here.
+  std::list<ConnBase*> waiting_;
+  std::unordered_set<ConnBase*> all_;
+  std::atomic<bool> trim_running_{false};
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+  std::optional<asio::ssl::context> ssl_;
+
+ public:
+  asio::io_context ioc{1};
+  std::optional<asio::thread_pool> workers;
+  std::optional<asio::thread_pool> blocking_workers;  // only if a route is blocking
+
+ private:
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
+  tcp::acceptor acceptor_{ioc};
+  asio::steady_timer accept_retry_{ioc};
+  std::thread io_;
+};
+
+template <class Stream>
+class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, SslStream>;
+
+ public:
+  Conn(Server::Impl& s, tcp::socket sock, asio::ssl::context* ctx)
+      : s_(s), stream_(make_stream(std::move(sock), ctx)), timer_(s.ioc), buffer_(kMaxBuffered) {
+    peer_ = peer_text(socket());
+  }
+  ~Conn() override {
+    if (!closed_) close_now();
+  }
+
+  void start() {
+    if constexpr (kTls) {
+      s_.wait_begin(this);
+      arm(s_.opt.handshake_timeout);
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->close_now();
+                                self->check_client_certificate();
+                                self->await_request(true);
+                              });
+    } else {
+      await_request(true);
+    }
+  }
+
+  void close_now() override {
+    if (closed_) return;
+    closed_ = true;
+    s_.closed(this);
+    ++gen_;
+    beast::error_code ec;
+    timer_.cancel();
+    socket().close(ec);
+  }
+
+ private:
+  static Stream make_stream(tcp::socket sock, asio::ssl::context* ctx) {
+    if constexpr (kTls) {
+      return Stream(std::move(sock), *ctx);
+    } else {
+      (void)ctx;
+      return sock;
+    }
+  }
+  tcp::socket& socket() {
+    if constexpr (kTls) {
+      return stream_.next_layer();
+    } else {
+      return stream_;
+    }
+  }
+
+  // The connection is closed when `d` passes before the next arm or disarm.
+  void arm(std::chrono::milliseconds d) {
+    if (closed_) return;
+    const uint64_t gen = ++gen_;
+    timer_.expires_after(d);
+    timer_.async_wait([self = this->shared_from_this(), gen](beast::error_code ec) {
+      if (ec || gen != self->gen_ || self->closed_) return;
+      self->s_.timed_out.fetch_add(1, std::memory_order_relaxed);
+      self->s_.alarm_timeout.raise(self->s_.opt.name, "from " + self->peer_);
+      self->close_now();
+    });
+  }
+  void disarm() {
+    ++gen_;
+    timer_.cancel();
+  }
+
+  void check_client_certificate() {
+    if constexpr (kTls) {
+      if (!s_.require_client_cert) return;
+      SSL* ssl = stream_.native_handle();
+      X509* cert = SSL_get0_peer_certificate(ssl);
+      if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return;
+      verified_ = true;
+      char cn[256] = {};
+      if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof cn) >
+          0) {
+        subject_ = cn;
+      }
+    }
+  }
+
+  // Waits for the first byte of the next request: a new connection has
+  // request_timeout to start one, a kept-alive one idle_timeout.
+  void await_request(bool first) {
+    if (closed_) return;
+    s_.wait_begin(this);
+    if (buffer_.size() > 0) return read_header();  // pipelined
+    arm(first ? s_.opt.request_timeout : s_.opt.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->close_now();
+                              self->buffer_.commit(n);
+                              self->read_header();
+                            });
+  }
+
+  void read_header() {
+    // The request has begun: from here it has request_timeout to arrive
+    // whole, and it moves to the back of the eviction order.
+    s_.wait_end(this);
+    s_.wait_begin(this);
+    arm(s_.opt.request_timeout);
+    route_ = nullptr;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(s_.opt.max_header_bytes));
+    parser_->body_limit(s_.max_body_any);
+    bhttp::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    auto& req = parser_->get();
+    const std::string_view target(req.target().data(), req.target().size());
+    path_ = std::string(target.substr(0, target.find('?')));
+    route_ = nullptr;
+    bool path_known = false;
+    for (const Route& r : s_.routes) {
+      if (r.path != path_) continue;
+      path_known = true;
+      if (beast::iequals(r.method, req.method_string())) {
+        route_ = &r;
+        break;
+      }
+    }
+    if (route_ == nullptr) {
+      return refuse(path_known ? 405 : 404,
+                    path_known ? "method not allowed\n" : "no such path: " + path_ + "\n");
+    }
+    if (route_->auth == Auth::kClientCert && s_.require_client_cert && !verified_) {
+      s_.unauthorized.fetch_add(1, std::memory_order_relaxed);
+      s_.alarm_auth.raise(s_.opt.name, "from " + peer_);
+      return refuse(403, path_ +
+                             " needs a TLS client certificate signed by the CA the server "
+                             "trusts for its clients (--client-ca-file)\n");
+    }
+    const auto length = parser_->content_length();
+    if (length && *length > route_->max_body) return too_large();
+    parser_->body_limit(route_->max_body);  // checked as chunked bytes arrive
+    if (parser_->is_done()) return dispatch();
+    const auto expect = req.find(bhttp::field::expect);
+    if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
+      static const std::string k100 = "HTTP/1.1 100 Continue\r\n\r\n";
+      return asio::async_write(stream_, asio::buffer(k100),
+                               [self = this->shared_from_this()](beast::error_code e, size_t) {
+                                 if (e) return self->close_now();
+                                 self->read_body();
+                               });
+    }
+    read_body();
+  }
+
+  void read_body() {
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                        if (ec) return self->on_read_error(ec);
+                        self->dispatch();
+                      });
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == bhttp::error::body_limit) return too_large();
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+      s_.too_large.fetch_add(1, std::memory_order_relaxed);
+      s_.alarm_large.raise(s_.opt.name, "from " + peer_);
+      return refuse(431,
+                    "request header over " + std::to_string(s_.opt.max_header_bytes) + " bytes\n");
+    }
+    if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
+        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+      s_.bad_requests.fetch_add(1, std::memory_order_relaxed);
+      s_.alarm_bad.raise(s_.opt.name, "from " + peer_);
+      return refuse(400, "bad request: " + ec.message() + "\n");
+    }
+    close_now();  // the client went away, or a deadline closed the socket
+  }
+
+  void too_large() {
+    s_.too_large.fetch_add(1, std::memory_order_relaxed);
+    s_.alarm_large.raise(s_.opt.name, "from " + peer_);
+    refuse(413, "request body over the limit of " +
+                    std::to_string(route_ ? route_->max_body : s_.max_body_any) + " bytes for " +
+                    path_ + "\n");
+  }
+
+  // An error answer; the connection closes after it (the rest of the
+  // request, if any, is never read).
+  void refuse(int status, std::string text) {
+    size_t body_bytes = 0;
+    if (parser_) body_bytes = parser_->get().body().capacity();
+    parser_.reset();
+    if (body_bytes >= s_.opt.trim_after_body_bytes) s_.trim_later();
+    reply(Response{.status = status, .body = std::move(text)}, /*close=*/true);
+  }
+
+  void dispatch() {
+    s_.wait_end(this);
+    disarm();
+    auto& req = parser_->get();
+    Request q;
+    q.method = std::string(req.method_string());
+    q.path = path_;
+    q.body = std::move(req.body());
+    q.peer = peer_;
+    q.client_verified = verified_;
+    q.client_subject = subject_;
+    keep_alive_ = req.keep_alive();
+    version_ = req.version();
+    parser_.reset();
+    const Route* route = route_;
+    if (route->inline_handler) {
+      Response r;
+      invoke(*route, q, r);
+      return reply(std::move(r), !keep_alive_);
+    }
+    asio::thread_pool& pool = route->blocking ? *s_.blocking_workers : *s_.workers;
+    asio::post(pool, [self = this->shared_from_this(), route, q = std::move(q)]() mutable {
+      Response r;
+      invoke(*route, q, r);
+      const size_t bytes = q.body.size();
+      { Request done = std::move(q); }  // its body is freed before the trim
+      Server::Impl& s = self->s_;
+      if (bytes >= s.opt.trim_after_body_bytes) s.trim();
+      asio::post(s.ioc, [self = std::move(self), r = std::move(r)]() mutable {
+        self->reply(std::move(r), !self->keep_alive_);
+      });
+    });
+  }
+
+  void reply(Response r, bool close) {
+    if (closed_) return;
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
+        static_cast<bhttp::status>(r.status), version_ == 10 ? 10 : 11);
+    res->set(bhttp::field::content_type, r.content_type);
+    res->body() = std::move(r.body);
+    res->keep_alive(!close);
+    res->prepare_payload();
+    arm(s_.opt.write_timeout);
+    bhttp::async_write(stream_, *res,
+                       [self = this->shared_from_this(), res, close](beast::error_code ec, size_t) {
+                         if (ec) return self->close_now();
+                         if (close) return self->linger_close();
+                         self->await_request(false);
+                       });
+  }
+
+  void linger_close() {
+    if (closed_) return;
+    s_.wait_end(this);
+    beast::error_code ec;
+    socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) return close_now();
+    arm(std::chrono::duration_cast<std::chrono::milliseconds>(kLinger));
+    drain_.resize(16 * 1024);
+    drain();
+  }
+  void drain() {
+    socket().async_read_some(asio::buffer(drain_),
+                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                               self->drained_ += n;
+                               if (ec || self->drained_ > kLingerBytes) return self->close_now();
+                               self->drain();
+                             });
+  }
+
+  Server::Impl& s_;
+  Stream stream_;
+  asio::steady_timer timer_;
+  uint64_t gen_ = 0;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  const Route* route_ = nullptr;
+  std::string path_;
+  std::string peer_;
+  bool verified_ = false;
+  std::string subject_;
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+  bool closed_ = false;
+  std::vector<char> drain_;
+  size_t drained_ = 0;
+};
+
+Result<int> Server::Impl::start() {
+  if (started_) return Error{opt.name + ": already started"};
+  const bool tls = !opt.cert_file.empty() || !opt.key_file.empty();
+  if (tls && (opt.cert_file.empty() || opt.key_file.empty())) {
+    return Error{opt.name + ": a TLS certificate and key must be given together"};
+  }
+  if (!opt.client_ca_file.empty() && !tls) {
+    return Error{opt.name + ": a client CA (" + opt.client_ca_file +
+                 ") needs TLS: give a certificate and key too"};
+  }
+  beast::error_code ec;
+  if (tls) {
+    ssl_.emplace(asio::ssl::context::tls_server);
+    ssl_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                          asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use,
+                      ec);
+    ssl_->use_certificate_chain_file(opt.cert_file, ec);
+    if (ec) return Error{"cannot load the TLS certificate " + opt.cert_file + ": " + ec.message()};
+    ssl_->use_private_key_file(opt.key_file, asio::ssl::context::pem, ec);
+    if (ec) return Error{"cannot load the TLS key " + opt.key_file + ": " + ec.message()};
+    SSL_CTX* ctx = ssl_->native_handle();
+    // Clients resume sessions; with peer verification on, OpenSSL refuses a
+    // resumption without a session id context.
+    static const unsigned char kSessionContext[] = "hami-http";
+    SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+    if (!opt.client_ca_file.empty()) {
+      ssl_->load_verify_file(opt.client_ca_file, ec);
+      STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(opt.client_ca_file.c_str());
+      if (ec || names == nullptr) {
+        return Error{"cannot load the client CA " + opt.client_ca_file +
+                     (ec ? ": " + ec.message() : ": no certificate in it")};
+      }
+      // The CA's name in the handshake: Go clients (kube-scheduler) send
+      // their certificate only when its issuer is among these.
+      SSL_CTX_set_client_CA_list(ctx, names);
+      // Ask every client, require none at the handshake: the webhook and the
+      // health probes are called without one. The routes that need a
+      // verified certificate check SSL_get_verify_result themselves.
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
+      require_client_cert = true;
+    }
+  }
+
+  auto addr = parse_bind_address(opt.bind);
+  if (!addr) return addr.error();
+  tcp::endpoint ep;
+  const auto ip = asio::ip::make_address(addr->first, ec);
+  if (!ec) {
+    ep = tcp::endpoint(ip, static_cast<unsigned short>(addr->second));
+  } else {
+    tcp::resolver resolver(ioc);
+    auto found = resolver.resolve(addr->first, std::to_string(addr->second), ec);
+    if (ec || found.empty()) {
+      return Error{"cannot listen on " + opt.bind + ": cannot resolve '" + addr->first +
+                   "': " + ec.message()};
+    }
+    ep = found.begin()->endpoint();
+  }
+  acceptor_.open(ep.protocol(), ec);
+  if (ec) return Error{"cannot listen on " + opt.bind + ": " + ec.message()};
+  // SO_REUSEADDR only (a quick restart); never SO_REUSEPORT, which would let
+  // a second daemon bind the same port and silently take half the requests.
+  acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  acceptor_.bind(ep, ec);
+  if (ec) {
+    return Error{"cannot listen on " + opt.bind + ": " + ec.message() +
+                 " (is another instance running?)"};
+  }
+  acceptor_.listen(opt.backlog, ec);
+  if (ec) return Error{"cannot listen on " + opt.bind + ": " + ec.message()};
+  const int port = acceptor_.local_endpoint().port();
+
+  workers.emplace(std::max(1u, opt.workers));
+  if (std::any_of(routes.begin(), routes.end(), [](const Route& r) { return r.blocking; })) {
+    blocking_workers.emplace(std::max(1u, opt.blocking_workers));
+  }
+  guard_.emplace(ioc.get_executor());
+  do_accept();
+  io_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "http-io");
+    for (;;) {
+      try {
+        ioc.run();
+        return;
+      } catch (const std::exception& e) {
+        log::error("%s: I/O thread: %s", opt.name.c_str(), e.what());
+      }
+    }
+  });
+  started_ = true;
+  return port;
+}
+
+void Server::Impl::do_accept() {
+  acceptor_.async_accept([this](beast::error_code ec, tcp::socket sock) {
+    if (stopping_) return;
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;
+      alarm_accept.raise(opt.name, "said: " + ec.message());
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](beast::error_code e) {
+        if (!e && !stopping_) do_accept();
+      });
+      return;
+    }
+    on_accept(std::move(sock));
+    do_accept();
+  });
+}
+
+void Server::Impl::on_accept(tcp::socket sock) {
+  beast::error_code ec;
+  sock.set_option(tcp::no_delay(true), ec);
+  accepted.fetch_add(1, std::memory_order_relaxed);
+  if (open.load(std::memory_order_relaxed) >= opt.max_connections) {
+    if (waiting_.empty()) {
+      refused_full.fetch_add(1, std::memory_order_relaxed);
+      alarm_full.raise(opt.name, "from " + peer_text(sock));
+      sock.close(ec);
+      return;
+    }
+    // The connection that has waited longest on its client makes room.
+    evicted_idle.fetch_add(1, std::memory_order_relaxed);
+    waiting_.front()->close_now();
+  }
+  open.fetch_add(1, std::memory_order_relaxed);
+  if (ssl_) {
+    auto c = std::make_shared<Conn<SslStream>>(*this, std::move(sock), &*ssl_);
+    all_.insert(c.get());
+    c->start();
+  } else {
+    auto c = std::make_shared<Conn<tcp::socket>>(*this, std::move(sock), nullptr);
+    all_.insert(c.get());
+    c->start();
+  }
+}
+
+void Server::Impl::stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  stopping_ = true;
+  asio::post(ioc, [this] {
+    beast::error_code ec;
+    acceptor_.close(ec);
+    accept_retry_.cancel();
+    const std::vector<ConnBase*> conns(all_.begin(), all_.end());
+    for (ConnBase* c : conns)
+      c->close_now();
+  });
+  // Handlers still running post their answers to closed connections, which
+  // drop them; then nothing is left for the I/O thread and run() returns.
+  workers->join();
+  if (blocking_workers) blocking_workers->join();
+  guard_.reset();
+  io_.join();
+}
+
+Server::Server(ServerOptions options, std::vector<Route> routes)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(routes))) {}
+
+Server::~Server() {
+  stop();
+}
+
+Result<void> Server::start() {
+  auto p = impl_->start();
+  if (!p) return p.error();
+  port_ = *p;
+  return {};
+}
+
+void Server::stop() {
+  impl_->stop();
+}
+
+ServerStats Server::stats() const {
+  const Impl& i = *impl_;
+  auto v = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  return ServerStats{.accepted = v(i.accepted),
+                     .open = v(i.open),
+                     .refused_full = v(i.refused_full),
+                     .evicted_idle = v(i.evicted_idle),
+                     .timed_out = v(i.timed_out),
+                     .too_large = v(i.too_large),
+                     .unauthorized = v(i.unauthorized),
+                     .bad_requests = v(i.bad_requests)};
+}
+
+}  // namespace hami::http
