@@ -77,8 +77,8 @@ double ms(const Line& l, const std::string& key = "ms") {
 
 // The SM limiter's exit summary for one device (LIBCUDA_LOG_LEVEL=3):
 //   device 0 (GPU-...): SM share 30%: launches kernel=3 kernel_ex=0 cooperative=0
-//   graph=0; charged 0.060 ms, waited 0.000 ms, 2 samples (0 not enforced), 1 shapes,
-//   0 sustain runs (0 on a shared GPU)
+//   graph=0; charged 0.060 ms, waited 0.000 ms, 2 samples (0 on an idle stream), 1 shapes,
+//   marks 1.30 us, idle lag 0.00 us
 // Not found: all zero.
 struct SmSummary {
   bool found = false;

@@ -47,7 +47,7 @@ class GpuModel {
     // time, as a GPU clocks up when it has power to spare. On an H200 a GEMM
     // runs 1.15x faster at a 30-70 % duty cycle than flat out at the power
     // limit, and a burst after idle got 83 % of the way to the flat-out time
-    // in its first 100 ms (tests/gpu/explore/results-h200-boost.txt).
+    // in its first 100 ms (measured with a duty-cycled GEMM loop).
     // Kernel durations are the flat-out ones. 1: no boost.
     double boost = 1.0;
     double boost_knee = 0.75;
