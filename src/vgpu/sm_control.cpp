@@ -96,7 +96,7 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev) noexcept {
 limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
   // The policy first: under `default` with the GPU uncontended (the common
   // case on a node), a launch then costs no context lookup.
-  if (!limiter::enforces(policy_, rt.region().utilization_switch())) return nullptr;
+  if (!limiter::enforces(policy_, rt.utilization_switch())) return nullptr;
   return observer_for_current(rt);
 }
 
