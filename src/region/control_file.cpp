@@ -116,7 +116,7 @@ ControlView::~ControlView() {
   layout_ = nullptr;
 }
 
-Result<void> write_control(const std::string& path, const ControlState& state) {
+Result<bool> update_control(const std::string& path, const ControlState& state) {
   auto fd = open_nofollow(path, O_RDWR);
   if (!fd) return fd.error();
   UniqueFd owned(*fd);
@@ -134,7 +134,12 @@ Result<void> write_control(const std::string& path, const ControlState& state) {
   if (::pread(owned.get(), &l, sizeof l, 0) != static_cast<ssize_t>(sizeof l)) {
     return path_error(path, "cannot read", errno);
   }
-  if (auto parsed = parse_control(&l, sizeof l, path); !parsed) return parsed.error();
+  auto current = parse_control(&l, sizeof l, path);
+  if (!current) return current.error();
+  if (current->utilization_switch == state.utilization_switch &&
+      current->blocked == state.blocked) {
+    return false;
+  }
   // Only the fields change: offsets 16..32 in one write.
   struct {
     int32_t utilization_switch;
@@ -146,6 +151,12 @@ Result<void> write_control(const std::string& path, const ControlState& state) {
       static_cast<ssize_t>(sizeof fields)) {
     return path_error(path, "cannot write", errno);
   }
+  return true;
+}
+
+Result<void> write_control(const std::string& path, const ControlState& state) {
+  auto r = update_control(path, state);
+  if (!r) return r.error();
   return {};
 }
 

@@ -93,5 +93,7 @@ class ControlView {
 // regular file (not a link) owned by root or by us, not writable by others,
 // and well-formed. An error leaves the file as it was.
 Result<void> write_control(const std::string& path, const ControlState& state);
+// The same, writing only when a field differs from `state`; true if it wrote.
+Result<bool> update_control(const std::string& path, const ControlState& state);
 
 }  // namespace hami::region
