@@ -154,9 +154,11 @@ bool SlotRef::sub_usage(int dev, UsageKind kind, uint64_t bytes) {
 bool SlotRef::set_usage(int dev, uint64_t context, uint64_t data) {
   if (!valid_device(dev)) return false;
   DeviceMemory& m = s_->used[dev];
-  store(m.context_size, context);
-  store(m.data_size, data);
-  store(m.module_size, uint64_t{0});
+  // The split is for readers; `total` is what limits add up, and its store is
+  // sequentially consistent so that a reservation is visible before its owner
+  // reads the others' (two racing processes never both fit).
+  std::atomic_ref<uint64_t>(m.context_size).store(context, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(m.data_size).store(data, std::memory_order_relaxed);
   store(m.total, context > UINT64_MAX - data ? UINT64_MAX : context + data);
   return true;
 }

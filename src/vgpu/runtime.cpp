@@ -196,7 +196,11 @@ void Runtime::on_exit() noexcept {
 
 uint64_t Runtime::change_own(int dev, UsageKind kind, uint64_t bytes, bool add) noexcept {
   const auto d = static_cast<size_t>(dev);
-  std::lock_guard lock(own_mu_);
+  while (own_lock_.test_and_set(std::memory_order_acquire)) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
   std::atomic<uint64_t>& field = kind == UsageKind::kContext ? own_context_[d] : own_data_[d];
   const uint64_t cur = field.load(std::memory_order_relaxed);
   uint64_t next;
@@ -209,6 +213,7 @@ uint64_t Runtime::change_own(int dev, UsageKind kind, uint64_t bytes, bool add) 
   const uint64_t ctx = own_context_[d].load(std::memory_order_relaxed);
   const uint64_t data = own_data_[d].load(std::memory_order_relaxed);
   region_.slot(slot_).set_usage(dev, ctx, data);
+  own_lock_.clear(std::memory_order_release);
   return ctx > UINT64_MAX - data ? UINT64_MAX : ctx + data;
 }
 
