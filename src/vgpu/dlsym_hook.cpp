@@ -29,7 +29,10 @@
 //
 // Sanitizer runtimes call dlsym(RTLD_NEXT, ...) and dlvsym from their own
 // initialisers, before their shadow memory exists; nothing on this path may be
-// instrumented, which is another reason it all lives in this one file.
+// instrumented, which is another reason it all lives in this one file. Nor may
+// it call a libc function a sanitizer intercepts (strcmp, strlen...): while the
+// runtime initialises, its interceptors have nothing to forward to. The string
+// helpers below are ours for that reason.
 #include <dlfcn.h>
 #include <elf.h>
 #include <gnu/libc-version.h>
@@ -37,7 +40,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/hook_table.hpp"
@@ -50,6 +52,28 @@ using DlvsymFn = void* (*)(void*, const char*, const char*) noexcept;
 
 std::atomic<DlsymFn> g_real_dlsym{nullptr};
 std::atomic<DlvsymFn> g_real_dlvsym{nullptr};
+
+bool str_eq(const char* a, const char* b) noexcept {
+  for (; *a != '\0' && *a == *b; ++a, ++b) {
+  }
+  return *a == *b;
+}
+
+bool has_prefix(const char* s, const char* prefix) noexcept {
+  for (; *prefix != '\0'; ++s, ++prefix) {
+    if (*s != *prefix) return false;
+  }
+  return true;
+}
+
+// The part of a path after its last '/'.
+const char* base_name(const char* path) noexcept {
+  const char* base = path;
+  for (const char* p = path; *p != '\0'; ++p) {
+    if (*p == '/') base = p + 1;
+  }
+  return base;
+}
 
 uint32_t gnu_hash(const char* s) {
   uint32_t h = 5381;
@@ -102,7 +126,7 @@ void* libc_symbol(const char* name) noexcept {
     if (s.st_shndx == SHN_UNDEF || s.st_value == 0) return nullptr;
     if (ELF64_ST_TYPE(s.st_info) != STT_FUNC && ELF64_ST_TYPE(s.st_info) != STT_GNU_IFUNC)
       return nullptr;
-    if (std::strcmp(strtab + s.st_name, name) != 0) return nullptr;
+    if (!str_eq(strtab + s.st_name, name)) return nullptr;
     return reinterpret_cast<void*>(lm->l_addr + s.st_value);
   };
   if (gnu != nullptr) {
@@ -160,14 +184,11 @@ enum class Family { kNone, kCuda, kNvml, kSelf };
 Family family_of(const char* symbol) noexcept {
   if (symbol == nullptr) return Family::kNone;
   if (symbol[0] == 'c' && symbol[1] == 'u') return Family::kCuda;
-  if (std::strncmp(symbol, "nvml", 4) == 0) return Family::kNvml;
-  if (symbol[0] == 'd' && (std::strcmp(symbol, "dlsym") == 0 || std::strcmp(symbol, "dlvsym") == 0))
+  if (hami::vgpu::has_prefix(symbol, "nvml")) return Family::kNvml;
+  if (symbol[0] == 'd' &&
+      (hami::vgpu::str_eq(symbol, "dlsym") || hami::vgpu::str_eq(symbol, "dlvsym")))
     return Family::kSelf;
   return Family::kNone;
-}
-
-bool starts_with(const char* s, const char* prefix) noexcept {
-  return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
 }
 
 // Whether `p` lies in a driver library (by file name, so a copy of libcuda.so.1
@@ -175,10 +196,9 @@ bool starts_with(const char* s, const char* prefix) noexcept {
 bool in_driver(void* p, Family f) noexcept {
   Dl_info info{};
   if (p == nullptr || ::dladdr(p, &info) == 0 || info.dli_fname == nullptr) return false;
-  const char* base = std::strrchr(info.dli_fname, '/');
-  base = base != nullptr ? base + 1 : info.dli_fname;
-  return f == Family::kCuda ? starts_with(base, "libcuda.so")
-                            : starts_with(base, "libnvidia-ml.so");
+  const char* base = hami::vgpu::base_name(info.dli_fname);
+  return f == Family::kCuda ? hami::vgpu::has_prefix(base, "libcuda.so")
+                            : hami::vgpu::has_prefix(base, "libnvidia-ml.so");
 }
 
 bool same_object(void* a, void* b) noexcept {
