@@ -139,7 +139,8 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
   for (const GpuSample& g : view->gpus)
     any_gpu_process |= !g.processes.empty();
   // /proc is read only when some file or some GPU holds a process.
-  const ProcTable table = any_slots || (any_gpu_process && !states.empty())
+  const bool any_container = !states.empty() || !files_.unstarted().empty();
+  const ProcTable table = any_slots || (any_gpu_process && any_container)
                               ? ProcTable::scan(options_.proc_root)
                               : ProcTable{};
   if (names_ != nullptr && !pod_uids.empty()) {
@@ -341,6 +342,24 @@ void Agent::check_pods(NodeView& view, const std::vector<ContainerState>& states
       }
     }
   }
+  // Containers with no state file count by their record alone: their pods'
+  // processes are found through their cgroups below.
+  for (const UnstartedContainer& u : files_.unstarted()) {
+    std::string ns, name;
+    if (names_ != nullptr) {
+      if (auto n = names_->find(u.ref.pod_uid)) {
+        ns = n->pod_namespace;
+        name = n->name;
+      }
+    }
+    for (size_t d = 0; d < u.record.gpu_uuids.size(); ++d) {
+      Acc& a = acc[{u.ref.pod_uid, std::string(uuid_key(u.record.gpu_uuids[d]))}];
+      a.ns = ns;
+      a.name = name;
+      if (u.record.memory_limit[d] == 0) a.unlimited = true;
+      a.limit = add_sat(a.limit, u.record.memory_limit[d]);
+    }
+  }
   if (acc.empty()) {
     over_passes_.clear();
     return;
@@ -399,15 +418,20 @@ void Agent::check_pods(NodeView& view, const std::vector<ContainerState>& states
 }
 
 // SIGKILL through a pidfd, after checking that the PID still names the process
-// the pass saw (same start time): a PID reused since must not be hit.
+// the pass saw (same start time): a PID reused since must not be hit. Kernels
+// before 5.3 have no pidfd; there the window between the check and kill(2) is
+// what remains.
 bool Agent::kill_process(uint32_t host_pid, const ProcTable& table) {
   const ProcEntry* e = table.find_host(static_cast<pid_t>(host_pid));
   if (e == nullptr) return false;
   UniqueFd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(host_pid), 0))};
-  if (pidfd.get() < 0) return false;
+  if (pidfd.get() < 0 && errno != ENOSYS) return false;  // gone already, or not ours to signal
   auto now = region::read_process_identity(static_cast<pid_t>(host_pid), options_.proc_root);
   if (!now || now->start_time != e->start_time) return false;
-  if (::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) != 0) {
+  const long rc = pidfd.get() >= 0
+                      ? ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0)
+                      : ::kill(static_cast<pid_t>(host_pid), SIGKILL);
+  if (rc != 0) {
     log::warn("cannot kill process %u: %s", host_pid, std::strerror(errno));
     return false;
   }

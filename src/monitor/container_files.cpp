@@ -138,7 +138,11 @@ std::optional<ContainerState> ContainerFiles::read_container(
     c.path = path;
     c.snapshot = std::move(*snap);
   }
-  if (c.snapshot.layout == nullptr) return std::nullopt;
+  if (c.snapshot.layout == nullptr) {
+    if (c.record && !c.record->gpu_uuids.empty())
+      unstarted_.push_back(UnstartedContainer{ref, std::move(*c.record)});
+    return std::nullopt;
+  }
   return c;
 }
 
@@ -149,6 +153,7 @@ std::vector<ContainerState> ContainerFiles::scan() {
   int err = 0;
   const std::vector<std::string> dirs = list_dir(containers, &err);
   skipped_ = 0;
+  unstarted_.clear();
   if (err != 0) {
     // No containers yet is normal on a fresh node; say so once.
     if (!root_missing_logged_) {

@@ -56,6 +56,14 @@ struct ContainerState {
   std::string control_path;             // <root>/control/<dir>; may not exist
 };
 
+// A container the device plugin allocated whose processes have made no state
+// file (yet, or ever: a program that does not load the library). Its pod is
+// still checked against NVML.
+struct UnstartedContainer {
+  ContainerRef ref;
+  TrustedRecord record;
+};
+
 struct ScanLimits {
   size_t containers = 4096;            // containers read per scan
   size_t files_per_container = 4;      // *.cache files tried per container
@@ -76,6 +84,8 @@ class ContainerFiles {
   uint64_t problems_logged() const { return problems_logged_; }
   // Containers left unread by the last scan (beyond ScanLimits::containers).
   size_t skipped_containers() const { return skipped_; }
+  // Containers of the last scan with a record but no state file.
+  const std::vector<UnstartedContainer>& unstarted() const { return unstarted_; }
 
  private:
   // `skipped`: the file is not read until the reason goes away (the log says so).
@@ -89,6 +99,7 @@ class ContainerFiles {
   std::string root_;
   ScanLimits limits_;
   size_t skipped_ = 0;
+  std::vector<UnstartedContainer> unstarted_;
   bool skipped_logged_ = false;
   std::map<std::string, std::string> problems_;
   uint64_t problems_logged_ = 0;

@@ -191,6 +191,52 @@ TEST_F(AgentTamper, ASlotCannotClaimAnotherPodsProcess) {
   EXPECT_EQ(resolve_host_pid(table, 1, 777, victim_pod).host_pid, 4242);
 }
 
+// A program that never loads the library (a static binary, raw ioctls) makes
+// no state file and no slot: its pod is still checked, through the processes
+// whose cgroup names the pod.
+class OneGpu final : public GpuSampler {
+ public:
+  explicit OneGpu(std::vector<GpuProcess> procs) : procs_(std::move(procs)) {}
+  std::vector<GpuSample> sample() override {
+    GpuSample g;
+    g.uuid = kGpuA;
+    g.name = "Simulated GPU 0";
+    g.memory_total = 80ull << 30;
+    g.processes = procs_;
+    return {g};
+  }
+
+ private:
+  std::vector<GpuProcess> procs_;
+};
+
+TEST_F(AgentTamper, ProcessesTheLibraryNeverSawAreCheckedByTheirCgroup) {
+  const std::string pod = "0b5c8e7e-1111-4222-8333-444455556666";
+  node_.allocate(pod + "_main", kGpuA, 1);  // a 1 GiB limit, and no state file ever
+  test::TempDir proc;  // a host /proc with the pod's one process, host PID 4242
+  fs::create_directories(proc.file("4242"));
+  std::ofstream(proc.file("4242/stat"))
+      << "4242 (static-bin) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 4096 100 0\n";
+  std::ofstream(proc.file("4242/status")) << "Name:\tstatic-bin\nNSpid:\t4242\t1\n";
+  std::ofstream(proc.file("4242/cgroup"))
+      << "0::/kubepods.slice/kubepods-pod" << pod << ".slice/cri-containerd-1.scope\n";
+  Agent a(AgentOptions{.hook_path = root_.path(), .proc_root = proc.path(), .node_name = "node-1"},
+          std::make_unique<OneGpu>(std::vector<GpuProcess>{{4242, 2ull << 30, 90}}), nullptr);
+  auto first = a.run_pass();
+  ASSERT_EQ(first->pod_checks.size(), 1u);
+  EXPECT_EQ(first->pod_checks[0].nvml_used, 2ull << 30);
+  EXPECT_EQ(first->pod_checks[0].limit, 1ull << 30);
+  EXPECT_FALSE(first->pod_checks[0].over) << "one pass is not yet two";
+  auto second = a.run_pass();
+  ASSERT_EQ(second->pod_checks.size(), 1u);
+  EXPECT_TRUE(second->pod_checks[0].over);
+  EXPECT_EQ(second->pod_checks[0].host_pids, std::vector<uint32_t>{4242});
+  EXPECT_NE(render_metrics(*second, {.version = "t"})
+                .find("hami_pod_memory_over_limit{namespace=\"\",pod=\"" + pod +
+                      "\",device_uuid=\"" + std::string(kGpuA) + "\",zone=\"vGPU\"} 1"),
+            std::string::npos);
+}
+
 // Issue 23.6: 8,000 state files in one container directory made a 219 MB
 // /metrics with duplicate series and 3 GB resident. One state file per
 // container is read, the listing is bounded, memory stays flat and comes back
