@@ -70,8 +70,9 @@ struct CUfunc_st;
 
 extern "C" {
 // libnext_cuda.so (next_cuda.cpp): dlsym(RTLD_NEXT, name) from a library that
-// comes before libcuda.so.1 in the search order.
-void* hami_next_lookup(const char* name);
+// comes before libcuda.so.1 in the search order. Weak: builds without it (the
+// real-GPU suite's) have no --via=next.
+__attribute__((weak)) void* hami_next_lookup(const char* name);
 // Prototypes of the (simulated) libcuda.so.1 this program links against.
 CUresult cuInit(unsigned int);
 CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
@@ -353,6 +354,10 @@ int main(int argc, char** argv) {
     resolve(
         api, [&](const char*, const char* exported) { return glibc_dlsym(cuda, exported); }, nvml);
   } else if (via == "next") {
+    if (hami_next_lookup == nullptr) {
+      std::fprintf(stderr, "cuda-client: built without libnext_cuda.so: no --via=next\n");
+      return 2;
+    }
     resolve(
         api, [](const char*, const char* exported) { return hami_next_lookup(exported); }, nvml);
   } else {
