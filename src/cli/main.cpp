@@ -56,8 +56,11 @@ int main(int argc, char** argv) {
   run->add_option("--policy", run_opt.policy, "How the GPU is chosen: spread, binpack, ...")
       ->capture_default_str();
   run->add_option("--hook-path", run_opt.hook_path,
-                  "State root (default /usr/local/vgpu when writable, else a per-user directory)");
-  run->add_option("--name", run_opt.name, "Name of this job in the state directory")
+                  "State root (default /usr/local/vgpu when writable, else a per-user directory, "
+                  "which must be yours and not a symbolic link)");
+  run->add_option("--name", run_opt.name,
+                  "Name of this job's state directory: 1-63 of [A-Za-z0-9._-], not starting with "
+                  "'.' or '-'")
       ->capture_default_str();
   run->add_option("--library", run_opt.library,
                   "libvgpu.so (default: next to this binary, else /usr/local/vgpu/libvgpu.so)");

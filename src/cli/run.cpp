@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 
 #include "cli/inspect.hpp"
+#include "cli/state_dir.hpp"
 #include "common/size_parse.hpp"
 #include "fit/fit.hpp"
 #include "nvml/nvml.hpp"
@@ -29,19 +29,30 @@ int32_t mib_up(uint64_t bytes) {
   return static_cast<int32_t>(std::min<uint64_t>((bytes + (1 << 20) - 1) >> 20, INT32_MAX));
 }
 
-bool writable_dir(const std::string& path) {
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  return !ec && ::access(path.c_str(), W_OK) == 0;
-}
+struct RootChoice {
+  std::string path;
+  RootOwner owner;
+};
 
-// /usr/local/vgpu as the device plugin lays it out; a user who cannot write
-// there gets a directory of their own (and `vgpu top --hook-path` shows it).
-std::string default_hook_path() {
-  if (writable_dir("/usr/local/vgpu/containers")) return "/usr/local/vgpu";
+// /usr/local/vgpu as the device plugin lays it out, for whoever may write
+// there; anyone else gets a directory of their own (and `vgpu top --hook-path`
+// shows it), which must then be theirs: /tmp/vgpu-<uid> is a name anyone can
+// take first.
+RootChoice default_root() {
+  struct stat st {};
+  if (::lstat("/usr/local/vgpu", &st) != 0 && errno == ENOENT &&
+      ::access("/usr/local", W_OK) == 0) {
+    ::mkdir("/usr/local/vgpu", 0755);
+  }
+  if (::lstat("/usr/local/vgpu", &st) == 0 && S_ISDIR(st.st_mode) &&
+      ::access("/usr/local/vgpu", W_OK) == 0) {
+    return {"/usr/local/vgpu", RootOwner::kAny};
+  }
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  if (runtime != nullptr && *runtime != '\0') return std::string(runtime) + "/vgpu";
-  return "/tmp/vgpu-" + std::to_string(::getuid());
+  if (runtime != nullptr && *runtime != '\0') {
+    return {std::string(runtime) + "/vgpu", RootOwner::kMe};
+  }
+  return {"/tmp/vgpu-" + std::to_string(::geteuid()), RootOwner::kMe};
 }
 
 std::string default_library() {
@@ -53,30 +64,22 @@ std::string default_library() {
   return "/usr/local/vgpu/libvgpu.so";
 }
 
-std::string random_id() {
-  std::random_device rd;
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "local-%08x-%04x", rd(), rd() & 0xffff);
-  return buf;
-}
-
 // The job's state file, made before the command starts and holding only the
 // chosen GPU. NVML on this machine lists every GPU, and the library would
 // otherwise record them all (in a container NVML sees only the container's);
 // with the file made, it uses the recorded list, so the job's limits and
 // usage sit on its GPU alone, where `vgpu top` and the next `vgpu run` look.
-Result<void> make_state_file(const std::string& dir, const std::string& uuid, uint64_t memory,
+Result<void> make_state_file(const JobDir& job, const std::string& uuid, uint64_t memory,
                              const RunOptions& o) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Error{"cannot create " + dir + ": " + ec.message()};
-  ::chmod(dir.c_str(), 0777);  // the command may run as another user (sudo -u)
   region::OpenOptions opt;
   opt.initial.memory_limit.fill(memory);
   opt.initial.sm_limit.fill(o.cores > 0 && o.cores < 100 ? static_cast<uint64_t>(o.cores) : 100);
   opt.initial.priority = o.priority == "high" ? 0 : 1;
-  auto region = region::Region::open(dir + "/vgpu.cache", opt);
-  if (!region) return region.error();
+  // Through the directory we made, whatever its name says by now.
+  auto region = region::Region::open(job.path() + "/vgpu.cache", opt);
+  if (!region) {
+    return Error{job.named_path() + "/vgpu.cache: " + region.error().message};
+  }
   if (auto ok = region->set_device_uuid(0, uuid); !ok) return ok.error();
   region->set_device_count(1);
   return {};
@@ -156,7 +159,16 @@ int run_command(const RunOptions& o) {
     gpus.push_back({i, info->uuid, info->name, info->memory_total});
   }
   if (gpus.empty()) return fail(kExitCannotRun, "NVML reports no GPU on this machine");
-  const std::string hook = o.hook_path.empty() ? default_hook_path() : o.hook_path;
+  if (!valid_job_name(o.name)) {
+    return fail(kExitUsage, "--name '" + o.name.substr(0, 80) +
+                                "': use 1-63 letters, digits, '.', '_' or '-', not starting "
+                                "with '.' or '-' (it names the job's state directory)");
+  }
+  const RootChoice choice =
+      o.hook_path.empty() ? default_root() : RootChoice{o.hook_path, RootOwner::kAny};
+  const std::string hook = choice.path;
+  auto root = open_state_root(hook, choice.owner);
+  if (!root) return fail(kExitCannotRun, root.error().message);
   monitor::ContainerFiles files(hook);
   const fit::NodeDevices node = local_node(gpus, files.scan());
 
@@ -199,7 +211,9 @@ int run_command(const RunOptions& o) {
   }
 
   // The command's own state directory, named as the device plugin names them.
-  const std::string dir = hook + "/containers/" + random_id() + "_" + o.name;
+  auto job = make_job_dir(*root, o.name);
+  if (!job) return fail(kExitCannotRun, job.error().message);
+  const std::string dir = job->named_path();
   std::vector<std::pair<std::string, std::string>> env = {
       {"CUDA_VISIBLE_DEVICES", uuid},
       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir + "/vgpu.cache"},
@@ -216,21 +230,25 @@ int run_command(const RunOptions& o) {
     std::printf("LD_PRELOAD=%s\n", library.c_str());
     std::fprintf(stderr, "vgpu run: mount %s and %s into the container at the same paths\n",
                  library.c_str(), dir.c_str());
-    if (auto made = make_state_file(dir, uuid, memory, o); !made) {
+    if (auto made = make_state_file(*job, uuid, memory, o); !made) {
+      (void)remove_job_dir(*root, *job);
       return fail(kExitCannotRun, made.error().message);
     }
     return kExitOk;
   }
+  auto give_up = [&](const std::string& msg) {
+    (void)remove_job_dir(*root, *job);
+    return fail(kExitCannotRun, msg);
+  };
   if (::access(library.c_str(), R_OK) != 0) {
-    return fail(kExitCannotRun, library + ": " + std::strerror(errno) + " (pass --library)");
+    return give_up(library + ": " + std::strerror(errno) + " (pass --library)");
   }
-  if (auto made = make_state_file(dir, uuid, memory, o); !made) {
-    return fail(kExitCannotRun, made.error().message);
+  if (auto made = make_state_file(*job, uuid, memory, o); !made) {
+    return give_up(made.error().message);
   }
-  std::error_code ec;
 
   const pid_t child = ::fork();
-  if (child < 0) return fail(kExitCannotRun, std::string("fork: ") + std::strerror(errno));
+  if (child < 0) return give_up(std::string("fork: ") + std::strerror(errno));
   if (child == 0) {
     for (const auto& [k, v] : env)
       ::setenv(k.c_str(), v.c_str(), 1);
@@ -254,7 +272,11 @@ int run_command(const RunOptions& o) {
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!o.keep_state) fs::remove_all(dir, ec);
+  if (!o.keep_state) {
+    if (auto removed = remove_job_dir(*root, *job); !removed) {
+      std::fprintf(stderr, "vgpu run: %s\n", removed.error().message.c_str());
+    }
+  }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : kExitCannotRun;
 }

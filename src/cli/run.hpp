@@ -27,9 +27,11 @@ struct RunOptions {
   std::string gpu;                // index or UUID; empty: chosen by policy
   std::string priority = "low";   // high | low
   std::string policy = "spread";  // GPU policy: spread | binpack | ...
-  std::string hook_path;          // state root; empty: /usr/local/vgpu, else a per-user one
-  std::string name = "main";      // the "container" name in the state directory
-  std::string library;  // libvgpu.so; empty: next to the vgpu binary, then /usr/local/vgpu
+  // State root; empty: /usr/local/vgpu where writable, else a per-user one
+  // ($XDG_RUNTIME_DIR/vgpu, or /tmp/vgpu-<uid>), which must be this user's.
+  std::string hook_path;
+  std::string name = "main";  // the "container" name: 1-63 of [A-Za-z0-9._-]
+  std::string library;        // libvgpu.so; empty: next to the vgpu binary, then /usr/local/vgpu
   std::string nvml_library = "libnvidia-ml.so.1";
   bool overcommit = false;
   bool print_env = false;

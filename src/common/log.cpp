@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -52,17 +53,50 @@ void set_component(const char* name) {
   g_component.store(name, std::memory_order_relaxed);
 }
 
+namespace {
+
+// Control characters in a message become visible escapes (\n, \t, \x1b...):
+// messages carry names that others chose (files in a tenant's directory, HTTP
+// paths), and a newline or a terminal escape in one must not forge a line of
+// its own or rewrite the reader's screen. Returns the bytes written to `out`.
+size_t escape_into(const char* in, size_t n, char* out, size_t cap) {
+  static const char kHex[] = "0123456789abcdef";
+  size_t o = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    char esc[4];
+    size_t len = 0;
+    if (c == '\n') {
+      esc[0] = '\\', esc[1] = 'n', len = 2;
+    } else if (c == '\r') {
+      esc[0] = '\\', esc[1] = 'r', len = 2;
+    } else if (c == '\t') {
+      esc[0] = '\\', esc[1] = 't', len = 2;
+    } else if (c < 0x20 || c == 0x7f) {
+      esc[0] = '\\', esc[1] = 'x', esc[2] = kHex[c >> 4], esc[3] = kHex[c & 15], len = 4;
+    } else {
+      esc[0] = static_cast<char>(c), len = 1;
+    }
+    if (o + len > cap) break;
+    for (size_t k = 0; k < len; ++k)
+      out[o++] = esc[k];
+  }
+  return o;
+}
+
+}  // namespace
+
 void vwrite(Level l, const char* fmt, va_list ap) {
   const int saved_errno = errno;  // logging must never change what the caller sees
-  char buf[1024];
+  char msg[1024];
+  const int m = std::vsnprintf(msg, sizeof msg, fmt, ap);
+  const size_t msg_len = m < 0 ? 0 : std::min(static_cast<size_t>(m), sizeof msg - 1);
+  char buf[2048];
   int n = std::snprintf(buf, sizeof buf, "[%s pid %d] %s: ", g_component.load(), ::getpid(),
                         level_name(l));
   if (n < 0) n = 0;
-  if (static_cast<size_t>(n) < sizeof buf) {
-    const int m = std::vsnprintf(buf + n, sizeof buf - static_cast<size_t>(n), fmt, ap);
-    if (m > 0) n += m;
-  }
-  if (static_cast<size_t>(n) >= sizeof buf - 1) n = static_cast<int>(sizeof buf) - 2;
+  n +=
+      static_cast<int>(escape_into(msg, msg_len, buf + n, sizeof buf - 1 - static_cast<size_t>(n)));
   buf[n++] = '\n';
   const char* p = buf;
   while (n > 0) {

@@ -51,6 +51,7 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   const std::string key = in.pod_uid + "_" + in.container;
   p.container_dir = join(join(p.vgpu_dir, "containers"), key);
   p.limits_file = join(join(p.vgpu_dir, "limits"), key);
+  p.control_file = join(join(p.vgpu_dir, "control"), key);
   p.lock_dir = in.lock_dir;
 
   std::vector<std::string> uuids;
@@ -79,7 +80,8 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   p.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
   for (const auto& [k, v] : limits)
     p.envs[k] = v;
-  p.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = join(p.vgpu_dir, in.cache_name);
+  const std::string state_file = join(p.vgpu_dir, in.cache_name);
+  p.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = state_file;
   if (cfg.device_memory_scaling > 1) p.envs["CUDA_OVERSUBSCRIBE"] = "true";
   if (cfg.lib_cuda_log_level) p.envs["LIBCUDA_LOG_LEVEL"] = std::to_string(*cfg.lib_cuda_log_level);
 
@@ -87,12 +89,18 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
                   in.container + "\n";
   for (const auto& [k, v] : limits)
     p.limits_text += k + "=" + v + "\n";
+  // What the library and the node agent must not take from the writable state
+  // file: which file it is, and which GPUs its device indices are.
+  p.limits_text += "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + state_file + "\n";
+  for (size_t i = 0; i < in.gpus.size(); ++i)
+    p.limits_text += "VGPU_DEVICE_UUID_" + std::to_string(i) + "=" + in.gpus[i].uuid + "\n";
 
   p.mounts.push_back({p.library, p.library, true});
   p.mounts.push_back({p.vgpu_dir, p.container_dir, false});
   p.mounts.push_back({kContainerLockDir, in.lock_dir, false});
   if (!in.disable_control) p.mounts.push_back({"/etc/ld.so.preload", p.preload_file, true});
   p.mounts.push_back({kContainerLimitsFile, p.limits_file, true});
+  p.mounts.push_back({kContainerControlFile, p.control_file, true});
   return p;
 }
 

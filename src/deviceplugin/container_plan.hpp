@@ -9,9 +9,13 @@
 //   <lock_dir>              → /tmp/vgpulock         rw  (upstream HAMi-core's lock dir)
 //   V/ld.so.preload         → /etc/ld.so.preload    ro  (not with CUDA_DISABLE_CONTROL=true)
 //   V/limits/<uid>_<c>      → /etc/vgpu/limits      ro  (our library's tamper-proof limits)
+//   V/control/<uid>_<c>     → /etc/vgpu/control     ro  (the node agent's switch and block)
 //
-// The limits file sits outside the container's writable directory, so the
-// container cannot rewrite it through another path.
+// The limits and control files sit outside the container's writable
+// directory, so the container cannot rewrite them through another path. The
+// limits file also names the state file and the GPUs in NVML order: the
+// library and the node agent take those from it, not from the writable state
+// file (docs/security.md).
 //
 //   PlanInput in{.hook_path = "/usr/local", .pod_uid = uid, .container = "main",
 //                .gpus = {{"GPU-a", 3000, 30}}, .cache_name = "x.cache"};
@@ -29,6 +33,8 @@
 namespace hami::deviceplugin {
 
 inline constexpr const char* kContainerLimitsFile = "/etc/vgpu/limits";  // vgpu::kFixedLimitsFile
+inline constexpr const char* kContainerControlFile =
+    "/etc/vgpu/control";  // vgpu::kFixedControlFile
 inline constexpr const char* kContainerLockDir = "/tmp/vgpulock";
 
 struct AllocatedGpu {
@@ -69,6 +75,7 @@ struct ContainerPlan {
   std::string container_dir;  // recreated empty, mode 0777
   std::string limits_file;
   std::string limits_text;
+  std::string control_file;  // created fresh (switch on, not blocked), mode 0644
   std::string lock_dir;
 };
 

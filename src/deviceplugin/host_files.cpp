@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/unique_fd.hpp"
+#include "region/control_file.hpp"
 
 namespace hami::deviceplugin {
 namespace {
@@ -75,7 +76,11 @@ Result<void> prepare_host(const ContainerPlan& plan) {
   if (auto r = make_dir(fs::path(plan.container_dir).parent_path().string(), r755); !r) return r;
   if (auto r = make_dir(plan.container_dir, all); !r) return r;
   if (auto r = make_dir(fs::path(plan.limits_file).parent_path().string(), r755); !r) return r;
-  return write_whole(plan.limits_file, plan.limits_text, 0644);
+  if (auto r = write_whole(plan.limits_file, plan.limits_text, 0644); !r) return r;
+  // A new file for each container instance: the agent's decisions for the
+  // previous one do not carry over.
+  if (auto r = make_dir(fs::path(plan.control_file).parent_path().string(), r755); !r) return r;
+  return write_whole(plan.control_file, region::control_file_bytes(), 0644);
 }
 
 }  // namespace hami::deviceplugin

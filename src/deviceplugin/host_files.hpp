@@ -2,7 +2,8 @@
 // Makes the host side of a ContainerPlan real before kubelet mounts it: the
 // container's state directory (recreated empty, mode 0777 so any container
 // user can create its state file), the read-only limits file (written whole
-// and renamed into place, so a reader never sees half of it), the
+// and renamed into place, so a reader never sees half of it), a fresh control
+// file for the node agent to rewrite (region/control_file.hpp), the
 // ld.so.preload that names the library (written only when missing; vgpu-init
 // normally puts it there) and the lock directory. The library itself must
 // already be installed: without it every container would start unlimited.

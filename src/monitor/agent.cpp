@@ -1,14 +1,24 @@
 #include "monitor/agent.hpp"
 
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
+#include "common/bytes.hpp"
 #include "common/log.hpp"
+#include "common/unique_fd.hpp"
 #include "monitor/feedback.hpp"
-#include "monitor/host_pid.hpp"
 #include "monitor/state_writer.hpp"
+#include "region/control_file.hpp"
+#include "region/process_identity.hpp"
 
 namespace hami::monitor {
 namespace {
@@ -50,13 +60,46 @@ uint64_t add_sat(uint64_t a, uint64_t b) {
   return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+// A container's devices as the agent believes them: the device plugin's
+// record when it lists the GPUs, otherwise the state file's table.
+struct Device {
+  std::string uuid;
+  uint64_t memory_limit = 0;
+  uint64_t sm_limit = 0;
+};
+
+std::vector<Device> devices_of(const ContainerState& c) {
+  std::vector<Device> out;
+  if (c.record && !c.record->gpu_uuids.empty()) {
+    for (size_t d = 0; d < c.record->gpu_uuids.size(); ++d) {
+      out.push_back({c.record->gpu_uuids[d], c.record->memory_limit[d], c.record->sm_limit[d]});
+    }
+    return out;
+  }
+  const region::RegionSnapshot& s = c.snapshot;
+  for (int d = 0; d < device_count(s); ++d)
+    out.push_back({s.uuids[d], s.memory_limit[d], s.sm_limit[d]});
+  return out;
+}
+
+// Upstream's values: the library writes 2, the agent decrements and writes
+// -1 to block. Anything else was written by hand and means nothing.
+int32_t sane_recent_kernel(int32_t v) {
+  return v >= -1 && v <= 2 ? v : 0;
+}
+
+// 0 high, 1 low; anything else (INT32_MIN would outrank every tenant) is low.
+int32_t sane_priority(int32_t v) {
+  return v == 0 || v == 1 ? v : 1;
+}
+
 }  // namespace
 
 Agent::Agent(AgentOptions options, std::unique_ptr<GpuSampler> sampler, PodDirectory* names)
     : options_(std::move(options)),
       sampler_(std::move(sampler)),
       names_(names),
-      files_(options_.hook_path),
+      files_(options_.hook_path, options_.limits),
       latest_(std::make_shared<NodeView>()) {}
 
 std::shared_ptr<const NodeView> Agent::latest() const {
@@ -88,38 +131,49 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
   const GpuIndex gpu_index(view->gpus);
 
   bool any_slots = false;
+  bool any_gpu_process = false;
   std::vector<std::string> pod_uids;
   for (const ContainerState& c : states) {
     any_slots |= !c.snapshot.slots.empty();
     pod_uids.push_back(c.ref.pod_uid);
   }
-  // /proc is read only when some file holds a process.
-  const ProcTable table = any_slots ? ProcTable::scan(options_.proc_root) : ProcTable{};
+  for (const GpuSample& g : view->gpus)
+    any_gpu_process |= !g.processes.empty();
+  // /proc is read only when some file or some GPU holds a process.
+  const bool any_container = !states.empty() || !files_.unstarted().empty();
+  const ProcTable table = any_slots || (any_gpu_process && any_container)
+                              ? ProcTable::scan(options_.proc_root)
+                              : ProcTable{};
   if (names_ != nullptr && !pod_uids.empty()) {
     std::sort(pod_uids.begin(), pod_uids.end());
     pod_uids.erase(std::unique(pod_uids.begin(), pod_uids.end()), pod_uids.end());
     names_->refresh_if_unknown(pod_uids);
   }
 
+  std::vector<std::vector<Device>> devices;
   std::vector<FeedbackInput> inputs;
+  devices.reserve(states.size());
   inputs.reserve(states.size());
   for (const ContainerState& c : states) {
+    devices.push_back(devices_of(c));
     FeedbackInput in;
-    in.recent_kernel = c.snapshot.recent_kernel;
+    in.recent_kernel = sane_recent_kernel(c.snapshot.recent_kernel);
     in.utilization_switch = c.snapshot.utilization_switch;
-    in.priority = c.snapshot.priority;
-    for (int d = 0; d < device_count(c.snapshot); ++d) {
-      if (!c.snapshot.uuids[d].empty()) in.gpu_uuids.emplace_back(uuid_key(c.snapshot.uuids[d]));
+    in.priority = c.record ? c.record->priority.value_or(1) : sane_priority(c.snapshot.priority);
+    for (const Device& d : devices.back()) {
+      if (!d.uuid.empty()) in.gpu_uuids.emplace_back(uuid_key(d.uuid));
     }
     inputs.push_back(std::move(in));
   }
   const std::vector<FeedbackOutput> feedback = observe(inputs);
 
   counters_.unresolved_slots = 0;
+  std::set<std::string> paths_seen;
   view->containers.reserve(states.size());
   for (size_t i = 0; i < states.size(); ++i) {
     const ContainerState& c = states[i];
     const region::RegionSnapshot& snap = c.snapshot;
+    paths_seen.insert(c.path);
     ContainerView cv;
     cv.ref = c.ref;
     cv.path = c.path;
@@ -129,7 +183,7 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
         cv.pod_name = n->name;
       }
     }
-    cv.priority = snap.priority;
+    cv.priority = inputs[i].priority;
     cv.recent_kernel = feedback[i].recent_kernel;
     cv.utilization_switch = feedback[i].utilization_switch;
     cv.active = feedback[i].active;
@@ -137,14 +191,15 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
       cv.last_kernel_time = snap.last_kernel_time;
     }
 
-    const int ndev = device_count(snap);
-    cv.devices.resize(static_cast<size_t>(ndev));
+    const std::vector<Device>& devs = devices[i];
+    const int ndev = static_cast<int>(devs.size());
+    cv.devices.resize(devs.size());
     for (int d = 0; d < ndev; ++d) {
       ContainerDevice& dev = cv.devices[static_cast<size_t>(d)];
       dev.vdevice_index = d;
-      dev.uuid = snap.uuids[d];
-      dev.memory_limit = snap.memory_limit[d];
-      dev.sm_limit = snap.sm_limit[d];
+      dev.uuid = devs[static_cast<size_t>(d)].uuid;
+      dev.memory_limit = devs[static_cast<size_t>(d)].memory_limit;
+      dev.sm_limit = devs[static_cast<size_t>(d)].sm_limit;
     }
 
     std::optional<StateWriter> writer;
@@ -223,27 +278,41 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
       }
     }
 
-    if (feedback[i].changed) {
-      if (feedback[i].recent_kernel != snap.recent_kernel) {
-        write([&](StateWriter& w) -> Result<void> {
-          auto r = w.update_recent_kernel(snap.recent_kernel, feedback[i].recent_kernel);
-          if (!r) return r.error();
-          return {};
-        });
-      }
-      if (feedback[i].utilization_switch != snap.utilization_switch) {
-        write([&](StateWriter& w) {
-          return w.set_utilization_switch(feedback[i].utilization_switch);
-        });
-      }
+    if (feedback[i].recent_kernel != snap.recent_kernel) {
+      write([&](StateWriter& w) -> Result<void> {
+        auto r = w.update_recent_kernel(snap.recent_kernel, feedback[i].recent_kernel);
+        if (!r) return r.error();
+        return {};
+      });
+    }
+    if (feedback[i].utilization_switch != snap.utilization_switch) {
+      write(
+          [&](StateWriter& w) { return w.set_utilization_switch(feedback[i].utilization_switch); });
     }
     if (!writer_failed && writer) write_problems_.erase(c.path);
+    // The control file is what our library reads; the state file's copy is
+    // for upstream's. Only a container the plugin made has one.
+    if (options_.write_back && c.record) {
+      const region::ControlState want{feedback[i].utilization_switch,
+                                      feedback[i].recent_kernel < 0 ? 1 : 0};
+      paths_seen.insert(c.control_path);
+      if (auto r = region::update_control(c.control_path, want); !r) {
+        if (r.error().sys_errno != ENOENT) note_write_error(c.control_path, r.error().message);
+      } else {
+        write_problems_.erase(c.control_path);
+      }
+    }
     view->containers.push_back(std::move(cv));
   }
+  // Files that went away take their remembered problems with them.
+  std::erase_if(write_problems_, [&](const auto& kv) { return paths_seen.count(kv.first) == 0; });
+
+  check_pods(*view, states, table);
 
   gpu_time_.end_pass();
   ++counters_.passes;
   counters_.file_problems = files_.problems().size();
+  counters_.containers_skipped = files_.skipped_containers();
   view->counters = counters_;
   view->pass_duration = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - started);
@@ -251,6 +320,133 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
   std::lock_guard<std::mutex> lock(mu_);
   latest_ = view;
   return view;
+}
+
+// Every pod with a memory limit on a GPU, against what NVML says its processes
+// hold there: the processes resolved from its containers' slots, and every
+// process whose cgroup names the pod (a process that never registered, or
+// whose slot the tenant erased, still counts). Nothing here is read from a
+// file the tenant writes but the slots' PIDs, and a slot cannot claim another
+// pod's process (resolve_host_pid).
+void Agent::check_pods(NodeView& view, const std::vector<ContainerState>& states,
+                       const ProcTable& table) {
+  struct Acc {
+    uint64_t limit = 0;
+    bool unlimited = false;
+    std::set<uint32_t> pids;
+    std::string ns, name;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> acc;  // (pod UID, GPU UUID key)
+  for (size_t i = 0; i < states.size(); ++i) {
+    const ContainerState& c = states[i];
+    const ContainerView& cv = view.containers[i];
+    for (const ContainerDevice& d : cv.devices) {
+      if (d.uuid.empty()) continue;
+      Acc& a = acc[{c.ref.pod_uid, std::string(uuid_key(d.uuid))}];
+      a.ns = cv.pod_namespace;
+      a.name = cv.pod_name;
+      if (d.memory_limit == 0) a.unlimited = true;
+      a.limit = add_sat(a.limit, d.memory_limit);
+      for (const ContainerProcess& p : cv.processes) {
+        if (p.live && p.host_pid) a.pids.insert(static_cast<uint32_t>(*p.host_pid));
+      }
+    }
+  }
+  // Containers with no state file count by their record alone: their pods'
+  // processes are found through their cgroups below.
+  for (const UnstartedContainer& u : files_.unstarted()) {
+    std::string ns, name;
+    if (names_ != nullptr) {
+      if (auto n = names_->find(u.ref.pod_uid)) {
+        ns = n->pod_namespace;
+        name = n->name;
+      }
+    }
+    for (size_t d = 0; d < u.record.gpu_uuids.size(); ++d) {
+      Acc& a = acc[{u.ref.pod_uid, std::string(uuid_key(u.record.gpu_uuids[d]))}];
+      a.ns = ns;
+      a.name = name;
+      if (u.record.memory_limit[d] == 0) a.unlimited = true;
+      a.limit = add_sat(a.limit, u.record.memory_limit[d]);
+    }
+  }
+  if (acc.empty()) {
+    over_passes_.clear();
+    return;
+  }
+  const GpuIndex gpu_index(view.gpus);
+  for (const GpuSample& g : view.gpus) {
+    for (const GpuProcess& p : g.processes) {
+      const ProcEntry* e = table.find_host(static_cast<pid_t>(p.pid));
+      if (e == nullptr || e->pod_uid.empty()) continue;
+      auto it = acc.find({e->pod_uid, std::string(uuid_key(g.uuid))});
+      if (it != acc.end()) it->second.pids.insert(p.pid);
+    }
+  }
+
+  std::map<std::pair<std::string, std::string>, int> still_over;
+  for (auto& [key, a] : acc) {
+    if (a.unlimited || a.limit == 0) continue;
+    PodDeviceCheck check;
+    check.pod_uid = key.first;
+    check.pod_namespace = a.ns;
+    check.pod_name = a.name;
+    check.uuid = key.second;
+    check.limit = a.limit;
+    const ProcessIndex* procs = gpu_index.find(key.second);
+    for (uint32_t pid : a.pids) {
+      if (procs == nullptr) break;
+      auto it = procs->find(pid);
+      if (it == procs->end()) continue;
+      check.nvml_used = add_sat(check.nvml_used, it->second->used_bytes);
+      check.host_pids.push_back(pid);
+    }
+    if (check.nvml_used > add_sat(a.limit, options_.over_limit_margin)) {
+      const int passes = over_passes_[key] + 1;
+      still_over[key] = passes;
+      // Two passes in a row: not a process caught between two NVML samples.
+      check.over = passes >= 2;
+      const std::string who = (a.name.empty() ? key.first : a.ns + "/" + a.name);
+      if (passes == 2) {
+        log::warn("pod %s uses %s on %s by NVML, over its limit of %s (processes %zu); %s",
+                  who.c_str(), format_bytes(check.nvml_used).c_str(), key.second.c_str(),
+                  format_bytes(a.limit).c_str(), check.host_pids.size(),
+                  options_.over_limit_action == OverLimitAction::kKill
+                      ? "killing them (--over-limit-action kill)"
+                      : "reported as hami_pod_memory_over_limit (--over-limit-action report)");
+      }
+      if (check.over && options_.over_limit_action == OverLimitAction::kKill) {
+        for (uint32_t pid : check.host_pids) {
+          if (kill_process(pid, table)) ++check.killed;
+        }
+        counters_.over_limit_kills += static_cast<uint64_t>(check.killed);
+      }
+    }
+    view.pod_checks.push_back(std::move(check));
+  }
+  over_passes_ = std::move(still_over);
+}
+
+// SIGKILL through a pidfd, after checking that the PID still names the process
+// the pass saw (same start time): a PID reused since must not be hit. Kernels
+// before 5.3 have no pidfd; there the window between the check and kill(2) is
+// what remains.
+bool Agent::kill_process(uint32_t host_pid, const ProcTable& table) {
+  const ProcEntry* e = table.find_host(static_cast<pid_t>(host_pid));
+  if (e == nullptr) return false;
+  UniqueFd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(host_pid), 0))};
+  if (pidfd.get() < 0 && errno != ENOSYS) return false;  // gone already, or not ours to signal
+  auto now = region::read_process_identity(static_cast<pid_t>(host_pid), options_.proc_root);
+  if (!now || now->start_time != e->start_time) return false;
+  const long rc = pidfd.get() >= 0
+                      ? ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0)
+                      : ::kill(static_cast<pid_t>(host_pid), SIGKILL);
+  if (rc != 0) {
+    log::warn("cannot kill process %u: %s", host_pid, std::strerror(errno));
+    return false;
+  }
+  log::warn("killed process %u (over its pod's GPU memory limit)", host_pid);
+  return true;
 }
 
 }  // namespace hami::monitor

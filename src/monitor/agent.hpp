@@ -8,6 +8,13 @@
 // the result as an immutable NodeView. Passes run on one thread (the daemon's
 // loop); latest() may be called from any thread (the HTTP server).
 //
+// A container's state file is the tenant's to write, so the agent takes a
+// container's priority, GPUs and limits from the device plugin's record
+// (trusted_record.hpp) where there is one, ignores recent_kernel and priority
+// values outside upstream's ranges where there is not, writes its decisions
+// into the read-only control file as well as the state file, and checks each
+// pod's NVML memory against its limits (PodDeviceCheck), acting as told.
+//
 //   Agent agent(AgentOptions{.hook_path = "/usr/local/vgpu", .node_name = "n1"},
 //               std::move(sampler), &pod_directory);
 //   for (;;) { agent.run_pass(); sleep(interval); }
@@ -21,16 +28,27 @@
 #include "monitor/container_files.hpp"
 #include "monitor/gpu_sampler.hpp"
 #include "monitor/gpu_time.hpp"
+#include "monitor/host_pid.hpp"
 #include "monitor/node_view.hpp"
 #include "monitor/pod_directory.hpp"
 
 namespace hami::monitor {
+
+enum class OverLimitAction {
+  kReport,  // hami_pod_memory_over_limit and a log line
+  kKill,    // also SIGKILL the pod's processes on that GPU
+};
 
 struct AgentOptions {
   std::string hook_path = "/usr/local/vgpu";  // holds containers/<podUID>_<name>/
   std::string proc_root = "/proc";            // the host's /proc (hostPID: true)
   std::string node_name;
   bool write_back = true;  // false: observe only, never write a state file
+  ScanLimits limits;
+  // NVML may show a pod more than its limits by what the library does not
+  // charge (module code, the CUDA runtime's own reservations): tolerated.
+  uint64_t over_limit_margin = 256ull << 20;
+  OverLimitAction over_limit_action = OverLimitAction::kReport;
 };
 
 class Agent {
@@ -45,6 +63,9 @@ class Agent {
 
  private:
   void note_write_error(const std::string& path, const std::string& message);
+  void check_pods(NodeView& view, const std::vector<ContainerState>& states,
+                  const ProcTable& table);
+  bool kill_process(uint32_t host_pid, const ProcTable& table);
 
   AgentOptions options_;
   std::unique_ptr<GpuSampler> sampler_;
@@ -53,6 +74,8 @@ class Agent {
   GpuTimeRates gpu_time_;
   AgentCounters counters_;
   std::map<std::string, std::string> write_problems_;  // path -> last logged reason
+  // (pod UID, GPU) -> passes in a row NVML showed the pod over its limits.
+  std::map<std::pair<std::string, std::string>, int> over_passes_;
 
   mutable std::mutex mu_;
   std::shared_ptr<const NodeView> latest_;

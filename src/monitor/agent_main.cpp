@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   std::string level = "info";
   std::string read_timeout_text = "10s";
   std::string idle_timeout_text = "60s";
+  std::string over_limit_action = "report";
+  std::string over_limit_margin = "256m";
 
   app.add_option("--hook-path", opt.hook_path,
                  "Directory holding containers/<podUID>_<container>/ (env HOOK_PATH)")
@@ -102,6 +104,21 @@ int main(int argc, char** argv) {
   app.add_flag("--legacy-metrics", legacy, "Also export upstream's old metric names");
   app.add_flag("--read-only", read_only,
                "Never write a state file (no host PIDs, utilisation or feedback written back)");
+  app.add_option("--max-containers", opt.limits.containers,
+                 "Containers read per pass at most; more are logged and counted "
+                 "(hami_monitor_containers_skipped)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--over-limit-action", over_limit_action,
+                 "When NVML shows a pod's processes on a GPU over the pod's memory limits there "
+                 "(plus the margin) for two passes: report (hami_pod_memory_over_limit and a log "
+                 "line) or kill (also SIGKILL those processes)")
+      ->check(CLI::IsMember({"report", "kill"}))
+      ->capture_default_str();
+  app.add_option("--over-limit-margin", over_limit_margin,
+                 "How far over its limits NVML may show a pod before it counts as over (memory "
+                 "the library does not charge: module code, the CUDA runtime's reservations)")
+      ->capture_default_str();
   app.add_flag("--once", once, "Run one pass, print the metrics to stdout and exit");
   app.add_option("--log-level", level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
@@ -117,6 +134,16 @@ int main(int argc, char** argv) {
   log::set_level(parse_level(level));
   opt.write_back = !read_only;
   if (opt.node_name.empty()) opt.node_name = hostname();
+
+  opt.over_limit_action = over_limit_action == "kill" ? monitor::OverLimitAction::kKill
+                                                      : monitor::OverLimitAction::kReport;
+  if (auto margin = parse_size(over_limit_margin); !margin) {
+    std::fprintf(stderr, "hami-node-agent: --over-limit-margin: %s\n",
+                 margin.error().message.c_str());
+    return 2;
+  } else {
+    opt.over_limit_margin = *margin;
+  }
 
   auto interval = parse_duration(interval_text);
   auto resync = parse_duration(resync_text);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "common/log.hpp"
@@ -13,10 +14,13 @@ namespace hami::monitor {
 
 namespace {
 
-// Names in a directory, sorted; empty (and errno set) when it cannot be read.
-std::vector<std::string> list_dir(const std::string& path, int* err) {
+// Up to `max` names in a directory, sorted; *more when there were more.
+// Empty (and *err set) when it cannot be read.
+std::vector<std::string> list_dir(const std::string& path, int* err, size_t max = SIZE_MAX,
+                                  bool* more = nullptr) {
   std::vector<std::string> names;
   *err = 0;
+  if (more != nullptr) *more = false;
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) {
     *err = errno;
@@ -25,6 +29,10 @@ std::vector<std::string> list_dir(const std::string& path, int* err) {
   while (const dirent* e = ::readdir(d)) {
     const std::string_view n = e->d_name;
     if (n == "." || n == "..") continue;
+    if (names.size() >= max) {
+      if (more != nullptr) *more = true;
+      break;
+    }
     names.emplace_back(n);
   }
   ::closedir(d);
@@ -44,16 +52,98 @@ std::optional<ContainerRef> parse_container_dir(std::string_view name) {
   return ContainerRef{std::string(name.substr(0, cut)), std::string(name.substr(cut + 1))};
 }
 
-ContainerFiles::ContainerFiles(std::string root) : root_(std::move(root)) {}
+ContainerFiles::ContainerFiles(std::string root, ScanLimits limits)
+    : root_(std::move(root)), limits_(limits) {}
 
 void ContainerFiles::note_problem(std::map<std::string, std::string>& now, const std::string& path,
-                                  std::string reason) {
+                                  std::string reason, bool skipped) {
   auto old = problems_.find(path);
   if (old == problems_.end() || old->second != reason) {
-    log::warn("%s: %s; skipped until it reads well", path.c_str(), reason.c_str());
+    log::warn("%s: %s%s", path.c_str(), reason.c_str(),
+              skipped ? "; skipped until it reads well" : "");
     ++problems_logged_;
   }
   now[path] = std::move(reason);
+}
+
+std::optional<ContainerState> ContainerFiles::read_container(
+    const std::string& dir, const ContainerRef& ref, std::map<std::string, std::string>& now) {
+  const std::string dir_path = root_ + "/containers/" + dir;
+  ContainerState c{ref, {}, {}, std::nullopt, root_ + "/control/" + dir};
+  auto rec = read_trusted_record(root_ + "/limits/" + dir);
+  if (!rec) {
+    note_problem(now, root_ + "/limits/" + dir, rec.error().message);
+  } else {
+    c.record = std::move(*rec);
+  }
+
+  // The files to try, in order: the one the plugin named, or the directory's.
+  std::vector<std::string> candidates;
+  if (c.record && !c.record->state_file_name.empty()) {
+    candidates.push_back(c.record->state_file_name);
+  } else {
+    int err = 0;
+    bool more = false;
+    const std::vector<std::string> names =
+        list_dir(dir_path, &err, limits_.entries_per_directory, &more);
+    if (err != 0) {
+      note_problem(now, dir_path, std::string("cannot list: ") + std::strerror(err));
+      return std::nullopt;
+    }
+    if (more) {
+      note_problem(now, dir_path,
+                   "more than " + std::to_string(limits_.entries_per_directory) +
+                       " entries; only the first ones listed are looked at",
+                   /*skipped=*/false);
+    }
+    for (const std::string& n : names) {
+      if (ends_with(n, ".cache")) candidates.push_back(n);
+    }
+  }
+
+  size_t tried = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string path = dir_path + "/" + candidates[i];
+    if (c.snapshot.layout != nullptr || tried == limits_.files_per_container) {
+      // One set of series per container: the rest are named, never read.
+      note_problem(now, dir_path + "/*.cache",
+                   "more state files than " +
+                       (c.snapshot.layout != nullptr ? c.path : std::string("those tried")) +
+                       "; one state file per container is read",
+                   /*skipped=*/false);
+      break;
+    }
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) continue;  // vanished since the listing
+    ++tried;
+    if (S_ISLNK(st.st_mode)) {
+      // The directory is the tenant's: a link could point anywhere on the host.
+      note_problem(now, path, "a symbolic link, not followed");
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      note_problem(now, path, "not a regular file");
+      continue;
+    }
+    auto snap = region::read_snapshot(path);
+    if (!snap) {
+      if (snap.error().sys_errno == ENOENT) continue;  // vanished while we read
+      // The reader's messages start with the path; the log line adds it once.
+      std::string why = snap.error().message;
+      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+      note_problem(now, path, std::move(why));
+      continue;
+    }
+    if (problems_.count(path) != 0) log::info("%s: reads well now", path.c_str());
+    c.path = path;
+    c.snapshot = std::move(*snap);
+  }
+  if (c.snapshot.layout == nullptr) {
+    if (c.record && !c.record->gpu_uuids.empty())
+      unstarted_.push_back(UnstartedContainer{ref, std::move(*c.record)});
+    return std::nullopt;
+  }
+  return c;
 }
 
 std::vector<ContainerState> ContainerFiles::scan() {
@@ -62,6 +152,8 @@ std::vector<ContainerState> ContainerFiles::scan() {
   const std::string containers = root_ + "/containers";
   int err = 0;
   const std::vector<std::string> dirs = list_dir(containers, &err);
+  skipped_ = 0;
+  unstarted_.clear();
   if (err != 0) {
     // No containers yet is normal on a fresh node; say so once.
     if (!root_missing_logged_) {
@@ -81,37 +173,19 @@ std::vector<ContainerState> ContainerFiles::scan() {
       note_problem(now, dir_path, "not a <podUID>_<containerName> directory");
       continue;
     }
-    const std::vector<std::string> files = list_dir(dir_path, &err);
-    if (err != 0) {
-      note_problem(now, dir_path, std::string("cannot list: ") + std::strerror(err));
+    if (found.size() >= limits_.containers) {
+      ++skipped_;
       continue;
     }
-    for (const std::string& file : files) {
-      if (!ends_with(file, ".cache")) continue;
-      const std::string path = dir_path + "/" + file;
-      if (::lstat(path.c_str(), &st) != 0) continue;  // vanished since the listing
-      if (S_ISLNK(st.st_mode)) {
-        // The directory is the tenant's: a link could point anywhere on the host.
-        note_problem(now, path, "a symbolic link, not followed");
-        continue;
-      }
-      if (!S_ISREG(st.st_mode)) {
-        note_problem(now, path, "not a regular file");
-        continue;
-      }
-      auto snap = region::read_snapshot(path);
-      if (!snap) {
-        if (snap.error().sys_errno == ENOENT) continue;  // vanished while we read
-        // The reader's messages start with the path; the log line adds it once.
-        std::string why = snap.error().message;
-        if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
-        note_problem(now, path, std::move(why));
-        continue;
-      }
-      if (problems_.count(path) != 0) log::info("%s: reads well now", path.c_str());
-      found.push_back(ContainerState{*ref, path, std::move(*snap)});
-    }
+    if (auto c = read_container(dir, *ref, now)) found.push_back(std::move(*c));
   }
+  if (skipped_ != 0 && !skipped_logged_) {
+    log::warn(
+        "%s: more than %zu containers with state files; %zu left unread this pass "
+        "(hami_monitor_containers_skipped)",
+        containers.c_str(), limits_.containers, skipped_);
+  }
+  skipped_logged_ = skipped_ != 0;
   problems_ = std::move(now);
   return found;
 }

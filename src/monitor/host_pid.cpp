@@ -162,6 +162,9 @@ void ProcTable::build_index() {
   for (size_t i = 0; i < entries_.size(); ++i)
     by_start_[i] = static_cast<uint32_t>(i);
   by_pod_ = by_start_;
+  by_host_ = by_start_;
+  std::sort(by_host_.begin(), by_host_.end(),
+            [this](uint32_t a, uint32_t b) { return entries_[a].host_pid < entries_[b].host_pid; });
   std::sort(by_start_.begin(), by_start_.end(), [this](uint32_t a, uint32_t b) {
     const ProcEntry& x = entries_[a];
     const ProcEntry& y = entries_[b];
@@ -173,6 +176,12 @@ void ProcTable::build_index() {
     if (x.innermost_pid() != y.innermost_pid()) return x.innermost_pid() < y.innermost_pid();
     return x.pod_uid < y.pod_uid;
   });
+}
+
+const ProcEntry* ProcTable::find_host(pid_t host_pid) const {
+  const auto it = std::partition_point(by_host_.begin(), by_host_.end(),
+                                       [&](uint32_t i) { return entries_[i].host_pid < host_pid; });
+  return it != by_host_.end() && entries_[*it].host_pid == host_pid ? &entries_[*it] : nullptr;
 }
 
 std::span<const uint32_t> ProcTable::with_innermost_pid(pid_t pid) const {
@@ -228,9 +237,8 @@ Resolution resolve_host_pid(const ProcTable& table, pid_t container_pid, uint64_
                             std::string_view pod_uid) {
   Resolution r;
   if (container_pid <= 0) return r;
-  std::string norm_hint;
+  const std::string norm_hint = normalize_pod_uid(pod_uid);
   if (start_time == 0) {
-    norm_hint = normalize_pod_uid(pod_uid);
     if (norm_hint.empty()) {
       r.status = ResolveStatus::kNoHint;
       return r;
@@ -247,7 +255,9 @@ Resolution resolve_host_pid(const ProcTable& table, pid_t container_pid, uint64_
   };
   const auto all = [](const ProcEntry&) { return true; };
   if (start_time != 0) {
-    count(table.with_identity(container_pid, start_time), all);
+    count(table.with_identity(container_pid, start_time), [&](const ProcEntry& e) {
+      return norm_hint.empty() || e.pod_uid.empty() || e.pod_uid == norm_hint;
+    });
   } else {
     count(table.with_pod(container_pid, norm_hint), all);
     // Processes whose cgroup named no pod we recognise: match the text.

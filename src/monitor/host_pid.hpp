@@ -67,12 +67,15 @@ class ProcTable {
   // ... and whose extracted pod_uid is `pod_uid` (normalised: dashed, lower
   // case); "" gives those whose cgroup named no recognisable pod.
   std::span<const uint32_t> with_pod(pid_t pid, std::string_view pod_uid) const;
+  // The process whose host PID (its /proc directory) is `host_pid`, or null.
+  const ProcEntry* find_host(pid_t host_pid) const;
 
  private:
   void build_index();
   std::vector<ProcEntry> entries_;
   std::vector<uint32_t> by_start_;  // entry indices sorted by (innermost PID, start time)
   std::vector<uint32_t> by_pod_;    // entry indices sorted by (innermost PID, pod_uid)
+  std::vector<uint32_t> by_host_;   // entry indices sorted by host PID
 };
 
 // Parses the NSpid line out of /proc/<pid>/status text. nullopt: no NSpid line
@@ -108,6 +111,9 @@ struct Resolution {
 
 // start_time 0 means "unknown" (a slot written by upstream HAMi-core): the
 // cgroup must then mention `pod_uid`, and exactly one process may match.
+// With a start time, a process whose cgroup names another pod never matches:
+// a tenant that writes another container's PID and start time into its own
+// slots must not have that container's usage counted (or killed) as its own.
 Resolution resolve_host_pid(const ProcTable& table, pid_t container_pid, uint64_t start_time,
                             std::string_view pod_uid);
 

@@ -192,6 +192,27 @@ void container_metrics(PrometheusText& out, const NodeView& v, bool legacy) {
                 [](const ContainerDevice& d) { return uint64_t{d.sm_util}; });
 }
 
+void pod_metrics(PrometheusText& out, const NodeView& v) {
+  out.family("hami_pod_memory_over_limit",
+             "1 while NVML shows the pod's processes on this GPU over the pod's memory limits "
+             "there (plus the agent's margin) for two passes in a row.");
+  for (const PodDeviceCheck& c : v.pod_checks) {
+    const std::string_view pod = c.pod_name.empty() ? std::string_view(c.pod_uid) : c.pod_name;
+    out.sample("hami_pod_memory_over_limit",
+               {{"namespace", c.pod_namespace}, {"pod", pod}, {"device_uuid", c.uuid}},
+               uint64_t{c.over ? 1u : 0u});
+  }
+  out.family("hami_pod_nvml_memory_bytes",
+             "Device memory NVML shows the pod's processes holding on this GPU (those resolved "
+             "from its state files and those whose cgroup names the pod).");
+  for (const PodDeviceCheck& c : v.pod_checks) {
+    const std::string_view pod = c.pod_name.empty() ? std::string_view(c.pod_uid) : c.pod_name;
+    out.sample("hami_pod_nvml_memory_bytes",
+               {{"namespace", c.pod_namespace}, {"pod", pod}, {"device_uuid", c.uuid}},
+               c.nvml_used);
+  }
+}
+
 void agent_metrics(PrometheusText& out, const NodeView& v) {
   const AgentCounters& k = v.counters;
   out.family("hami_monitor_passes_total", "Observation passes the agent has completed.", "counter");
@@ -219,6 +240,14 @@ void agent_metrics(PrometheusText& out, const NodeView& v) {
   out.sample("hami_monitor_write_errors_total", {}, k.write_errors);
   out.family("hami_monitor_gpu_sample_errors_total", "GPU samples that failed.", "counter");
   out.sample("hami_monitor_gpu_sample_errors_total", {}, k.sampler_errors);
+  out.family("hami_monitor_containers_skipped",
+             "Containers left unread in the last pass (more than --max-containers).");
+  out.sample("hami_monitor_containers_skipped", {}, k.containers_skipped);
+  out.family("hami_monitor_over_limit_kills_total",
+             "Processes killed for holding their pod over its GPU memory limits "
+             "(--over-limit-action kill).",
+             "counter");
+  out.sample("hami_monitor_over_limit_kills_total", {}, k.over_limit_kills);
 }
 
 }  // namespace
@@ -232,6 +261,7 @@ std::string render_metrics(const NodeView& view, const MetricsOptions& options) 
              uint64_t{1});
   host_metrics(out, view, options.legacy);
   container_metrics(out, view, options.legacy);
+  pod_metrics(out, view);
   agent_metrics(out, view);
   return out.take();
 }

@@ -58,13 +58,29 @@ struct ContainerView {
   std::vector<ContainerProcess> processes;
 };
 
+// NVML's account of one pod on one GPU against the limits the device plugin
+// gave it there: the check that no file in the container can fool.
+struct PodDeviceCheck {
+  std::string pod_uid;
+  std::string pod_namespace;  // "" when unknown
+  std::string pod_name;       // "" when unknown
+  std::string uuid;
+  uint64_t limit = 0;      // Σ of the pod's containers' limits on this GPU
+  uint64_t nvml_used = 0;  // Σ NVML memory of the pod's processes on this GPU
+  std::vector<uint32_t> host_pids;
+  bool over = false;  // over limit + margin for two passes in a row
+  int killed = 0;     // processes killed this pass (--over-limit-action kill)
+};
+
 struct AgentCounters {
   uint64_t passes = 0;
-  uint64_t file_problems = 0;      // files skipped in the last pass
-  uint64_t write_errors = 0;       // total since start
-  uint64_t sampler_errors = 0;     // GPUs that failed to sample, total since start
-  uint64_t unresolved_slots = 0;   // in the last pass
-  uint64_t host_pids_written = 0;  // total since start
+  uint64_t file_problems = 0;       // files skipped in the last pass
+  uint64_t write_errors = 0;        // total since start
+  uint64_t sampler_errors = 0;      // GPUs that failed to sample, total since start
+  uint64_t unresolved_slots = 0;    // in the last pass
+  uint64_t host_pids_written = 0;   // total since start
+  uint64_t containers_skipped = 0;  // beyond the scan's cap, in the last pass
+  uint64_t over_limit_kills = 0;    // total since start
 };
 
 struct NodeView {
@@ -73,6 +89,7 @@ struct NodeView {
   std::chrono::microseconds pass_duration{0};
   std::vector<GpuSample> gpus;
   std::vector<ContainerView> containers;
+  std::vector<PodDeviceCheck> pod_checks;  // pods with a memory limit on a GPU
   AgentCounters counters;
 };
 

@@ -153,6 +153,18 @@ bool SlotRef::sub_usage(int dev, UsageKind kind, uint64_t bytes) {
   return true;
 }
 
+bool SlotRef::set_usage(int dev, uint64_t context, uint64_t data) {
+  if (!valid_device(dev)) return false;
+  DeviceMemory& m = s_->used[dev];
+  // The split is for readers; `total` is what limits add up, and its store is
+  // sequentially consistent so that a reservation is visible before its owner
+  // reads the others' (two racing processes never both fit).
+  std::atomic_ref<uint64_t>(m.context_size).store(context, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(m.data_size).store(data, std::memory_order_relaxed);
+  store(m.total, context > UINT64_MAX - data ? UINT64_MAX : context + data);
+  return true;
+}
+
 uint64_t SlotRef::nvml_used(int dev) const {
   return valid_device(dev) ? load(s_->monitorused[dev]) : 0;
 }
@@ -239,16 +251,44 @@ void Region::abandon() {
   own_slot_ = -1;
 }
 
+namespace {
+
+// Removes a file this process created but could not make a state file of
+// (a full disk), so that the next process does not find an empty file where
+// a state file should be. Only while the path still names that very file.
+void remove_if_ours(const std::string& path, int fd) {
+  struct stat ours {
+  }, now{};
+  if (::fstat(fd, &ours) != 0 || ::lstat(path.c_str(), &now) != 0) return;
+  if (ours.st_dev == now.st_dev && ours.st_ino == now.st_ino) ::unlink(path.c_str());
+}
+
+}  // namespace
+
 Result<Region> Region::open(const std::string& path, const OpenOptions& options) {
+  // A file removed by its failed creator while we waited for its
+  // initialisation lock is not the state file any more: open the path again.
+  for (int attempt = 0;; ++attempt) {
+    bool gone = false;
+    auto r = open_once(path, options, &gone);
+    if (!gone || attempt == 3) return r;
+  }
+}
+
+Result<Region> Region::open_once(const std::string& path, const OpenOptions& options, bool* gone) {
   const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
   UniqueFd fd;
+  bool created = false;
   if (options.create) {
     fd.reset(::open(path.c_str(), flags | O_CREAT | O_EXCL, options.file_mode));
     if (fd.get() >= 0) {
+      created = true;
       // The umask trimmed the mode given to open(); set it exactly, without
       // touching the process umask (upstream calls umask(0) and never restores it).
       if (::fchmod(fd.get(), options.file_mode) != 0) {
-        return path_error(path, "cannot set mode on the new file", errno);
+        const int err = errno;
+        remove_if_ours(path, fd.get());
+        return path_error(path, "cannot set mode on the new file", err);
       }
     } else if (errno != EEXIST) {
       return path_error(path, "cannot create", errno);
@@ -261,6 +301,15 @@ Result<Region> Region::open(const std::string& path, const OpenOptions& options)
       return path_error(path, "cannot open", errno);
     }
   }
+  // From here on, a file we created and could not finish is removed again.
+  struct RemoveUnfinished {
+    const std::string& path;
+    int fd;
+    bool armed;
+    ~RemoveUnfinished() {
+      if (armed) remove_if_ours(path, fd);
+    }
+  } unfinished{path, fd.get(), created};
 
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
@@ -278,6 +327,10 @@ Result<Region> Region::open(const std::string& path, const OpenOptions& options)
   } init_unlock{fd.get()};
 
   if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
+  if (st.st_nlink == 0) {
+    *gone = true;
+    return Error{path + ": removed while it was being created"};
+  }
   const auto size = static_cast<uint64_t>(st.st_size);
   std::array<std::byte, kHeaderProbeSize> head{};
   if (size >= head.size() &&
@@ -300,25 +353,32 @@ Result<Region> Region::open(const std::string& path, const OpenOptions& options)
                    "Stop the processes using it and delete it to start afresh"};
     }
   }
-  if (auto reserved = reserve_blocks(fd.get(), path); !reserved) return reserved.error();
+  if (auto reserved = reserve_blocks(fd.get(), path); !reserved) {
+    // An empty file nobody finished is removed, whoever created it: left
+    // behind it would make every later process fail the same way.
+    if (size == 0) unfinished.armed = true;
+    return reserved.error();
+  }
 
   void* mem =
       ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (mem == MAP_FAILED) return path_error(path, "cannot map", errno);
   auto* r = static_cast<SharedRegion*>(mem);
   if (fresh) initialise(r, options.initial);
+  unfinished.armed = false;
 
   return Region(path, fd.release(), r, options.lock_timeout);
 }
 
 Result<Region> Region::create_private(const InitialValues& initial) {
+  // Anonymous memory, not a sized file: nothing a file-size limit or a full
+  // disk can refuse (a tenant's `ulimit -f` must not leave a process without
+  // any limit). The memfd is only there to carry the OFD locks, which need no
+  // bytes behind them.
   UniqueFd fd{::memfd_create("vgpu-private-state", MFD_CLOEXEC)};
   if (fd.get() < 0) return Error::from_errno("cannot create a private state region");
-  if (::ftruncate(fd.get(), static_cast<off_t>(kFileSize)) != 0) {
-    return Error::from_errno("cannot size the private state region");
-  }
-  void* mem =
-      ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* mem = ::mmap(nullptr, sizeof(SharedRegion), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return Error::from_errno("cannot map the private state region");
   auto* r = static_cast<SharedRegion*>(mem);
   initialise(r, initial);
@@ -398,10 +458,15 @@ int32_t Region::proc_num() const {
 }
 
 uint64_t Region::device_usage(int dev) const {
+  return device_usage_excluding(dev, -1);
+}
+
+uint64_t Region::device_usage_excluding(int dev, int skip) const {
   if (!valid_device(dev)) return 0;
   const int n = std::clamp<int32_t>(proc_num(), 0, kMaxProcesses);
   uint64_t sum = 0;
   for (int i = 0; i < n; ++i) {
+    if (i == skip) continue;
     const uint64_t t = load(r_->procs[i].used[dev].total);
     sum = (sum > UINT64_MAX - t) ? UINT64_MAX : sum + t;
   }

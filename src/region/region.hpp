@@ -85,6 +85,10 @@ class SlotRef {
   bool add_usage(int dev, UsageKind kind, uint64_t bytes);
   // Saturates at zero: a release without a matching charge never wraps.
   bool sub_usage(int dev, UsageKind kind, uint64_t bytes);
+  // Overwrites the counters with what the owner knows it holds (total =
+  // context + data): its own copy, kept where a tenant cannot write, wins over
+  // whatever the file said.
+  bool set_usage(int dev, uint64_t context, uint64_t data);
   uint64_t nvml_used(int dev) const;
   bool set_nvml_used(int dev, uint64_t bytes);
   uint64_t sm_util(int dev) const;
@@ -186,6 +190,9 @@ class Region {
   // Sum of used[dev].total over every slot below proc_num, dead-but-unswept
   // ones included: counting them can only make a limit stricter, never looser.
   uint64_t device_usage(int dev) const;
+  // The same without slot `skip` (the caller's own, which it counts from
+  // memory of its own: a tenant rewriting the file cannot lower it).
+  uint64_t device_usage_excluding(int dev, int skip) const;
 
   // --- slots ----------------------------------------------------------------
   SlotRef slot(int index);  // index in [0, kMaxProcesses)
@@ -212,6 +219,8 @@ class Region {
 
  private:
   Region(std::string path, int fd, SharedRegion* r, std::chrono::milliseconds lock_timeout);
+  // One attempt of open(); *gone when the file was removed under us.
+  static Result<Region> open_once(const std::string& path, const OpenOptions& options, bool* gone);
   void release();
   SweepReport sweep_locked(const SweepOptions& options);
   bool slot_owner_dead(int index, const ProcSlot& s, const SweepOptions& options) const;

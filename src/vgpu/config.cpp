@@ -1,10 +1,16 @@
 #include "vgpu/config.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>  // environ
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
+#include "common/kv_text.hpp"
 #include "common/size_parse.hpp"
 #include "common/small_file.hpp"
 
@@ -19,6 +25,9 @@ const char* kPriorityKey = "CUDA_TASK_PRIORITY";
 const char* kPolicyKey = "GPU_CORE_UTILIZATION_POLICY";
 // Read by earlier versions of this library only.
 const char* kSustainKey = "CUDA_DEVICE_SM_SUSTAIN_MS";
+const char* kStateFileKey = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
+const char* kUuidKey = "VGPU_DEVICE_UUID";
+constexpr size_t kMaxUuidLength = 95;  // what the state file's table holds
 
 std::string indexed(const char* key, int dev) {
   return std::string(key) + "_" + std::to_string(dev);
@@ -26,18 +35,34 @@ std::string indexed(const char* key, int dev) {
 
 bool known_key(const std::string& key) {
   if (key == kMemoryKey || key == kSmKey || key == kPriorityKey || key == kPolicyKey ||
-      key == kSustainKey)
+      key == kSustainKey || key == kStateFileKey)
     return true;
   for (int d = 0; d < kMaxDevices; ++d) {
-    if (key == indexed(kMemoryKey, d) || key == indexed(kSmKey, d)) return true;
+    if (key == indexed(kMemoryKey, d) || key == indexed(kSmKey, d) || key == indexed(kUuidKey, d))
+      return true;
   }
   return false;
 }
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  size_t e = s.find_last_not_of(" \t\r");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+// "<KEY>_<suffix>" for one of the per-device keys, when the suffix is not a
+// device index we read (CUDA_DEVICE_MEMORY_LIMIT_99, _16, _x): such a limit
+// applies to no device, which must not pass unnoticed.
+std::optional<std::string> unreadable_index(const std::string& key) {
+  for (const char* base : {kMemoryKey, kSmKey}) {
+    const std::string prefix = std::string(base) + "_";
+    if (key.rfind(prefix, 0) != 0) continue;
+    const std::string suffix = key.substr(prefix.size());
+    if (known_key(key)) return std::nullopt;
+    if (!suffix.empty() && suffix.find_first_not_of("0123456789") == std::string::npos)
+      return "device index " + suffix + " is out of range (0-" + std::to_string(kMaxDevices - 1) +
+             ")";
+    return "'" + suffix + "' is not a device index (0-" + std::to_string(kMaxDevices - 1) + ")";
+  }
+  return std::nullopt;
+}
+
+std::string limit_kind(const std::string& key) {
+  return key.rfind(kMemoryKey, 0) == 0 ? "memory limit" : "SM share";
 }
 
 // Values as a key -> text map, from the limits file or the environment.
@@ -45,32 +70,25 @@ using Values = std::map<std::string, std::string>;
 
 // Returns false when the file is corrupt as a whole (a line that is not KEY=VALUE).
 bool parse_limits_file(const std::string& path, const std::string& text, Values& out, Config& cfg) {
-  size_t line_no = 0;
-  size_t pos = 0;
-  bool ok = true;
-  while (pos <= text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = trim(text.substr(pos, end - pos));
-    pos = end + 1;
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    const size_t eq = line.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      cfg.errors.push_back(path + ":" + std::to_string(line_no) + ": '" + line +
-                           "' is not KEY=VALUE");
-      ok = false;
+  const KvText kv = parse_kv_text(text);
+  for (const KvEntry& bad : kv.malformed) {
+    cfg.errors.push_back(path + ":" + std::to_string(bad.line) + ": '" + bad.value +
+                         "' is not KEY=VALUE");
+  }
+  for (const KvEntry& e : kv.entries) {
+    if (auto why = unreadable_index(e.key)) {
+      cfg.errors.push_back(path + ":" + std::to_string(e.line) + ": " + e.key + ": " + *why +
+                           "; this " + limit_kind(e.key) + " applies to no device");
       continue;
     }
-    const std::string key = trim(line.substr(0, eq));
-    if (!known_key(key)) {
-      cfg.warnings.push_back(path + ":" + std::to_string(line_no) + ": unknown key " + key +
+    if (!known_key(e.key)) {
+      cfg.warnings.push_back(path + ":" + std::to_string(e.line) + ": unknown key " + e.key +
                              " ignored");
       continue;
     }
-    out[key] = trim(line.substr(eq + 1));
+    out[e.key] = e.value;
   }
-  return ok;
+  return kv.malformed.empty();
 }
 
 void resolve_memory(const Values& v, const std::string& where, Config& cfg) {
@@ -159,6 +177,59 @@ void resolve_obsolete(const Values& v, const std::string& where, Config& cfg) {
   }
 }
 
+// The state file and the GPU table, which only a limits file can give.
+// Returns false when a value is unusable (the file is then corrupt).
+bool resolve_trusted_paths(const Values& v, const std::string& file, const ConfigSources& src,
+                           Config& cfg) {
+  bool ok = true;
+  if (auto it = v.find(kStateFileKey); it != v.end()) {
+    if (it->second.empty() || it->second[0] != '/') {
+      cfg.errors.push_back(file + ": " + kStateFileKey + "=" + it->second +
+                           " is not an absolute path");
+      ok = false;
+    } else {
+      if (auto env = src.env(kStateFileKey); env && *env != it->second) {
+        cfg.warnings.push_back(std::string(kStateFileKey) + "=" + *env +
+                               " in the environment is ignored: " + file + " names " + it->second);
+      }
+      cfg.state_file = it->second;
+      cfg.state_file_from_env = false;
+      cfg.state_file_from_limits = true;
+    }
+  }
+  for (int d = 0; d < kMaxDevices; ++d) {
+    auto it = v.find(indexed(kUuidKey, d));
+    if (it == v.end()) break;  // the table is the run of indices from 0
+    const std::string& u = it->second;
+    const bool printable =
+        std::all_of(u.begin(), u.end(), [](char c) { return c > ' ' && c < 127; });
+    if (u.empty() || u.size() > kMaxUuidLength || !printable) {
+      cfg.errors.push_back(file + ": " + indexed(kUuidKey, d) + "=" + u.substr(0, 120) +
+                           " is not a GPU UUID");
+      ok = false;
+      break;
+    }
+    cfg.device_uuids.push_back(u);
+  }
+  return ok;
+}
+
+void check_env_indices(const ConfigSources& src, Config& cfg, bool ignored_anyway) {
+  if (!src.env_names) return;
+  for (const std::string& name : src.env_names()) {
+    auto why = unreadable_index(name);
+    if (!why) continue;
+    const std::string value = src.env(name).value_or("");
+    if (ignored_anyway) {
+      cfg.warnings.push_back(name + "=" + value + " in the environment is ignored: " +
+                             cfg.limits_file + " governs (and " + *why + ")");
+    } else {
+      cfg.errors.push_back(name + "=" + value + ": " + *why + "; this " + limit_kind(name) +
+                           " applies to no device");
+    }
+  }
+}
+
 }  // namespace
 
 bool Config::accounting_needed() const {
@@ -169,9 +240,18 @@ bool Config::accounting_needed() const {
   return false;
 }
 
+// The fixed path when the device plugin mounted it; VGPU_CONTROL_FILE only
+// without it (tests, hand-made setups), as VGPU_LIMITS_FILE.
+std::string control_file_path(const ConfigSources& src) {
+  if (src.exists && src.exists(src.fixed_control_file)) return src.fixed_control_file;
+  if (auto alt = src.env("VGPU_CONTROL_FILE"); alt && !alt->empty()) return *alt;
+  return {};
+}
+
 Config load_config(const ConfigSources& src) {
   Config cfg;
-  if (auto sf = src.env("CUDA_DEVICE_MEMORY_SHARED_CACHE"); sf && !sf->empty()) {
+  cfg.control_file = control_file_path(src);
+  if (auto sf = src.env(kStateFileKey); sf && !sf->empty()) {
     cfg.state_file = *sf;
     cfg.state_file_from_env = true;
   } else {
@@ -210,11 +290,10 @@ Config load_config(const ConfigSources& src) {
   if (*content) {
     cfg.limits_file = file;
     where = file + ": ";
-    if ((*content)->size() > kMaxLimitsFileSize ||
-        !parse_limits_file(file, **content, values, cfg)) {
-      if ((*content)->size() > kMaxLimitsFileSize) {
-        cfg.errors.push_back(file + ": larger than 64 KiB, not a limits file");
-      }
+    const bool too_big = (*content)->size() > kMaxLimitsFileSize;
+    if (too_big || !parse_limits_file(file, **content, values, cfg) ||
+        !resolve_trusted_paths(values, file, src, cfg)) {
+      if (too_big) cfg.errors.push_back(file + ": larger than 64 KiB, not a limits file");
       cfg.errors.push_back(file +
                            ": corrupt; refusing allocations on every device until it is fixed");
       cfg.memory_denied.fill(true);
@@ -226,6 +305,7 @@ Config load_config(const ConfigSources& src) {
                                " governs");
       }
     }
+    check_env_indices(src, cfg, /*ignored_anyway=*/true);
   } else {
     auto take = [&](const std::string& key) {
       if (auto v = src.env(key)) values[key] = *v;
@@ -239,6 +319,7 @@ Config load_config(const ConfigSources& src) {
       take(indexed(kMemoryKey, d));
       take(indexed(kSmKey, d));
     }
+    check_env_indices(src, cfg, /*ignored_anyway=*/false);
   }
   resolve_memory(values, where, cfg);
   resolve_sm(values, where, cfg);
@@ -250,10 +331,22 @@ Config load_config(const ConfigSources& src) {
 
 ConfigSources process_sources() {
   ConfigSources s;
+  s.env_names = [] {
+    std::vector<std::string> names;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      names.emplace_back(*e, eq != nullptr ? static_cast<size_t>(eq - *e) : std::strlen(*e));
+    }
+    return names;
+  };
   s.env = [](const std::string& name) -> std::optional<std::string> {
     const char* v = std::getenv(name.c_str());
     if (v == nullptr) return std::nullopt;
     return std::string(v);
+  };
+  s.exists = [](const std::string& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0;
   };
   s.read_file = [](const std::string& path) -> Result<std::optional<std::string>> {
     auto text = read_small_file(path, kMaxLimitsFileSize);

@@ -10,7 +10,11 @@
 //      CUDA_DEVICE_SM_LIMIT[_<i>], CUDA_TASK_PRIORITY, GPU_CORE_UTILIZATION_POLICY
 //      (upstream HAMi-core's names and formats).
 //
-// A limits file holds the same KEY=VALUE pairs, one per line, '#' comments.
+// A limits file holds the same KEY=VALUE pairs, one per line, '#' comments,
+// and two more the device plugin writes: CUDA_DEVICE_MEMORY_SHARED_CACHE (the
+// state file: with a limits file present, the environment cannot point a
+// process at a file of its own) and VGPU_DEVICE_UUID_<i> (the container's GPUs
+// in NVML order, so the state file's device table is not taken on trust).
 // A value that cannot be read never means "unlimited": the device it names has
 // every allocation refused, and the reason is in Config::errors.
 //
@@ -31,6 +35,9 @@
 namespace hami::vgpu {
 
 inline constexpr const char* kFixedLimitsFile = "/etc/vgpu/limits";
+// Written by the node agent, mounted read-only by the device plugin
+// (region/control_file.hpp): the SM share's switch and the priority block.
+inline constexpr const char* kFixedControlFile = "/etc/vgpu/control";
 inline constexpr const char* kDefaultStateFile = "/tmp/cudevshr.cache";
 inline constexpr int kMaxDevices = region::kMaxDevices;
 
@@ -43,6 +50,13 @@ struct Config {
   std::string limits_file;  // the file that governs, or empty for the environment
   std::string state_file;
   bool state_file_from_env = false;
+  bool state_file_from_limits = false;
+  // The container's GPUs in NVML order, from the limits file (empty: not given,
+  // the state file's table is used as upstream does).
+  std::vector<std::string> device_uuids;
+  // The control file to read the SM share's switch from, or empty: then the
+  // state file's utilization_switch (upstream's, which the tenant can write).
+  std::string control_file;
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
 
@@ -55,9 +69,14 @@ struct Config {
 
 struct ConfigSources {
   std::function<std::optional<std::string>(const std::string&)> env;
+  // Every variable name in the environment (to name the ones we ignore); may be empty.
+  std::function<std::vector<std::string>()> env_names;
   // nullopt: no such file. Error: it exists but cannot be read.
   std::function<Result<std::optional<std::string>>(const std::string&)> read_file;
   std::string fixed_limits_file = kFixedLimitsFile;
+  // Whether a path exists (any kind of file); may be empty (then: no).
+  std::function<bool(const std::string&)> exists;
+  std::string fixed_control_file = kFixedControlFile;
 };
 
 // The real environment and file system.

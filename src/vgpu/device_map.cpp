@@ -20,6 +20,30 @@ std::string format_gpu_uuid(const cuda::CUuuid& u) {
   return s;
 }
 
+std::string DeviceMap::uuid(int index) const {
+  if (!trusted_.empty()) {
+    return index >= 0 && static_cast<size_t>(index) < trusted_.size()
+               ? trusted_[static_cast<size_t>(index)]
+               : std::string();
+  }
+  return region_.device_uuid(index);
+}
+
+void DeviceMap::set_trusted(std::vector<std::string> uuids) {
+  if (uuids.size() > static_cast<size_t>(region::kMaxDevices)) uuids.resize(region::kMaxDevices);
+  trusted_ = std::move(uuids);
+  if (trusted_.empty()) return;
+  bool same = region_.device_count() == trusted_.size();
+  for (size_t i = 0; same && i < trusted_.size(); ++i)
+    same = region_.device_uuid(static_cast<int>(i)) == trusted_[i];
+  if (same) return;
+  auto lock = region_.lock_registry();
+  if (!lock) return;  // the mirror is for readers only; our own table is set
+  for (size_t i = 0; i < trusted_.size(); ++i)
+    (void)region_.set_device_uuid(static_cast<int>(i), trusted_[i]);
+  region_.set_device_count(trusted_.size());
+}
+
 void DeviceMap::reset() noexcept {
   for (auto& c : ordinal_cache_)
     c.store(kUnknown, std::memory_order_relaxed);
@@ -59,6 +83,17 @@ void DeviceMap::fill_from_nvml() {
 }
 
 int DeviceMap::lookup_or_add(const std::string& uuid) {
+  if (!trusted_.empty()) {
+    for (size_t i = 0; i < trusted_.size(); ++i) {
+      if (trusted_[i] == uuid) return static_cast<int>(i);
+    }
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      log::warn("%s is not one of this container's GPUs in the limits file; it is not accounted",
+                uuid.c_str());
+    }
+    return -1;
+  }
   fill_from_nvml();
   const int n = static_cast<int>(std::min<uint64_t>(region_.device_count(), region::kMaxDevices));
   for (int i = 0; i < n; ++i) {

@@ -5,6 +5,9 @@
 // CUDA_VISIBLE_DEVICES says; limits named CUDA_DEVICE_MEMORY_LIMIT_<i> refer to
 // that order. A process maps its ordinals through the driver's own UUIDs, so
 // every form of CUDA_VISIBLE_DEVICES (indices, GPU-<uuid>) lands right.
+// When the limits file lists the container's GPUs (set_trusted), that list is
+// the table: the state file only mirrors it, so a tenant rewriting the file's
+// table cannot move its charges onto another index or off every limit.
 //
 //   int d = map.index_for_ordinal(ordinal);   // -1: not a device we can account
 //   region.slot(s).add_usage(d, ...);
@@ -13,6 +16,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "region/region.hpp"
 #include "vgpu/cuda_abi.hpp"
@@ -29,7 +33,11 @@ class DeviceMap {
   int index_for_ordinal(cuda::CUdevice ordinal) noexcept;
   int index_for_nvml(cuda::nvmlDevice_t device) noexcept;
   // UUID of a state-file device, e.g. to find its NVML handle.
-  std::string uuid(int index) const { return region_.device_uuid(index); }
+  std::string uuid(int index) const;
+  // The container's GPUs in NVML order from the limits file; written into the
+  // state file's table (for the node agent and upstream's tools) and, from
+  // then on, never read back from it.
+  void set_trusted(std::vector<std::string> uuids);
   // After fork: ordinals are the same, but keep nothing we learnt from the parent.
   void reset() noexcept;
 
@@ -42,6 +50,7 @@ class DeviceMap {
   std::mutex mu_;
   std::array<std::atomic<int>, kMaxOrdinals> ordinal_cache_;
   bool nvml_tried_ = false;
+  std::vector<std::string> trusted_;  // set once, before any lookup
 };
 
 }  // namespace hami::vgpu

@@ -111,7 +111,7 @@ template <class Shape, class Call>
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr) return call();
   vgpu::SmControl& sm = rt->sm();
-  sm.on_launch(rt->region());
+  sm.on_launch(rt->region(), rt->control());
   LaunchLimiter* lim = sm.limiter_for_current(*rt);
   if (lim == nullptr) return call();
   const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
@@ -129,7 +129,7 @@ template <class Shape, class Call>
   // The clock is read once per launch that is not light.
   int64_t now = mono_ns();
   // Charged and published always; paced only while the share is enforced.
-  const bool enforced = sm.enforced(rt->region());
+  const bool enforced = sm.enforced(rt->utilization_switch());
   const int64_t go = lim->admit(key, path, now, 1, enforced);
   if (go - now >= kMinWaitNs) {
     // A sample must not contain our own wait. While a capture is under way the

@@ -144,6 +144,18 @@ Runtime* Runtime::create() noexcept {
         }
       }
     }
+    if (!cfg.device_uuids.empty()) rt->devices_.set_trusted(cfg.device_uuids);
+    if (!cfg.control_file.empty()) {
+      auto view = region::ControlView::open(cfg.control_file);
+      if (view) {
+        rt->control_.emplace(std::move(*view));
+      } else {
+        // Present but unusable: never let that turn a share off.
+        log::error("%s; the SM share is enforced at all times until it can be read",
+                   view.error().message.c_str());
+        rt->control_.emplace(region::ControlView::fixed(region::ControlState{}));
+      }
+    }
     rt->sm_.init(rt->region_, cfg);
     static std::once_flag atfork;
     std::call_once(atfork,
@@ -182,35 +194,65 @@ void Runtime::on_exit() noexcept {
   g_runtime->region_.unregister_process();
 }
 
+uint64_t Runtime::change_own(int dev, UsageKind kind, uint64_t bytes, bool add) noexcept {
+  const auto d = static_cast<size_t>(dev);
+  while (own_lock_.test_and_set(std::memory_order_acquire)) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  std::atomic<uint64_t>& field = kind == UsageKind::kContext ? own_context_[d] : own_data_[d];
+  const uint64_t cur = field.load(std::memory_order_relaxed);
+  uint64_t next;
+  if (add) {
+    next = cur > UINT64_MAX - bytes ? UINT64_MAX : cur + bytes;
+  } else {
+    next = cur > bytes ? cur - bytes : 0;
+  }
+  field.store(next, std::memory_order_relaxed);
+  const uint64_t ctx = own_context_[d].load(std::memory_order_relaxed);
+  const uint64_t data = own_data_[d].load(std::memory_order_relaxed);
+  region_.slot(slot_).set_usage(dev, ctx, data);
+  own_lock_.clear(std::memory_order_release);
+  return ctx > UINT64_MAX - data ? UINT64_MAX : ctx + data;
+}
+
+uint64_t Runtime::own_usage(int dev) const noexcept {
+  if (dev < 0 || dev >= kMaxDevices) return 0;
+  const auto d = static_cast<size_t>(dev);
+  const uint64_t ctx = own_context_[d].load(std::memory_order_relaxed);
+  const uint64_t data = own_data_[d].load(std::memory_order_relaxed);
+  return ctx > UINT64_MAX - data ? UINT64_MAX : ctx + data;
+}
+
 bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {
   if (dev < 0 || dev >= kMaxDevices || bytes == 0) return true;
-  region::SlotRef slot = region_.slot(slot_);
-  slot.add_usage(dev, kind, bytes);
+  change_own(dev, kind, bytes, true);
   const uint64_t lim = limits_[dev];
-  if (lim == 0 || region_.device_usage(dev) <= lim) return true;
+  if (lim == 0 || usage(dev) <= lim) return true;
   // What stands in the way may be dead processes' usage, or pool memory the
   // driver has released since we last looked: reclaim both once.
   auto swept = region_.sweep(region::SweepOptions{.check_untagged_pids = true});
   bool reclaimed = swept && !swept->reclaimed.empty();
   if (pools_.shrink_all(*this)) reclaimed = true;
-  if (reclaimed && region_.device_usage(dev) <= lim) return true;
-  slot.sub_usage(dev, kind, bytes);
+  if (reclaimed && usage(dev) <= lim) return true;
+  change_own(dev, kind, bytes, false);
   if (log::enabled(log::Level::kWarn)) {
     log::warn("device %d (%s): refused %s: the container already uses %s of its %s limit", dev,
               region_.device_uuid(dev).c_str(), format_bytes(bytes).c_str(),
-              format_bytes(region_.device_usage(dev)).c_str(), format_bytes(lim).c_str());
+              format_bytes(usage(dev)).c_str(), format_bytes(lim).c_str());
   }
   return false;
 }
 
 void Runtime::force_charge(int dev, UsageKind kind, uint64_t bytes) noexcept {
   if (dev < 0 || dev >= kMaxDevices || bytes == 0) return;
-  region_.slot(slot_).add_usage(dev, kind, bytes);
+  change_own(dev, kind, bytes, true);
 }
 
 void Runtime::release(int dev, UsageKind kind, uint64_t bytes) noexcept {
   if (dev < 0 || dev >= kMaxDevices || bytes == 0) return;
-  region_.slot(slot_).sub_usage(dev, kind, bytes);
+  change_own(dev, kind, bytes, false);
 }
 
 bool Runtime::adjust(int dev, UsageKind kind, uint64_t from, uint64_t to) noexcept {
@@ -224,7 +266,9 @@ uint64_t Runtime::limit(int dev) const noexcept {
 }
 
 uint64_t Runtime::usage(int dev) const noexcept {
-  return region_.device_usage(dev);
+  const uint64_t own = own_usage(dev);
+  const uint64_t others = region_.device_usage_excluding(dev, slot_);
+  return own > UINT64_MAX - others ? UINT64_MAX : own + others;
 }
 
 int Runtime::current_device(cuda::CUdevice* ordinal) noexcept {

@@ -10,6 +10,12 @@
 // if it does not fit. Two processes racing for the last bytes can both be
 // refused, never both admitted (each sees the other's reservation).
 //
+// The state file is writable by every process of the container, so what this
+// process holds is counted from a copy in its own memory; its slot in the file
+// is a mirror, rewritten whole at every change. Rewriting the file (our slot,
+// proc_num) cannot lower the usage a process's own check counts for itself
+// (docs/security.md: other processes' slots are the node agent's to verify).
+//
 //   auto* rt = hami::vgpu::Runtime::accounting();   // nullptr: pass-through
 //   if (rt && !rt->reserve(dev, UsageKind::kData, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
 
@@ -17,7 +23,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 
+#include "region/control_file.hpp"
 #include "region/region.hpp"
 #include "vgpu/allocation_table.hpp"
 #include "vgpu/config.hpp"
@@ -47,6 +56,8 @@ class Runtime {
   bool reserve(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   void release(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   void release(const Allocation& a) noexcept { release(a.device, a.kind, a.bytes); }
+  // What this process itself holds on `dev` (its own copy, not the file's).
+  uint64_t own_usage(int dev) const noexcept;
   // Records memory the driver has already committed and that cannot be handed
   // back (a pool that grew during a free): charged even past the limit.
   void force_charge(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
@@ -71,6 +82,20 @@ class Runtime {
   SmControl& sm() noexcept { return sm_; }
   // The host PID the node agent recorded for us (0 until it has).
   int32_t own_host_pid() noexcept;
+  // The node agent's switch for the SM share under the default policy: from
+  // the read-only control file when the device plugin mounted one, otherwise
+  // (standalone, other plugins) the state file's field, as upstream. Read on
+  // every launch: one branch and one load.
+  int32_t utilization_switch() const noexcept {
+    return control_ ? control_->utilization_switch() : region_.utilization_switch();
+  }
+  // Whether the agent holds this container for a higher-priority one, from the
+  // control file; nullopt without one (the state file's recent_kernel then).
+  std::optional<bool> blocked_by_agent() const noexcept {
+    return control_ ? std::optional<bool>(control_->blocked()) : std::nullopt;
+  }
+  // The read-only control file, or nullptr without one.
+  const region::ControlView* control() const noexcept { return control_ ? &*control_ : nullptr; }
   // Gives back every pointer and array charge on `dev` (its context was reset).
   void forget_allocations(int dev) noexcept;
 
@@ -84,10 +109,20 @@ class Runtime {
   static void on_fork_child() noexcept;
   static void on_exit() noexcept;
   friend struct RuntimeLifecycle;
+  // Changes our own copy by +bytes or -bytes (saturating) and mirrors it into
+  // our slot; returns our new total on `dev`.
+  uint64_t change_own(int dev, region::UsageKind kind, uint64_t bytes, bool add) noexcept;
 
   region::Region region_;
   int slot_;
   std::array<uint64_t, kMaxDevices> limits_{};  // effective, bytes
+  // This process's own usage per device; the file's slot only mirrors it.
+  // Changed under own_lock_ (held for a few stores; a spin lock costs a
+  // fraction of a mutex on every allocation) so the mirror is never written
+  // out of order.
+  std::atomic_flag own_lock_ = ATOMIC_FLAG_INIT;
+  std::array<std::atomic<uint64_t>, kMaxDevices> own_context_{};
+  std::array<std::atomic<uint64_t>, kMaxDevices> own_data_{};
   bool limits_from_file_ = false;
   DeviceMap devices_;
   ContextTracker contexts_;
@@ -97,6 +132,7 @@ class Runtime {
   PoolCharges pools_;
   ProcessMemoryProbe probe_;
   SmControl sm_;
+  std::optional<region::ControlView> control_;
 };
 
 namespace detail {

@@ -31,7 +31,9 @@ void SmControl::init(region::Region& region, const Config& cfg) noexcept {
   // Under `disable` nothing is charged or paced: no limiter at all.
   if (policy_ == limiter::CorePolicy::kDisable) return;
   for (int d = 0; d < kMaxDevices; ++d) {
-    const uint64_t pct = region.sm_limit(d);
+    // With the limits file the share is the file's: the state file's copy is
+    // the tenant's to rewrite.
+    const uint64_t pct = cfg.limits_file.empty() ? region.sm_limit(d) : cfg.sm_limit[d];
     if (pct == 0 || pct >= 100) continue;
     if (pct != cfg.sm_limit[d] && cfg.limits_file.empty()) {
       log::warn(
@@ -127,15 +129,21 @@ void SmControl::forget(uint64_t key) noexcept {
   }
 }
 
-void SmControl::wait_while_blocked(region::Region& region) noexcept {
+void SmControl::wait_while_blocked(region::Region& region,
+                                   const region::ControlView* control) noexcept {
   static std::atomic<bool> logged{false};
   if (!logged.exchange(true)) {
     log::info(
-        "a high-priority task is busy on this GPU (the node agent set recent_kernel to -1 in "
-        "%s); launches wait until it is idle",
-        region.path().c_str());
+        "a high-priority task is busy on this GPU (the node agent says so in %s); launches wait "
+        "until it is idle",
+        control != nullptr ? control->path().c_str() : region.path().c_str());
   }
   const timespec step{0, kBlockedPollNs};
+  if (control != nullptr) {
+    while (control->blocked())
+      ::nanosleep(&step, nullptr);
+    return;
+  }
   while (region.recent_kernel() < 0)
     ::nanosleep(&step, nullptr);
   region.exchange_recent_kernel(0, 2);

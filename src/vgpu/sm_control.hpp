@@ -13,9 +13,9 @@
 // beside the state file).
 //
 //   SmControl& sm = runtime->sm();
-//   sm.on_launch(runtime->region());
+//   sm.on_launch(runtime->region(), runtime->control());
 //   if (auto* lim = sm.limiter_for_current(*runtime)) {
-//     bool paced = sm.enforced(runtime->region());   ...charge, and pace if paced...
+//     bool paced = sm.enforced(runtime->utilization_switch());  ...charge; pace if paced...
 //   }
 
 #include <time.h>
@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 
+#include "region/control_file.hpp"
 #include "region/pace_clocks.hpp"
 #include "region/region.hpp"
 #include "vgpu/config.hpp"
@@ -43,18 +44,22 @@ class SmControl {
   void init(region::Region& region, const Config& cfg) noexcept;
   bool any_limit() const noexcept { return any_limit_; }
 
-  // Activity and priority, on every launch of an accounted process.
-  void on_launch(region::Region& region) noexcept {
+  // Activity and priority, on every launch of an accounted process. While a
+  // higher-priority container is busy on the GPU, launches wait: as the
+  // read-only control file says when there is one (`control`), else as the
+  // state file's recent_kernel (-1) says, upstream's protocol.
+  void on_launch(region::Region& region, const region::ControlView* control) noexcept {
     // last_kernel_time (Unix seconds) changes at most once a second.
     const int64_t second = ::time(nullptr);
     if (second != last_second_.load(std::memory_order_relaxed)) {
       last_second_.store(second, std::memory_order_relaxed);
       region.set_last_kernel_time(static_cast<uint64_t>(second));
     }
+    if (control != nullptr && control->blocked()) wait_while_blocked(region, control);
     const int32_t rk = region.recent_kernel();
     if (rk == 2) return;
-    if (rk < 0) {
-      wait_while_blocked(region);
+    if (rk < 0 && control == nullptr) {
+      wait_while_blocked(region, nullptr);
       return;
     }
     region.exchange_recent_kernel(rk, 2);
@@ -65,9 +70,10 @@ class SmControl {
   limiter::LaunchLimiter* limiter_for_current(Runtime& rt) noexcept {
     return any_limit_ ? limiter_with_share(rt) : nullptr;
   }
-  // Whether launches are paced now (the policy, and the agent's switch).
-  bool enforced(const region::Region& region) const noexcept {
-    return limiter::enforces(policy_, region.utilization_switch());
+  // Whether launches are paced now: the policy, and the agent's switch
+  // (Runtime::utilization_switch()).
+  bool enforced(int32_t utilization_switch) const noexcept {
+    return limiter::enforces(policy_, utilization_switch);
   }
 
   // A context was destroyed or reset: its events are gone, and its handle
@@ -80,7 +86,7 @@ class SmControl {
 
  private:
   limiter::LaunchLimiter* limiter_with_share(Runtime& rt) noexcept;
-  void wait_while_blocked(region::Region& region) noexcept;
+  void wait_while_blocked(region::Region& region, const region::ControlView* control) noexcept;
 
   // Built on a device's first limited launch: the limit applies to every
   // index of the state file, most of which no process ever uses.

@@ -4,9 +4,12 @@
 #include "cli/run.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
+#include "cli/state_dir.hpp"
 #include "region/region.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -118,6 +121,84 @@ TEST_F(VgpuRun, ClearErrors) {
   EXPECT_EQ(r.exit_code, 127);
   r = test::run_process(run({"--memory", "1g"}, {"sh", "-c", "exit 7"}), env());
   EXPECT_EQ(r.exit_code, 7);
+}
+
+// Issue 23.8: `--name ../../../../victimdir` chmodded a directory outside the
+// state root to 0777 and deleted it afterwards.
+TEST_F(VgpuRun, NameThatLeavesTheStateRootIsRefused) {
+  test::TempDir outside;
+  const std::string victim = outside.file("victimdir");
+  fs::create_directories(victim);
+  fs::permissions(victim, fs::perms(0700));
+  std::ofstream(victim + "/precious") << "data";
+  const std::string up = "../../../../../../../../../../.." + victim;
+  for (const std::string& name : {up, std::string(".."), std::string("a/b"), std::string("")}) {
+    SCOPED_TRACE(name);
+    auto r = test::run_process(run({"--memory", "1g", "--name", name}, {"true"}), env());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--name"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(fs::exists(victim + "/precious"));
+  EXPECT_EQ(fs::status(victim).permissions() & fs::perms::all, fs::perms(0700));
+}
+
+// The state root's containers/ is a link someone planted: refused, nothing
+// made or removed where it points.
+TEST_F(VgpuRun, LinkInTheStateRootIsNotFollowed) {
+  test::TempDir elsewhere;
+  fs::remove_all(root_.path() + "/containers");
+  fs::create_directory_symlink(elsewhere.path(), root_.path() + "/containers");
+  auto r = test::run_process(run({"--memory", "1g"}, {"true"}), env());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(elsewhere.path()));
+}
+
+// Whatever the command leaves in its state directory goes with it, links as
+// links: the directory a link points to keeps its files.
+TEST_F(VgpuRun, CleanupRemovesLinksNotWhatTheyPointTo) {
+  test::TempDir outside;
+  std::ofstream(outside.file("keep")) << "data";
+  auto r = test::run_process(
+      run({"--memory", "1g"},
+          {"sh", "-c",
+           "d=$(dirname \"$CUDA_DEVICE_MEMORY_SHARED_CACHE\"); ln -s " + outside.path() +
+               " \"$d/link\"; mkdir -p \"$d/sub/deeper\"; ln -s " + outside.path() +
+               " \"$d/sub/deeper/link\""}),
+      env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(outside.file("keep")));
+  EXPECT_TRUE(fs::is_empty(root_.path() + "/containers"));
+}
+
+// A per-user default root must be the user's own directory: /tmp/vgpu-<uid>
+// can be made first by anyone.
+TEST(StateRoot, PerUserRootMustBeMineAndNotALink) {
+  test::TempDir tmp;
+  auto fresh = open_state_root(tmp.file("vgpu-fresh"), RootOwner::kMe);
+  ASSERT_TRUE(fresh) << fresh.error().message;
+  EXPECT_TRUE(fs::is_directory(tmp.file("vgpu-fresh/containers")));
+
+  fs::create_directories(tmp.file("target"));
+  fs::create_directory_symlink(tmp.file("target"), tmp.file("vgpu-link"));
+  auto link = open_state_root(tmp.file("vgpu-link"), RootOwner::kMe);
+  ASSERT_FALSE(link);
+  EXPECT_NE(link.error().message.find("symbolic link"), std::string::npos);
+  EXPECT_TRUE(fs::is_empty(tmp.file("target")));
+
+  fs::create_directories(tmp.file("vgpu-open"));
+  fs::permissions(tmp.file("vgpu-open"), fs::perms(0777));
+  auto open = open_state_root(tmp.file("vgpu-open"), RootOwner::kMe);
+  ASSERT_FALSE(open);
+  EXPECT_NE(open.error().message.find("writable by others"), std::string::npos);
+
+  if (::geteuid() == 0) {  // only root can give a directory to someone else
+    fs::create_directories(tmp.file("vgpu-theirs"));
+    ASSERT_EQ(::chown(tmp.file("vgpu-theirs").c_str(), 12345, 12345), 0);
+    auto theirs = open_state_root(tmp.file("vgpu-theirs"), RootOwner::kMe);
+    ASSERT_FALSE(theirs);
+    EXPECT_NE(theirs.error().message.find("belongs to uid 12345"), std::string::npos);
+  }
 }
 
 }  // namespace

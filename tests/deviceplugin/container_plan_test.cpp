@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "deviceplugin/host_files.hpp"
+#include "region/control_file.hpp"
 #include "support/temp_dir.hpp"
 
 namespace hami::deviceplugin {
@@ -56,7 +57,9 @@ TEST(ContainerPlan, EnvIsWhatTheLibraryReads) {
             "# written by hami-device-plugin for pod 0b5c8e7e-1111-4222-8333-444455556666, "
             "container main\n"
             "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_MEMORY_LIMIT_1=3000m\n"
-            "CUDA_DEVICE_SM_LIMIT=30\nCUDA_TASK_PRIORITY=0\n");
+            "CUDA_DEVICE_SM_LIMIT=30\nCUDA_TASK_PRIORITY=0\n"
+            "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/x.cache\n"
+            "VGPU_DEVICE_UUID_0=GPU-b\nVGPU_DEVICE_UUID_1=GPU-c\n");
 }
 
 TEST(ContainerPlan, ConfigAddsUpstreamsOptionalEnv) {
@@ -112,7 +115,8 @@ TEST(ContainerPlan, MountsFollowTheHookPathLayout) {
                   MountSpec{"/usr/local/vgpu", "/usr/local/vgpu/containers/" + key, false},
                   MountSpec{"/tmp/vgpulock", "/usr/local/vgpulock", false},
                   MountSpec{"/etc/ld.so.preload", "/usr/local/vgpu/ld.so.preload", true},
-                  MountSpec{"/etc/vgpu/limits", "/usr/local/vgpu/limits/" + key, true}));
+                  MountSpec{"/etc/vgpu/limits", "/usr/local/vgpu/limits/" + key, true},
+                  MountSpec{"/etc/vgpu/control", "/usr/local/vgpu/control/" + key, true}));
 }
 
 TEST(ContainerPlan, DisableControlDropsOnlyThePreload) {
@@ -121,7 +125,7 @@ TEST(ContainerPlan, DisableControlDropsOnlyThePreload) {
   in.disable_control = true;
   auto p = plan_container(in, cfg);
   ASSERT_TRUE(p) << p.error().message;
-  ASSERT_EQ(p->mounts.size(), 4u);
+  ASSERT_EQ(p->mounts.size(), 5u);
   for (const auto& m : p->mounts)
     EXPECT_NE(m.container_path, "/etc/ld.so.preload");
   EXPECT_EQ(p->envs.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
@@ -166,8 +170,13 @@ TEST(HostFiles, PreparesDirectoryLimitsFileAndPreload) {
   EXPECT_EQ(st.st_mode & 0777, 0644u);
   EXPECT_EQ(slurp(p->preload_file), p->library + "\n");
   EXPECT_TRUE(std::filesystem::is_directory(p->lock_dir));
-  // The limits file is outside what the container can write.
+  // The limits and control files are outside what the container can write.
   EXPECT_EQ(p->limits_file.rfind(p->container_dir, 0), std::string::npos);
+  EXPECT_EQ(p->control_file.rfind(p->container_dir, 0), std::string::npos);
+  // A fresh control file: the share enforced, nothing blocked, for the agent to rewrite.
+  EXPECT_EQ(slurp(p->control_file), region::control_file_bytes());
+  ASSERT_EQ(::stat(p->control_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
 }
 
 TEST(HostFiles, MissingLibraryIsAnError) {

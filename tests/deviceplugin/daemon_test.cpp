@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deviceplugin/node_register.hpp"
+#include "region/control_file.hpp"
 #include "support/apiserver/api_server.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
@@ -428,12 +429,13 @@ TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
   const std::string vgpu = hook_ + "/vgpu";
   const std::string key = uid + "_main";
   const auto m = mounts(r);
-  ASSERT_EQ(m.size(), 5u);
+  ASSERT_EQ(m.size(), 6u);
   EXPECT_EQ(m.at(vgpu + "/libvgpu.so"), std::make_pair(vgpu + "/libvgpu.so", true));
   EXPECT_EQ(m.at(vgpu), std::make_pair(vgpu + "/containers/" + key, false));
   EXPECT_EQ(m.at("/tmp/vgpulock"), std::make_pair(root_.file("vgpulock"), false));
   EXPECT_EQ(m.at("/etc/ld.so.preload"), std::make_pair(vgpu + "/ld.so.preload", true));
   EXPECT_EQ(m.at("/etc/vgpu/limits"), std::make_pair(vgpu + "/limits/" + key, true));
+  EXPECT_EQ(m.at("/etc/vgpu/control"), std::make_pair(vgpu + "/control/" + key, true));
 
   // The host side exists before kubelet mounts it.
   struct stat sb {};
@@ -442,7 +444,9 @@ TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
   EXPECT_EQ(slurp(vgpu + "/limits/" + key),
             "# written by hami-device-plugin for pod " + uid +
                 ", container main\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT=30\n"
-                "CUDA_TASK_PRIORITY=0\n");
+                "CUDA_TASK_PRIORITY=0\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" +
+                env.at("CUDA_DEVICE_MEMORY_SHARED_CACHE") + "\nVGPU_DEVICE_UUID_0=" + kB + "\n");
+  EXPECT_EQ(std::filesystem::file_size(vgpu + "/control/" + key), region::kControlFileSize);
   EXPECT_EQ(slurp(vgpu + "/ld.so.preload"), vgpu + "/libvgpu.so\n");
 
   // The protocol's end: bind-phase success, devices consumed, lock released.

@@ -21,6 +21,13 @@ struct Fake {
       auto it = env.find(k);
       return it == env.end() ? std::nullopt : std::optional(it->second);
     };
+    s.env_names = [this] {
+      std::vector<std::string> names;
+      for (const auto& kv : env)
+        names.push_back(kv.first);
+      return names;
+    };
+    s.exists = [this](const std::string& p) { return files.count(p) != 0; };
     s.read_file = [this](const std::string& p) -> Result<std::optional<std::string>> {
       if (auto u = unreadable.find(p); u != unreadable.end()) return Error{p + ": " + u->second};
       auto it = files.find(p);
@@ -212,6 +219,81 @@ TEST(Config, UnknownKeysInFileAreWarnings) {
   EXPECT_TRUE(c.errors.empty());
   ASSERT_EQ(c.warnings.size(), 1u);
   EXPECT_NE(c.warnings[0].find("SOMETHING_NEW"), std::string::npos);
+}
+
+// The limits file names the state file and the GPUs; the environment cannot
+// point a process elsewhere once it does.
+TEST(Config, LimitsFileNamesTheStateFileAndTheGpus) {
+  Fake f;
+  f.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = "/tmp/mine.cache";
+  f.files["/etc/vgpu/limits"] =
+      "CUDA_DEVICE_MEMORY_LIMIT_0=1g\nCUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/a.cache\n"
+      "VGPU_DEVICE_UUID_0=GPU-a\nVGPU_DEVICE_UUID_1=GPU-b\n";
+  const Config c = f.load();
+  EXPECT_EQ(c.state_file, "/usr/local/vgpu/a.cache");
+  EXPECT_TRUE(c.state_file_from_limits);
+  EXPECT_FALSE(c.state_file_from_env);
+  EXPECT_EQ(c.device_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_TRUE(c.errors.empty());
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("/tmp/mine.cache in the environment is ignored"), std::string::npos)
+      << c.warnings[0];
+}
+
+TEST(Config, UnusableStateFileOrUuidInTheLimitsFileRefuses) {
+  for (const char* line : {"CUDA_DEVICE_MEMORY_SHARED_CACHE=relative.cache",
+                           "VGPU_DEVICE_UUID_0=GPU a", "VGPU_DEVICE_UUID_0="}) {
+    SCOPED_TRACE(line);
+    Fake f;
+    f.files["/etc/vgpu/limits"] = std::string("CUDA_DEVICE_MEMORY_LIMIT=1g\n") + line + "\n";
+    const Config c = f.load();
+    EXPECT_TRUE(c.memory_denied[0]);
+    EXPECT_FALSE(c.errors.empty());
+  }
+}
+
+// Without a limits file, the state file comes from the environment as upstream.
+TEST(Config, WithoutALimitsFileTheEnvironmentNamesTheStateFile) {
+  Fake f;
+  f.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = "/tmp/mine.cache";
+  f.env["CUDA_DEVICE_MEMORY_LIMIT"] = "1g";
+  const Config c = f.load();
+  EXPECT_EQ(c.state_file, "/tmp/mine.cache");
+  EXPECT_FALSE(c.state_file_from_limits);
+  EXPECT_TRUE(c.device_uuids.empty());
+}
+
+TEST(Config, DeviceIndexOutOfRangeIsAnError) {
+  Fake f;
+  f.env["CUDA_DEVICE_MEMORY_LIMIT_99"] = "1g";
+  f.env["CUDA_DEVICE_SM_LIMIT_16"] = "30";
+  f.env["CUDA_DEVICE_MEMORY_LIMIT_GPU0"] = "1g";
+  const Config c = f.load();
+  ASSERT_EQ(c.errors.size(), 3u);
+  EXPECT_NE(c.errors[0].find("device index 99 is out of range (0-15)"), std::string::npos);
+  EXPECT_NE(c.errors[1].find("'GPU0' is not a device index"), std::string::npos);
+  EXPECT_NE(c.errors[2].find("CUDA_DEVICE_SM_LIMIT_16=30: device index 16 is out of range"),
+            std::string::npos)
+      << c.errors[2];
+  for (int d = 0; d < kMaxDevices; ++d)
+    EXPECT_FALSE(c.has_memory_limit(d));
+  // In the limits file too.
+  Fake g;
+  g.files["/etc/vgpu/limits"] = "CUDA_DEVICE_MEMORY_LIMIT_16=1g\n";
+  const Config d = g.load();
+  ASSERT_EQ(d.errors.size(), 1u);
+  EXPECT_NE(d.errors[0].find("/etc/vgpu/limits:1: CUDA_DEVICE_MEMORY_LIMIT_16: device index 16"),
+            std::string::npos)
+      << d.errors[0];
+}
+
+TEST(Config, ControlFileIsTheMountedOneElseTheVariable) {
+  Fake f;
+  EXPECT_EQ(f.load().control_file, "");
+  f.env["VGPU_CONTROL_FILE"] = "/tmp/control";
+  EXPECT_EQ(f.load().control_file, "/tmp/control");
+  f.files["/etc/vgpu/control"] = "";
+  EXPECT_EQ(f.load().control_file, "/etc/vgpu/control");
 }
 
 }  // namespace

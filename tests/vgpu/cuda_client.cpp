@@ -5,6 +5,11 @@
 //   dlsym         dlopen("libcuda.so.1") + dlsym (the CUDA runtime before 11.3)
 //   procaddr      cuGetProcAddress_v2 at CUDA 13.0 (the CUDA runtime today)
 //   procaddr-ptds the same with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+// and the ways around an interposer's dlsym a hostile program tries:
+//   dlvsym        glibc's own dlsym, fetched with dlvsym(RTLD_DEFAULT, "dlsym",
+//                 "GLIBC_2.34"), then used on the libcuda.so.1 handle
+//   next          dlsym(RTLD_NEXT, name) from libnext_cuda.so, a library linked
+//                 before libcuda.so.1
 // Each operation prints one line "op=<name> rc=<CUresult> key=value...".
 //
 //   cuda-client --via=procaddr init ctx:0 alloc:64m meminfo free:0 hold
@@ -64,6 +69,10 @@ using namespace hami::cuda;  // NOLINT
 struct CUfunc_st;
 
 extern "C" {
+// libnext_cuda.so (next_cuda.cpp): dlsym(RTLD_NEXT, name) from a library that
+// comes before libcuda.so.1 in the search order. Weak: builds without it (the
+// real-GPU suite's) have no --via=next.
+__attribute__((weak)) void* hami_next_lookup(const char* name);
 // Prototypes of the (simulated) libcuda.so.1 this program links against.
 CUresult cuInit(unsigned int);
 CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
@@ -285,6 +294,14 @@ std::string sim_delta(const SimCounts& a, const SimCounts& b) {
          " queries=" + std::to_string(b.queries - a.queries);
 }
 
+// glibc's own dlsym, fetched past whatever dlsym the process's lookups reach:
+// the first thing a program that wants the real driver tries.
+void* glibc_dlsym(void* handle, const char* name) {
+  using DlsymFn = void* (*)(void*, const char*);
+  static auto fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34"));
+  return fn != nullptr ? fn(handle, name) : nullptr;
+}
+
 std::string symbol_of(void* p) {
   Dl_info info{};
   if (p == nullptr || dladdr(p, &info) == 0 || info.dli_fname == nullptr)
@@ -333,6 +350,16 @@ int main(int argc, char** argv) {
           return gpa(name.c_str(), &p, version, flags, &st) == CUDA_SUCCESS ? p : nullptr;
         },
         nvml);
+  } else if (via == "dlvsym") {
+    resolve(
+        api, [&](const char*, const char* exported) { return glibc_dlsym(cuda, exported); }, nvml);
+  } else if (via == "next") {
+    if (hami_next_lookup == nullptr) {
+      std::fprintf(stderr, "cuda-client: built without libnext_cuda.so: no --via=next\n");
+      return 2;
+    }
+    resolve(
+        api, [](const char*, const char* exported) { return hami_next_lookup(exported); }, nvml);
   } else {
     std::fprintf(stderr, "cuda-client: unknown --via=%s\n", via.c_str());
     return 2;
@@ -344,6 +371,8 @@ int main(int argc, char** argv) {
   auto lookup = [&](const std::string& n) -> void* {
     if (via == "link") return dlsym(RTLD_DEFAULT, n.c_str());
     if (via == "dlsym") return dlsym(cuda, n.c_str());
+    if (via == "dlvsym") return glibc_dlsym(cuda, n.c_str());
+    if (via == "next") return hami_next_lookup(n.c_str());
     auto gpa = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(cuda, "cuGetProcAddress_v2"));
     void* p = nullptr;
     gpa(n.c_str(), &p, 13000,
