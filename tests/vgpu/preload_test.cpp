@@ -17,6 +17,7 @@
 #include "region/snapshot.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
+#include "vgpu/client_output.hpp"
 
 namespace hami::vgpu {
 namespace {
@@ -30,44 +31,13 @@ constexpr uint64_t GiB = 1ull << 30;
 const std::string kGpuA = "GPU-5a3e0000-0000-4000-8000-000000000000";
 const std::string kGpuB = "GPU-5a3e0000-0000-4000-8000-000000000001";
 
-// One output line of cuda-client, as key -> value.
-using Line = std::map<std::string, std::string>;
-
-std::vector<Line> parse(const std::string& out) {
-  std::vector<Line> lines;
-  std::istringstream in(out);
-  std::string text;
-  while (std::getline(in, text)) {
-    Line l;
-    std::istringstream words(text);
-    std::string w;
-    while (words >> w) {
-      const size_t eq = w.find('=');
-      if (eq != std::string::npos) l[w.substr(0, eq)] = w.substr(eq + 1);
-    }
-    if (!l.empty()) lines.push_back(l);
-  }
-  return lines;
-}
-
-// The n-th line for operation `op` (exact text as given on the command line).
-Line find_op(const std::string& out, const std::string& op, int nth = 0) {
-  for (const Line& l : parse(out)) {
-    auto it = l.find("op");
-    if (it != l.end() && it->second == op && nth-- == 0) return l;
-  }
-  ADD_FAILURE() << "no line for op " << op << " in:\n" << out;
-  return {};
-}
-
-uint64_t num(const Line& l, const std::string& key) {
-  auto it = l.find(key);
-  return it == l.end() ? ~0ull : std::stoull(it->second);
-}
+using test::find_op;
+using test::Line;
+using test::num;
+using test::parse_lines;
 
 int rc(const std::string& out, const std::string& op, int nth = 0) {
-  const Line l = find_op(out, op, nth);
-  return l.count("rc") ? std::stoi(l.at("rc")) : -999;
+  return test::rc_of(out, op, nth);
 }
 
 double ms(const Line& l, const std::string& key = "ms") {
