@@ -149,6 +149,7 @@ Result<int> SchedulerServer::listen(httplib::Server& s, const std::string& bind,
   auto addr = parse_bind_address(bind);
   if (!addr) return addr.error();
   s.set_payload_max_length(kMaxExtenderBody);
+  s.set_tcp_nodelay(true);  // H3 measurement stand-in for H1's TCP_NODELAY change (issue 29.1)
   // httplib's default adds SO_REUSEPORT, which lets a second scheduler bind
   // the same port and silently take half the requests; SO_REUSEADDR alone
   // only allows a quick restart.
