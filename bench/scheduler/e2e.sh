@@ -20,6 +20,7 @@
 #          its defaults (qps 50, burst 100) or RAISED_QPS/RAISED_BURST
 #          (default 1000/2000)
 # ROUNDS   plain/ours pairs per setting (default 1)
+# MODES    "plain ours" (default); one of them alone for a diagnosis
 # OUT      results file (default: the one above when SIZES and LIMITS are the
 #          defaults, else none)
 # HAMI_E2E_DIR   the control plane's state (default /tmp/hami-sched-bench)
@@ -32,12 +33,14 @@ DEFAULT_LIMITS="default raised"
 SIZES=${SIZES:-$DEFAULT_SIZES}
 LIMITS=${LIMITS:-$DEFAULT_LIMITS}
 ROUNDS=${ROUNDS:-1}
+MODES=${MODES:-plain ours}
 RAISED_QPS=${RAISED_QPS:-1000}
 RAISED_BURST=${RAISED_BURST:-2000}
 OUT_DEFAULT=bench/results/scheduler-e2e-build-machine.txt
 if [ -z "${OUT+x}" ]; then
   OUT=""
-  [ "$SIZES" = "$DEFAULT_SIZES" ] && [ "$LIMITS" = "$DEFAULT_LIMITS" ] && OUT=$OUT_DEFAULT
+  [ "$SIZES" = "$DEFAULT_SIZES" ] && [ "$LIMITS" = "$DEFAULT_LIMITS" ] &&
+    [ "$MODES" = "plain ours" ] && OUT=$OUT_DEFAULT
 fi
 export HAMI_E2E_DIR=${HAMI_E2E_DIR:-/tmp/hami-sched-bench}
 D=$HAMI_E2E_DIR
@@ -115,7 +118,7 @@ for size in $SIZES; do
     tests/e2e/control-plane.sh restart-scheduler
     sleep 2 # its informers list the nodes
     for round in $(seq 1 "$ROUNDS"); do
-      for mode in plain ours; do
+      for mode in $MODES; do
         ns="$mode-$limits-$round"
         log "$nodes nodes, $pods pods, $desc: $mode, round $round"
         "$BENCH" run --kubeconfig="$HAMI_E2E_KUBECONFIG" --mode="$mode" --pods="$pods" \
@@ -136,7 +139,7 @@ report() {
   echo "# End-to-end scheduling: kube-scheduler 1.20 alone and with our webhook and extender"
   echo
   machine
-  echo "Command: bench/scheduler/e2e.sh (SIZES=\"$SIZES\" LIMITS=\"$LIMITS\" ROUNDS=$ROUNDS)"
+  echo "Command: bench/scheduler/e2e.sh (SIZES=\"$SIZES\" LIMITS=\"$LIMITS\" ROUNDS=$ROUNDS MODES=\"$MODES\")"
   echo
   "$BENCH" report "$RAW"
   echo

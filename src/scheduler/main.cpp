@@ -58,6 +58,7 @@ int main(int argc, char** argv) try {
   std::string kubeconfig, device_config, node_policy = "binpack", gpu_policy = "spread";
   std::string lock_timeout = "5m";
   std::string lock_wait = "2s";
+  bool bind_redirect = true;
   bool leader_elect = false;
   std::string lease_name = "hami-scheduler";
   const char* pod_ns = std::getenv("POD_NAMESPACE");
@@ -86,6 +87,10 @@ int main(int argc, char** argv) try {
   app.add_option("--node-lock-wait", lock_wait,
                  "How long bind waits for a node lock another pod holds (0: fail at once)")
       ->check(hami::duration_flag(/*allow_zero=*/true))
+      ->capture_default_str();
+  app.add_option("--bind-redirect", bind_redirect,
+                 "When kube-scheduler's node no longer fits or is locked, bind to the best other "
+                 "node the pod's filter found fitting")
       ->capture_default_str();
   app.add_option("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
                  "Take pods whose schedulerName is default-scheduler")
@@ -130,6 +135,7 @@ int main(int argc, char** argv) try {
       std::chrono::duration_cast<std::chrono::seconds>(*hami::parse_duration(lock_timeout));
   cfg.node_lock_wait =
       std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(lock_wait));
+  cfg.bind_redirect = bind_redirect;
   if (!device_config.empty()) {
     if (auto r = apply_device_config_file(cfg, device_config); !r) return usage(r.error().message);
   }
@@ -159,7 +165,7 @@ int main(int argc, char** argv) try {
   ClusterCache cache;
   CacheFeed feed(cache);
   Metrics metrics;
-  K8sBindBackend backend(*client, cfg.node_lock_timeout, cfg.node_lock_wait);
+  K8sBindBackend backend(*client, cfg.node_lock_timeout);
   Extender extender(cache, cfg, &backend, &metrics);
   // One request's nodes split over every core (the request's thread + these).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -176,6 +182,7 @@ int main(int argc, char** argv) try {
                             {.on_add = [&](const json& p) { feed.pod_changed(p); },
                              .on_update = [&](const json&, const json& p) { feed.pod_changed(p); },
                              .on_delete = [&](const json& p) { feed.pod_deleted(p); }});
+  backend.set_node_source([&](const std::string& n) { return nodes.get("", n); });
   nodes.start();
   pods.start();
 
