@@ -23,6 +23,9 @@
 # MODES    "plain ours" (default); one of them alone for a diagnosis
 # OUT      results file (default: the one above when SIZES and LIMITS are the
 #          defaults, else none)
+# QUIET_WAIT     seconds to wait, before each run, for the machine to be idle
+#                apart from the control plane (other builds, default 900); the
+#                CPU other processes took during each run is reported either way
 # HAMI_E2E_DIR   the control plane's state (default /tmp/hami-sched-bench)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,6 +51,7 @@ BUILD=build/release
 BENCH=$ROOT/$BUILD/bench/scheduler/scheduler-e2e-bench
 SCHED=$ROOT/$BUILD/src/hami-scheduler
 RAW=$(mktemp /tmp/sched-e2e-raw.XXXXXX)
+REQS=$(mktemp /tmp/sched-e2e-reqs.XXXXXX)
 
 log() { printf 'e2e-bench: %s\n' "$*" >&2; }
 
@@ -71,6 +75,50 @@ daemon() {
   shift
   "$@" >"$D/logs/$name.log" 2>&1 </dev/null &
   echo "$! $1" >"$D/pids/$name.pid"
+}
+
+# Waits (up to QUIET_WAIT s) until the machine's busy share over 3 s is below
+# 25 % of one core: the control plane idles, nothing else runs.
+wait_quiet() {
+  local deadline=$((SECONDS + ${QUIET_WAIT:-900})) a b
+  while :; do
+    a=$(awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
+    sleep 3
+    b=$(awk '/^cpu / {print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat)
+    if awk -v a="$a" -v b="$b" -v n="$(nproc)" 'BEGIN {split(a, x); split(b, y);
+         exit !((y[1] - x[1]) / (y[2] - x[2]) * n < 0.25)}'; then
+      return 0
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      log "the machine is still busy (others' builds?); measuring anyway"
+      return 0
+    fi
+  done
+}
+
+# The API server's request and watch-event counters, summed by what they
+# count: "request VERB resource[/subresource] N" and "watch-events Kind N".
+api_counters() {
+  local tok
+  tok=$(awk -F, '$2 == "admin" {print $1}' "$D/tokens.csv")
+  curl -sf --cacert "$HAMI_E2E_CA" -H "Authorization: Bearer $tok" "$HAMI_E2E_APISERVER/metrics" |
+    awk '/^apiserver_(request_total|watch_events_total)\{/ {
+      split($1, nv, "{"); labels = nv[2]; sub(/\}$/, "", labels)
+      n = split(labels, kv, ","); delete l
+      for (i = 1; i <= n; i++) { split(kv[i], p, "="); gsub(/"/, "", p[2]); l[p[1]] = p[2] }
+      if (nv[1] == "apiserver_request_total") {
+        what = l["verb"] " " l["resource"] (l["subresource"] != "" ? "/" l["subresource"] : "")
+        key = "request " what
+      } else key = "watch-events " l["kind"]
+      sum[key] += $2
+    } END {for (k in sum) print k "\t" sum[k]}'
+}
+
+# What one run asked of the API server, per pod bound.
+api_per_pod() {
+  local before=$1 after=$2 pods=$3
+  awk -F'\t' -v pods="$pods" 'NR == FNR {b[$1] = $2; next}
+    {d = ($2 - b[$1]) / pods; if (d >= 0.05) printf "%-32s %6.2f\n", $1, d}' "$before" "$after" | sort
 }
 
 wait_until() {
@@ -120,7 +168,9 @@ for size in $SIZES; do
     for round in $(seq 1 "$ROUNDS"); do
       for mode in $MODES; do
         ns="$mode-$limits-$round"
+        wait_quiet
         log "$nodes nodes, $pods pods, $desc: $mode, round $round"
+        api_counters >"$RAW.before" || true
         "$BENCH" run --kubeconfig="$HAMI_E2E_KUBECONFIG" --mode="$mode" --pods="$pods" \
           --namespace="$ns" --label="$nodes nodes, $pods pods, $desc" \
           --cpu "etcd=$D/pids/etcd.pid" --cpu "kube-apiserver=$D/pids/kube-apiserver.pid" \
@@ -128,6 +178,11 @@ for size in $SIZES; do
           --cpu "hami-scheduler=$D/pids/hami-scheduler.pid" --cpu "standin=$D/pids/standin.pid" \
           --scheduler-metrics="http://127.0.0.1:$HAMI_E2E_KUBE_SCHEDULER_PORT/metrics" \
           --hami-metrics="http://127.0.0.1:$HAMI_E2E_METRICS_PORT/metrics" | tee -a "$RAW"
+        api_counters >"$RAW.after" || true
+        {
+          echo "$nodes nodes, $pods pods, $desc, $mode:"
+          api_per_pod "$RAW.before" "$RAW.after" "$pods" | sed 's/^/  /'
+        } >>"$REQS"
         "$BENCH" clean --kubeconfig="$HAMI_E2E_KUBECONFIG" --namespace="$ns"
       done
     done
@@ -143,6 +198,10 @@ report() {
   echo
   "$BENCH" report "$RAW"
   echo
+  echo "API server work per pod bound (requests by verb and resource, watch events sent by kind):"
+  echo
+  cat "$REQS"
+  echo
   echo "Raw runs (one JSON object each):"
   echo
   cat "$RAW"
@@ -154,4 +213,4 @@ if [ -n "$OUT" ]; then
 else
   report
 fi
-rm -f "$RAW"
+rm -f "$RAW" "$RAW.before" "$RAW.after" "$REQS"

@@ -61,6 +61,9 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
     from_watch = current.has_value();
   }
   int conflicts = 0;
+  // Our patch just met a newer version of the node: whoever changed it is
+  // alive and at work (a lock taken this moment is being bound).
+  bool just_changed = false;
   for (;;) {
     if (!current) {
       auto g = client_.get(k8s::node_path(node));
@@ -85,11 +88,12 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
         d.holder = lock->names_pod() ? lock->ns + "/" + lock->name : "?";
         // A lock older than a moment may be stale (its owner gone or bound
         // elsewhere): only a fresh read and the owner's state tell.
-        if (from_watch && now - lock->time > std::chrono::seconds(1)) {
+        const bool young = now - lock->time <= std::chrono::seconds(1);
+        if (from_watch && !young) {
           current.reset();
           continue;
         }
-        if (!from_watch && lock->names_pod()) {
+        if (!from_watch && lock->names_pod() && !(just_changed && young)) {
           auto owner = client_.get(k8s::pod_path(lock->ns, lock->name));
           // Owner gone (PR #1271), or bound to another node: it is never
           // allocated here, so never releases this lock (its bind here was
@@ -127,6 +131,7 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
       return LockError{false, "lock node " + node + ": " + r.error().message};
     }
     current.reset();  // changed since: read it again
+    just_changed = true;
   }
 }
 

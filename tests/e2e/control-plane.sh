@@ -130,7 +130,13 @@ gen_certs() {
   for name in apiserver hami; do
     san="IP:127.0.0.1,DNS:localhost"
     [ $name = apiserver ] && san="$san,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
-    openssl req -newkey rsa:2048 -nodes -keyout $name.key -out $name.csr \
+    # ECDSA P-256: kube-scheduler's and the API server's HTTP/1.1 clients
+    # keep at most two idle connections to our server, so it makes a TLS
+    # handshake every few requests, and an RSA-2048 signature per handshake
+    # costs it ~20 times what a P-256 one does.
+    local key=(-newkey rsa:2048)
+    [ $name = hami ] && key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1)
+    openssl req "${key[@]}" -nodes -keyout $name.key -out $name.csr \
       -subj "/CN=$name" 2>/dev/null
     printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$san" >$name.ext
     openssl x509 -req -in $name.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
