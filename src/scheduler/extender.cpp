@@ -349,6 +349,7 @@ BindOutcome Extender::place(const BindRequest& r) {
     }
     return BindOutcome{"", node};
   };
+  bool waited = false;
   for (const std::string& node : order) {
     const bool chosen = node == r.node;
     std::string encoded;
@@ -357,8 +358,21 @@ BindOutcome Extender::place(const BindRequest& r) {
       others_no_fit += !chosen;
       continue;
     }
+    // The lock of kube-scheduler's choice is worth waiting for: binpack
+    // sends a batch of pods to one node, and its device plugin releases each
+    // pod's lock within moments. But a waiting bind holds a request thread,
+    // so past a few waiters the pod goes elsewhere at once.
+    std::chrono::milliseconds wait{0};
+    std::optional<WaiterSlot> slot;
+    if (chosen && config_.node_lock_wait.count() > 0) {
+      slot.emplace(lock_waiters_);
+      if (order.size() == 1 || slot->count() <= kMaxLockWaiters) wait = config_.node_lock_wait;
+      if (wait.count() == 0) slot.reset();
+    }
+    waited = waited || wait.count() > 0;
     bool contended = false;
-    std::string e = lock_and_bind(r, uid, node, encoded, std::chrono::milliseconds(0), &contended);
+    std::string e = lock_and_bind(r, uid, node, encoded, wait, &contended);
+    slot.reset();
     if (e.empty()) return bound(node, moved_because);
     if (!contended) return fail("BindFailed", e);
     if (chosen) {
@@ -367,9 +381,10 @@ BindOutcome Extender::place(const BindRequest& r) {
     }
     locked.push_back(node);
   }
-  // Every node that fits is locked right now: wait for the best one's lock,
-  // which the device plugin releases once kubelet has allocated its pod.
-  if (!locked.empty() && config_.node_lock_wait.count() > 0) {
+  // Every node that fits is locked right now: wait for the best one's lock
+  // (unless that was kube-scheduler's choice, waited for already).
+  if (!locked.empty() && config_.node_lock_wait.count() > 0 &&
+      !(waited && locked.front() == r.node)) {
     const std::string& node = locked.front();
     std::string encoded;
     if (std::string e = reserve(uid, r, node, *req, &encoded); e.empty()) {

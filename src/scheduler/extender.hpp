@@ -23,6 +23,7 @@
 //
 // Thread-safe: the verbs may run concurrently from any number of threads.
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -98,6 +99,10 @@ struct BindOutcome {
 // At most this many nodes are tried for one bind: kube-scheduler's choice and
 // the best others.
 inline constexpr size_t kMaxBindNodes = 16;
+// At most this many binds wait for the lock of kube-scheduler's choice at
+// once; a bind beyond them goes to another node at once (a waiting bind
+// holds one of the server's request threads).
+inline constexpr int kMaxLockWaiters = 4;
 
 inline constexpr int kMaxExtenderPriority = 10;
 
@@ -163,6 +168,20 @@ class Extender {
   ScoreMemo memo_;  // filter's scores for the prioritize that follows
   std::mutex seen_mu_;
   std::unordered_map<std::string, Seen> seen_;  // by UID, cleared past kMaxSeen
+  // Binds now waiting for a lock; a WaiterSlot counts one while it lives.
+  std::atomic<int> lock_waiters_{0};
+  class WaiterSlot {
+   public:
+    explicit WaiterSlot(std::atomic<int>& n) : n_(n), count_(++n) {}
+    ~WaiterSlot() { --n_; }
+    WaiterSlot(const WaiterSlot&) = delete;
+    WaiterSlot& operator=(const WaiterSlot&) = delete;
+    int count() const { return count_; }  // waiters, this one included
+
+   private:
+    std::atomic<int>& n_;
+    int count_;
+  };
 };
 
 }  // namespace hami::scheduler

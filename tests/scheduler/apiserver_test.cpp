@@ -236,6 +236,29 @@ TEST_F(SchedulerApiTest, StaleWatchCopyOfTheNodeStillLocksCorrectly) {
   EXPECT_EQ((*api().get("nodes", "", "a"))["metadata"]["labels"]["x"], "y");
 }
 
+// kube-scheduler's choice is kept when its lock is released within the wait
+// (the device plugin releases it once kubelet has allocated the pod holding
+// it): a batch under binpack stays on one node.
+TEST_F(SchedulerApiTest, BindWaitsForTheChosenNodesLockBeforeMovingThePod) {
+  config.node_lock_wait = 5s;
+  api().put("pods", test::sched_pod("owner", {}));
+  lock_node_for_owner("a");
+  json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a", "b"}).nodes.size(),
+            2u);
+  std::thread plugin([&] {
+    std::this_thread::sleep_for(300ms);
+    json m = *api().get("nodes", "", "a");
+    m["metadata"]["annotations"].erase("hami.io/mutex.lock");
+    api().put("nodes", m);
+  });
+  BindOutcome b = ext->place({"default", "p", uid(p), "a"});
+  plugin.join();
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "a");
+  EXPECT_EQ(metrics.redirects("NodeLock"), 0u);
+}
+
 // Through the real client: a pod whose node is locked by a pod being
 // allocated is bound on the other node its filter found, in one bind.
 TEST_F(SchedulerApiTest, BindOnALockedNodeIsRedirected) {

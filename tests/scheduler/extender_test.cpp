@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -280,6 +281,44 @@ TEST_F(ExtenderTest, BindOnALockedNodeGoesToTheBestOtherNodeUnderThePolicy) {
     feed.pod_changed(backend.pod("default", name));  // the watch brings it back
   }
   EXPECT_EQ(metrics.redirects("NodeLock"), 2u);
+}
+
+// The lock of kube-scheduler's choice is waited for (binpack sends a batch to
+// one node), but by a few binds at most: each holds a request thread of the
+// server, so the next goes to another node at once.
+TEST_F(ExtenderTest, BeyondAFewWaitersABindGoesElsewhereAtOnce) {
+  // "<prefix><i>" (GCC 12's -Wrestrict misreads operator+ on these).
+  auto id = [](const char* prefix, int i) {
+    std::string s(prefix);
+    s.append(std::to_string(i));
+    return s;
+  };
+  config.node_lock_wait = std::chrono::seconds(30);
+  backend.set_lock("a", "default/other");
+  backend.block_waits();
+  for (int i = 0; i <= kMaxLockWaiters; ++i) {
+    json p = add(id("w", i), {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, id("u", i));
+    ASSERT_EQ(ext.filter(pod_of(p), std::vector<std::string>{"a", "b"}).nodes.size(), 2u);
+  }
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kMaxLockWaiters; ++i)
+    waiters.emplace_back([this, n = id("w", i), u = id("u", i)] {
+      ext.place({"default", n, u, "a"});
+    });
+  for (int i = 0; i < 500 && backend.waiting() < kMaxLockWaiters; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(backend.waiting(), kMaxLockWaiters);
+  auto done = std::async(std::launch::async, [&] {
+    return ext.place({"default", id("w", kMaxLockWaiters), id("u", kMaxLockWaiters), "a"});
+  });
+  const bool at_once = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  backend.unblock_waits();
+  for (auto& t : waiters)
+    t.join();
+  ASSERT_TRUE(at_once) << "the bind past the waiters waited too";
+  BindOutcome b = done.get();
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "b");
 }
 
 // Anti-affinity, topology spread or a host port: whether another node is

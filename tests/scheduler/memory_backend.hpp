@@ -3,9 +3,11 @@
 // tests and the benchmark: the real bind code path (fit, reserve, lock,
 // bind with annotations, roll back) without HTTP. Failures can be scripted
 // per step. The node lock follows upstream's rule (held by another pod ⇒
-// contention); a held lock is never waited for.
+// contention); a held lock is not waited for, unless block_waits() makes a
+// bind that may wait block until unblock_waits().
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -52,6 +54,21 @@ class MemoryBackend : public scheduler::BindBackend {
     std::lock_guard l(mu_);
     return reads_;
   }
+  void block_waits() {
+    std::lock_guard l(mu_);
+    block_ = true;
+  }
+  void unblock_waits() {
+    {
+      std::lock_guard l(mu_);
+      block_ = false;
+    }
+    cv_.notify_all();
+  }
+  int waiting() const {
+    std::lock_guard l(mu_);
+    return waiting_;
+  }
   // The device plugin's side: Allocate done, lock released.
   void release_all_locks() {
     std::lock_guard l(mu_);
@@ -75,12 +92,18 @@ class MemoryBackend : public scheduler::BindBackend {
   }
   Result<void, scheduler::LockError> lock_node(const std::string& node, const std::string& ns,
                                                const std::string& name,
-                                               std::chrono::milliseconds) override {
+                                               std::chrono::milliseconds wait) override {
     if (on_lock) on_lock(node);
-    std::lock_guard l(mu_);
+    std::unique_lock l(mu_);
     if (fail_.erase("lock")) return scheduler::LockError{false, "injected lock failure"};
     const std::string me = ns + "/" + name;
     auto it = locks_.find(node);
+    if (it != locks_.end() && it->second != me && wait.count() > 0 && block_) {
+      ++waiting_;
+      cv_.wait(l, [&] { return !block_; });
+      --waiting_;
+      it = locks_.find(node);
+    }
     if (it != locks_.end() && it->second != me) {
       return scheduler::LockError{
           true, "node " + node + " has been locked by " + it->second + ": node lock contention"};
@@ -110,6 +133,9 @@ class MemoryBackend : public scheduler::BindBackend {
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool block_ = false;
+  int waiting_ = 0;
   std::map<std::string, nlohmann::json> pods_;
   std::map<std::string, std::string> locks_;
   std::set<std::string> fail_;
