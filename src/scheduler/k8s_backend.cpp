@@ -127,8 +127,14 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
                     {"annotations", {{dp::kNodeLock, dp::format_node_lock(now, ns, name)}}}}}};
     auto r = client_.merge_patch(k8s::node_path(node), patch);
     if (r) return {};
-    if (!r.error().conflict() || ++conflicts >= 5) {
+    if (!r.error().conflict()) {
       return LockError{false, "lock node " + node + ": " + r.error().message};
+    }
+    if (++conflicts >= 5) {
+      // Others keep writing the node (locks taken and released as fast as
+      // we read it): that is contention too, and bind can go elsewhere.
+      return LockError{true, "node " + node + " changed under each of 5 attempts to lock it (" +
+                                 r.error().message + "): node lock contention"};
     }
     current.reset();  // changed since: read it again
     just_changed = true;

@@ -259,6 +259,20 @@ TEST_F(SchedulerApiTest, BindWaitsForTheChosenNodesLockBeforeMovingThePod) {
   EXPECT_EQ(metrics.redirects("NodeLock"), 0u);
 }
 
+// A node written faster than its lock can be taken (every patch meets a newer
+// version) is contention like a held lock: the pod goes elsewhere.
+TEST_F(SchedulerApiTest, NodeThatKeepsChangingIsContentionNotFailure) {
+  api().inject({.verb = "patch", .path_prefix = "/api/v1/nodes/a", .status = 409, .count = -1});
+  json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a", "b"}).nodes.size(),
+            2u);
+  BindOutcome b = ext->place({"default", "p", uid(p), "a"});
+  api().clear_faults();
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "b");
+  EXPECT_EQ(metrics.failures(Verb::kBind, "BindFailed"), 0u);
+}
+
 // Through the real client: a pod whose node is locked by a pod being
 // allocated is bound on the other node its filter found, in one bind.
 TEST_F(SchedulerApiTest, BindOnALockedNodeIsRedirected) {
