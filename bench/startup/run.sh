@@ -9,6 +9,9 @@
 #
 # STATE_DIR   where the state files are made (default /var/tmp/hami-startup-bench:
 #             a disk, as a node's /usr/local/vgpu; not a tmpfs)
+# BASELINE    another libvgpu.so (e.g. built from an earlier commit with
+#             -DHAMI_LIBVGPU_ONLY=ON) run in the same rounds as own-base and
+#             shared-base
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CONTAINERS=${CONTAINERS:-256}
@@ -28,12 +31,12 @@ run() {
   echo
   echo "Machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); state files on $(df -T "$(dirname "$STATE_DIR")" | awk 'NR==2 {print $2}')"
   echo "Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench || echo ' (with uncommitted changes)'), $(date -u +%F)"
-  echo "Command: bench/startup/run.sh (CONTAINERS=$CONTAINERS ROUNDS=$ROUNDS); the simulated driver (tests/support/simgpu)"
+  echo "Command: bench/startup/run.sh (CONTAINERS=$CONTAINERS ROUNDS=$ROUNDS${BASELINE:+ BASELINE=$BASELINE}); the simulated driver (tests/support/simgpu)"
   echo "Load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
   "$BUILD/bench/startup/startup-bench" --client "$BUILD/bench/startup/startup-client" \
     --libvgpu "$lib" --simgpu-dir "$simdir" --dir "$STATE_DIR" \
-    --containers "$CONTAINERS" --rounds "$ROUNDS"
+    --containers "$CONTAINERS" --rounds "$ROUNDS" ${BASELINE:+--baseline-libvgpu "$BASELINE"}
   echo
   echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }

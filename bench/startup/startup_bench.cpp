@@ -5,6 +5,8 @@
 //           each file created by its process)
 //   shared  with libvgpu.so and one state file for all (the first creates it,
 //           the others attach and register)
+//   own-base, shared-base   the same with --baseline-libvgpu (another build,
+//           e.g. an earlier commit), in the same rounds
 // All N are forked first and wait on one pipe; closing it releases them at
 // once, and each then execs startup-client (dynamic loading, libvgpu.so's
 // start, the first calls). A process's start-up is the time from that
@@ -75,7 +77,7 @@ struct ModeResult {
 };
 
 struct Options {
-  std::string client, libvgpu, simgpu_dir, dir = "/tmp/hami-startup-bench";
+  std::string client, libvgpu, baseline, simgpu_dir, dir = "/tmp/hami-startup-bench";
   int containers = 256, rounds = 5, timeout_s = 120;
   std::vector<std::string> modes = {"bare", "own", "shared"};
 };
@@ -94,10 +96,11 @@ std::vector<std::string> child_env(const Options& o, const std::string& mode,
   // Small contexts: one shared file charges all of them to one limit.
   env.push_back("SIMGPU_CONTEXT_SIZE=16m");
   if (mode != "bare") {
-    env.push_back("LD_PRELOAD=" + o.libvgpu);
+    const bool base = mode.ends_with("-base");
+    env.push_back("LD_PRELOAD=" + (base ? o.baseline : o.libvgpu));
     env.push_back("CUDA_DEVICE_MEMORY_LIMIT=64g");
     env.push_back("CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir + "/" +
-                  (mode == "own" ? std::to_string(i) : std::string("shared")) + ".cache");
+                  (mode.starts_with("own") ? std::to_string(i) : std::string("shared")) + ".cache");
   }
   return env;
 }
@@ -230,6 +233,8 @@ int main(int argc, char** argv) {
   app.add_option("--libvgpu", o.libvgpu, "libvgpu.so")->required();
   app.add_option("--simgpu-dir", o.simgpu_dir, "directory of the simulated libcuda.so.1")
       ->required();
+  app.add_option("--baseline-libvgpu", o.baseline,
+                 "another libvgpu.so to compare in the same rounds (modes own-base, shared-base)");
   app.add_option("--dir", o.dir, "where state files are made (a disk, as a node's)")
       ->capture_default_str();
   app.add_option("--containers", o.containers)->capture_default_str();
@@ -237,9 +242,13 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s, "seconds per mode")->capture_default_str();
   app.add_option("--modes", o.modes, "bare own shared")->delimiter(',')->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (!o.baseline.empty() && app.count("--modes") == 0) {
+    o.modes.push_back("own-base");
+    o.modes.push_back("shared-base");
+  }
 
   std::vector<ModeResult> all;
-  std::printf("%-6s %-6s %5s %8s %8s %8s %8s %9s %8s %6s\n", "round", "mode", "ok", "p50_ms",
+  std::printf("%-6s %-12s %5s %8s %8s %8s %8s %9s %8s %6s\n", "round", "mode", "ok", "p50_ms",
               "p90_ms", "p99_ms", "max_ms", "minflt", "cpu_ms", "failed");
   for (int round = 1; round <= o.rounds; ++round) {
     std::vector<std::string> order = o.modes;
@@ -248,7 +257,7 @@ int main(int argc, char** argv) {
                 order.end());
     for (const std::string& mode : order) {
       ModeResult r = run_mode(o, mode, round);
-      std::printf("%-6d %-6s %5zu %8.1f %8.1f %8.1f %8.1f %9.0f %8.2f %6d\n", round, mode.c_str(),
+      std::printf("%-6d %-12s %5zu %8.1f %8.1f %8.1f %8.1f %9.0f %8.2f %6d\n", round, mode.c_str(),
                   r.ms.size(), percentile(r.ms, 0.5), percentile(r.ms, 0.9), percentile(r.ms, 0.99),
                   percentile(r.ms, 1.0), mean(r.faults), mean(r.cpu_ms), r.failed);
       std::fflush(stdout);
@@ -272,7 +281,7 @@ int main(int argc, char** argv) {
     failed += r.failed;
   }
   for (const std::string& mode : o.modes) {
-    std::printf("  %-6s start-up p50 %7.1f ms, p99 %7.1f ms", mode.c_str(), median(p50[mode]),
+    std::printf("  %-12s start-up p50 %7.1f ms, p99 %7.1f ms", mode.c_str(), median(p50[mode]),
                 median(p99[mode]));
     if (mode != "bare" && !added[mode].empty()) {
       std::printf(" (adds %6.1f ms to bare's p99; rounds from %.1f to %.1f)", median(added[mode]),
