@@ -117,8 +117,8 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
                          verdict[i] == 2 ? kNodeUnregistered : std::move(reasons[i]));
     }
   }
+  remember(pod, best_fitting(out.nodes, kept_scores, prepared.options().node_policy));
   memo_.store(pod.meta.uid, version, out.nodes, std::move(kept_scores));
-  remember(pod, out.nodes);
   if (metrics_) {
     Counts total{};
     for (const Counts& c : counts) {
@@ -172,6 +172,23 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
     }
     return 0;
   });
+  return out;
+}
+
+std::vector<std::string> Extender::best_fitting(const std::vector<std::string>& nodes,
+                                                const std::vector<float>& scores,
+                                                fit::NodePolicy policy) {
+  if (nodes.size() <= kMaxRememberedNodes) return nodes;
+  // Binpack prefers the busiest node, spread the idlest; ties keep the order.
+  std::vector<size_t> idx(nodes.size());
+  for (size_t i = 0; i < idx.size(); ++i)
+    idx[i] = i;
+  auto key = [&](size_t i) { return policy == fit::NodePolicy::kSpread ? scores[i] : -scores[i]; };
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  std::vector<std::string> out;
+  out.reserve(kMaxRememberedNodes);
+  for (size_t k = 0; k < kMaxRememberedNodes; ++k)
+    out.push_back(nodes[idx[k]]);
   return out;
 }
 

@@ -103,6 +103,9 @@ inline constexpr size_t kMaxBindNodes = 16;
 // once; a bind beyond them goes to another node at once (a waiting bind
 // holds one of the server's request threads).
 inline constexpr int kMaxLockWaiters = 4;
+// filter keeps this many of a pod's fitting nodes, its best, for bind to
+// choose from when kube-scheduler's choice is taken.
+inline constexpr size_t kMaxRememberedNodes = 64;
 
 inline constexpr int kMaxExtenderPriority = 10;
 
@@ -136,13 +139,19 @@ class Extender {
   // before reading the pod back from the API server; otherwise the next pod
   // is scored on usage without this one (two pods of a batch on one GPU
   // under spread).
-  // With the pod, filter keeps the nodes it found fitting: where bind may
-  // send the pod when kube-scheduler's choice is taken.
+  // With the pod, filter keeps the nodes it found fitting (the best
+  // kMaxRememberedNodes): where bind may send the pod when kube-scheduler's
+  // choice is taken.
   struct Seen {
     k8s::Pod pod;
     std::vector<std::string> fitting;
   };
   void remember(const k8s::Pod& pod, std::vector<std::string> fitting);
+  // The kMaxRememberedNodes best of filter's fitting nodes under `policy`
+  // (all of them when fewer): a pending pod's copy stays small.
+  static std::vector<std::string> best_fitting(const std::vector<std::string>& nodes,
+                                               const std::vector<float>& scores,
+                                               fit::NodePolicy policy);
   std::optional<Seen> recall(const std::string& uid);
   // Fits `req` on `node` and reserves it for `uid`; the error, or "" with
   // the allocation annotation in `encoded`.

@@ -321,6 +321,27 @@ TEST_F(ExtenderTest, BeyondAFewWaitersABindGoesElsewhereAtOnce) {
   EXPECT_EQ(b.node, "b");
 }
 
+// filter keeps a pod's best fitting nodes for bind, not the first ones
+// kube-scheduler listed: with 80 nodes, the busiest, listed last, is where a
+// binpack pod goes when its node is locked.
+TEST_F(ExtenderTest, RedirectChoosesAmongTheBestNodesNotTheFirstListed) {
+  std::vector<std::string> nodes;
+  for (int i = 0; i < 80; ++i) {
+    std::string n("n");
+    n.append(std::to_string(i));
+    feed.node_changed(sched_node(n, 2, 16000));
+    nodes.push_back(n);
+  }
+  feed.pod_changed(test::placed_pod("busy", "ub", "n79", "GPU-n79-0,NVIDIA,8000,50:;"));
+  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u1",
+               {{"hami.io/node-scheduler-policy", "binpack"}});
+  ASSERT_EQ(ext.filter(pod_of(p), nodes).nodes.size(), 80u);
+  backend.set_lock("n0", "default/other");
+  BindOutcome b = ext.place({"default", "p", "u1", "n0"});
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "n79");
+}
+
 // Anti-affinity, topology spread or a host port: whether another node is
 // right depends on other pods, which only kube-scheduler weighs. Such a pod
 // is not moved; it fails with the lock's holder, as without redirects.
