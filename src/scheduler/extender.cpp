@@ -179,16 +179,21 @@ std::vector<std::string> Extender::best_fitting(const std::vector<std::string>& 
                                                 const std::vector<float>& scores,
                                                 fit::NodePolicy policy) {
   if (nodes.size() <= kMaxRememberedNodes) return nodes;
-  // Binpack prefers the busiest node, spread the idlest; ties keep the order.
-  std::vector<size_t> idx(nodes.size());
-  for (size_t i = 0; i < idx.size(); ++i)
-    idx[i] = i;
-  auto key = [&](size_t i) { return policy == fit::NodePolicy::kSpread ? scores[i] : -scores[i]; };
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  // Binpack prefers the busiest node, spread the idlest; among equals the
+  // first listed (the index is the second key). nth_element: this runs in
+  // every filter.
+  std::vector<std::pair<float, uint32_t>> ranked(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    ranked[i] = {policy == fit::NodePolicy::kSpread ? scores[i] : -scores[i],
+                 static_cast<uint32_t>(i)};
+  const auto cut = ranked.begin() + static_cast<std::ptrdiff_t>(kMaxRememberedNodes);
+  std::nth_element(ranked.begin(), cut, ranked.end());
+  // In kube-scheduler's order, which alternatives() keeps among equals.
+  std::sort(ranked.begin(), cut, [](const auto& a, const auto& b) { return a.second < b.second; });
   std::vector<std::string> out;
   out.reserve(kMaxRememberedNodes);
-  for (size_t k = 0; k < kMaxRememberedNodes; ++k)
-    out.push_back(nodes[idx[k]]);
+  for (auto it = ranked.begin(); it != cut; ++it)
+    out.push_back(nodes[it->second]);
   return out;
 }
 
