@@ -136,7 +136,7 @@ wait_until() {
 
 machine() {
   echo "Machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
-  echo "Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench tests || echo ' (with uncommitted changes)'), $(date -u +%F)"
+  echo "Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench tests ':!bench/results' || echo ' (with uncommitted changes)'), $(date -u +%F)"
   echo "Kubernetes: $("$(tests/e2e/build-k8s.sh --print)/kube-scheduler" --version 2>/dev/null), etcd $(etcd --version 2>/dev/null | awk '/etcd Version/ {print $3}')"
 }
 

@@ -30,7 +30,7 @@ run() {
   echo "# Start-up of $CONTAINERS containers' first processes at once, with and without libvgpu.so"
   echo
   echo "Machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r); state files on $(df -T "$(dirname "$STATE_DIR")" | awk 'NR==2 {print $2}')"
-  echo "Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench || echo ' (with uncommitted changes)'), $(date -u +%F)"
+  echo "Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench ':!bench/results' || echo ' (with uncommitted changes)'), $(date -u +%F)"
   echo "Command: bench/startup/run.sh (CONTAINERS=$CONTAINERS ROUNDS=$ROUNDS${BASELINE:+ BASELINE=$BASELINE}); the simulated driver (tests/support/simgpu)"
   echo "Load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
