@@ -41,9 +41,15 @@ Extender::Extender(ClusterCache& cache, const SchedulerConfig& config, BindBacke
 
 void Extender::drop_previous(const std::string& uid) {
   if (uid.empty()) return;
-  // Most pods hold nothing: look under the shared lock before writing.
-  const bool held = cache_.read([&](const ClusterCache::View& v) { return v.pod(uid) != nullptr; });
-  if (held) cache_.remove_pod(uid);
+  // Most pods hold nothing: look under the shared lock before writing. A
+  // bound pod's allocation stays: kube-scheduler may filter a pod again
+  // whose binding went through while its answer was lost (the extender
+  // killed mid-bind), and that pod holds its GPUs all the same.
+  const bool drop = cache_.read([&](const ClusterCache::View& v) {
+    const PodCharge* c = v.pod(uid);
+    return c != nullptr && (c->reserved || !c->bound);
+  });
+  if (drop) cache_.remove_pod(uid);
 }
 
 FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> node_names) {
@@ -218,6 +224,10 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
                               std::string* encoded) {
   std::string fit_error;
   cache_.with_exclusive([&](ClusterCache& c) {
+    if (const PodCharge* old = c.pod_unlocked(uid); old && old->bound && !old->reserved) {
+      fit_error = "pod " + r.ns + "/" + r.name + " is already bound to node " + old->node;
+      return 0;
+    }
     c.remove_pod_unlocked(uid);  // a reservation from an earlier attempt
     const fit::NodeDevices* node = c.node_unlocked(node_name);
     if (node == nullptr) {
@@ -335,6 +345,16 @@ BindOutcome Extender::place(const BindRequest& r) {
     pod = std::move(*got);
   }
   const std::string uid = pod.meta.uid.empty() ? r.uid : pod.meta.uid;
+  // Bound already (its binding went through, the answer was lost): done if
+  // there, an error elsewhere; nothing of it is touched.
+  const std::string bound_to = cache_.read([&](const ClusterCache::View& v) {
+    const PodCharge* c = v.pod(uid);
+    return c != nullptr && c->bound && !c->reserved ? c->node : std::string();
+  });
+  if (bound_to == r.node) return {"", r.node};
+  if (!bound_to.empty()) {
+    return fail("AlreadyBound", "pod " + who + " is already bound to node " + bound_to);
+  }
   auto req = pod_request(pod, config_);
   if (!req) return fail("BadPod", "pod " + who + ": " + req.error().message);
   if (!req->prepared) {

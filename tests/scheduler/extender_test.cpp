@@ -400,6 +400,40 @@ TEST_F(ExtenderTest, NoRoomAnywhereGivesAReasonToActOn) {
   EXPECT_NE(err2.find("check the device plugin on c"), std::string::npos) << err2;
 }
 
+// The extender killed mid-bind: the binding went through but kube-scheduler
+// never heard, so it filters and binds the pod again. The pod's GPUs stay
+// charged through that filter, and the bind neither binds again nor moves
+// it.
+TEST_F(ExtenderTest, PodBoundWhileItsAnswerWasLostKeepsItsGpus) {
+  json p = test::placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,16000,0:GPU-a-1,NVIDIA,16000,0:;");
+  p["spec"]["containers"][0]["resources"]["limits"] = {{"nvidia.com/gpu", "2"},
+                                                       {"nvidia.com/gpumem", "16000"}};
+  backend.add_pod(p);
+  feed.pod_changed(p);
+  auto used = [&] {
+    return cache.read([](const ClusterCache::View& v) {
+      int64_t mib = 0;
+      for (const auto& d : v.node("a")->devices)
+        mib += d.used_mem_mib;
+      return mib;
+    });
+  };
+  ASSERT_EQ(used(), 32000);
+  json again = p;  // kube-scheduler's copy, from before the binding
+  again["spec"].erase("nodeName");
+  ext.filter(pod_of(again), all);
+  EXPECT_EQ(used(), 32000) << "filter dropped a bound pod's allocation";
+  BindOutcome same = ext.place({"default", "p", "u1", "a"});
+  EXPECT_EQ(same.error, "");
+  EXPECT_EQ(same.node, "a");
+  EXPECT_EQ(backend.binds(), 0);
+  ext.filter(pod_of(again), all);
+  const std::string err = ext.bind({"default", "p", "u1", "b"});
+  EXPECT_EQ(err, "pod default/p is already bound to node a");
+  EXPECT_EQ(used(), 32000);
+  EXPECT_EQ(backend.binds(), 0);
+}
+
 TEST_F(ExtenderTest, FollowerRefusesBind) {
   add("p", {{"nvidia.com/gpu", "1"}}, "u1");
   ext.set_leader_check([] { return false; });
