@@ -29,6 +29,7 @@
 #include "scheduler/k8s_backend.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/server.hpp"
+#include "scheduler/stale_locks.hpp"
 
 namespace {
 
@@ -173,20 +174,49 @@ int main(int argc, char** argv) try {
   extender.set_pool(&pool);
 
   using nlohmann::json;
-  hami::k8s::Reflector nodes(
-      *client, hami::k8s::node_path(), {},
-      {.on_add = [&](const json& n) { feed.node_changed(n); },
-       .on_update = [&](const json& o, const json& n) { feed.node_updated(o, n); },
-       .on_delete = [&](const json& n) { feed.node_deleted(n); }});
+  std::optional<hami::k8s::LeaderElector> elector;
+  auto extender_leads = [&] { return !elector || elector->is_leader(); };
+  // Locks left by binds cut short (this process killed mid-bind) whose pods
+  // a retry bound elsewhere; only the leader writes.
+  StaleLocks stale([&](const std::string& node, const std::string& ns, const std::string& pod) {
+    if (extender_leads()) backend.unlock_node(node, ns, pod);
+  });
+  hami::k8s::Reflector nodes(*client, hami::k8s::node_path(), {},
+                             {.on_add =
+                                  [&](const json& n) {
+                                    feed.node_changed(n);
+                                    stale.node_seen(n);
+                                  },
+                              .on_update =
+                                  [&](const json& o, const json& n) {
+                                    feed.node_updated(o, n);
+                                    stale.node_seen(n);
+                                  },
+                              .on_delete =
+                                  [&](const json& n) {
+                                    feed.node_deleted(n);
+                                    stale.node_gone(n);
+                                  }});
   hami::k8s::Reflector pods(*client, hami::k8s::core_path("pods"), {},
-                            {.on_add = [&](const json& p) { feed.pod_changed(p); },
-                             .on_update = [&](const json&, const json& p) { feed.pod_changed(p); },
-                             .on_delete = [&](const json& p) { feed.pod_deleted(p); }});
+                            {.on_add =
+                                 [&](const json& p) {
+                                   feed.pod_changed(p);
+                                   stale.pod_seen(p);
+                                 },
+                             .on_update =
+                                 [&](const json&, const json& p) {
+                                   feed.pod_changed(p);
+                                   stale.pod_seen(p);
+                                 },
+                             .on_delete =
+                                 [&](const json& p) {
+                                   feed.pod_deleted(p);
+                                   stale.pod_gone(p);
+                                 }});
   backend.set_node_source([&](const std::string& n) { return nodes.get("", n); });
   nodes.start();
   pods.start();
 
-  std::optional<hami::k8s::LeaderElector> elector;
   if (leader_elect) {
     elector.emplace(*client,
                     hami::k8s::LeaderElectionConfig{
