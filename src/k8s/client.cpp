@@ -696,12 +696,14 @@ Result<json> Client::patch_annotations(
 }
 
 Result<void> Client::bind_pod(const std::string& ns, const std::string& name,
-                              const std::string& uid, const std::string& node) {
+                              const std::string& uid, const std::string& node,
+                              const std::map<std::string, std::string>& annotations) {
   json binding = {{"apiVersion", "v1"},
                   {"kind", "Binding"},
                   {"metadata", {{"name", name}, {"namespace", ns}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
   if (!uid.empty()) binding["metadata"]["uid"] = uid;
+  if (!annotations.empty()) binding["metadata"]["annotations"] = annotations;
   auto r = impl_->send_json("POST", core_path("pods", ns, name, "binding"), &binding);
   if (!r) return r.error();
   return {};

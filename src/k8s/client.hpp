@@ -125,9 +125,11 @@ class Client {
       std::optional<PatchRetry> retry = std::nullopt);
 
   // POST pods/<name>/binding: assigns the pod to `node`; 409 when already bound.
-  // `uid`, when not empty, must match the pod's.
+  // `uid`, when not empty, must match the pod's (API servers from 1.22 check
+  // it). `annotations` are set on the pod in the same update.
   Result<void> bind_pod(const std::string& ns, const std::string& name, const std::string& uid,
-                        const std::string& node);
+                        const std::string& node,
+                        const std::map<std::string, std::string>& annotations = {});
 
   const Config& config() const;
 

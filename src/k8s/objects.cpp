@@ -160,6 +160,35 @@ hami::Result<ObjectMeta> ObjectMeta::from_json(const json& metadata) {
   return m;
 }
 
+namespace {
+
+// Presence is enough: the API server validated these on admission.
+bool depends_on_other_pods(const json& spec) {
+  if (const json* a = Reader::member(spec, "affinity"); a && a->is_object()) {
+    for (const char* k : {"podAffinity", "podAntiAffinity"}) {
+      if (const json* t = Reader::member(*a, k); t && !t->is_null()) return true;
+    }
+  }
+  if (const json* t = Reader::member(spec, "topologySpreadConstraints");
+      t && t->is_array() && !t->empty())
+    return true;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json* cs = Reader::member(spec, list);
+    if (!cs || !cs->is_array()) continue;
+    for (const json& c : *cs) {
+      const json* ports = c.is_object() ? Reader::member(c, "ports") : nullptr;
+      if (!ports || !ports->is_array()) continue;
+      for (const json& p : *ports) {
+        const json* hp = p.is_object() ? Reader::member(p, "hostPort") : nullptr;
+        if (hp && hp->is_number_integer() && hp->get<int64_t>() > 0) return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 hami::Result<Pod> Pod::from_json(const json& obj) {
   const Reader rd(subject_of("pod", obj));
   if (!obj.is_object()) return rd.type_error("(top level)", "object", obj);
@@ -174,6 +203,7 @@ hami::Result<Pod> Pod::from_json(const json& obj) {
     HAMI_TRY(
         read_containers(rd, *spec, "initContainers", "spec.initContainers", p.init_containers));
     HAMI_TRY(read_containers(rd, *spec, "containers", "spec.containers", p.containers));
+    p.placement_depends_on_other_pods = depends_on_other_pods(*spec);
   }
   if (const json* status = Reader::member(obj, "status")) {
     HAMI_TRY(rd.object(status, "status"));

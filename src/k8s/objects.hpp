@@ -59,6 +59,9 @@ struct Pod {
   std::vector<Container> init_containers;
   std::vector<Container> containers;
   std::string phase;  // status.phase: Pending, Running, Succeeded, Failed, Unknown
+  // Whether where the pod may go depends on where other pods are: pod
+  // affinity or anti-affinity, topology spread constraints, a host port.
+  bool placement_depends_on_other_pods = false;
 
   static hami::Result<Pod> from_json(const nlohmann::json& pod);
   bool operator==(const Pod&) const = default;

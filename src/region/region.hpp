@@ -222,11 +222,14 @@ class Region {
   // One attempt of open(); *gone when the file was removed under us.
   static Result<Region> open_once(const std::string& path, const OpenOptions& options, bool* gone);
   void release();
-  SweepReport sweep_locked(const SweepOptions& options);
+  // Looks at slots [0, end): all of them for an explicit sweep, the ones in
+  // use (below proc_num) when a process registers.
+  SweepReport sweep_locked(const SweepOptions& options, int end = kMaxProcesses);
   bool slot_owner_dead(int index, const ProcSlot& s, const SweepOptions& options) const;
   uint64_t clear_slot(int index);
   // Sets proc_num to one past the highest occupied slot; registry lock held.
-  int trim_proc_num();
+  // proc_num becomes one past the highest slot in use below `end`.
+  int trim_proc_num(int end = kMaxProcesses);
 
   std::string path_;
   int fd_ = -1;

@@ -136,6 +136,11 @@ void ClusterCache::set_pod_unlocked(const std::string& uid, PodCharge charge_) {
   charge(uid, it->second);
 }
 
+const PodCharge* ClusterCache::pod_unlocked(const std::string& uid) const {
+  auto it = pods_.find(uid);
+  return it == pods_.end() ? nullptr : &it->second;
+}
+
 bool ClusterCache::remove_pod_unlocked(const std::string& uid) {
   auto it = pods_.find(uid);
   if (it == pods_.end()) return false;

@@ -42,6 +42,9 @@ struct PodCharge {
   std::string node;
   std::vector<fit::DeviceCharge> charges;
   bool reserved = false;  // made by bind, not yet seen back from the API server
+  // Seen from the API server with spec.nodeName set: the pod runs (or will)
+  // there, and no later filter or bind of the same UID undoes it.
+  bool bound = false;
   // For the per-pod metrics.
   std::string ns;
   std::string name;
@@ -128,6 +131,7 @@ class ClusterCache {
   const fit::NodeDevices* node_unlocked(std::string_view name) const;
   void set_pod_unlocked(const std::string& uid, PodCharge charge);
   bool remove_pod_unlocked(const std::string& uid);
+  const PodCharge* pod_unlocked(const std::string& uid) const;
 
   struct Stats {
     uint64_t node_events = 0;

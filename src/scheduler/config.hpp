@@ -29,6 +29,9 @@ struct SchedulerConfig {
   // How long bind waits for another pod's node lock (released once kubelet
   // has allocated that pod) before failing; below the extender httpTimeout.
   std::chrono::milliseconds node_lock_wait{2000};
+  // Whether bind may place a pod on another node its filter found fitting
+  // when kube-scheduler's choice no longer fits or is locked (--bind-redirect).
+  bool bind_redirect = true;
 };
 
 // Reads upstream's device config YAML (its `nvidia:` block: resourceCountName,

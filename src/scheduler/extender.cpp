@@ -1,5 +1,6 @@
 #include "scheduler/extender.hpp"
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 
@@ -41,9 +42,15 @@ Extender::Extender(ClusterCache& cache, const SchedulerConfig& config, BindBacke
 
 void Extender::drop_previous(const std::string& uid) {
   if (uid.empty()) return;
-  // Most pods hold nothing: look under the shared lock before writing.
-  const bool held = cache_.read([&](const ClusterCache::View& v) { return v.pod(uid) != nullptr; });
-  if (held) cache_.remove_pod(uid);
+  // Most pods hold nothing: look under the shared lock before writing. A
+  // bound pod's allocation stays: kube-scheduler may filter a pod again
+  // whose binding went through while its answer was lost (the extender
+  // killed mid-bind), and that pod holds its GPUs all the same.
+  const bool drop = cache_.read([&](const ClusterCache::View& v) {
+    const PodCharge* c = v.pod(uid);
+    return c != nullptr && (c->reserved || !c->bound);
+  });
+  if (drop) cache_.remove_pod(uid);
 }
 
 FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> node_names) {
@@ -61,7 +68,6 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
   }
   // The pod is being scheduled (again): what it reserved before is void.
   drop_previous(pod.meta.uid);
-  remember(pod);
   const fit::PreparedPod& prepared = *req->prepared;
   const size_t n = node_names.size();
   // Per node: 1 fits, 0 rejected (reason in reasons[i]), 2 unregistered.
@@ -118,6 +124,7 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
                          verdict[i] == 2 ? kNodeUnregistered : std::move(reasons[i]));
     }
   }
+  remember(pod, best_fitting(out.nodes, kept_scores, prepared.options().node_policy));
   memo_.store(pod.meta.uid, version, out.nodes, std::move(kept_scores));
   if (metrics_) {
     Counts total{};
@@ -175,36 +182,63 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
   return out;
 }
 
-void Extender::remember(const k8s::Pod& pod) {
+std::vector<std::string> Extender::best_fitting(const std::vector<std::string>& nodes,
+                                                const std::vector<float>& scores,
+                                                fit::NodePolicy policy) {
+  if (nodes.size() <= kMaxRememberedNodes) return nodes;
+  // Binpack prefers the busiest node, spread the idlest; among equals the
+  // first listed (the index is the second key). nth_element: this runs in
+  // every filter.
+  std::vector<std::pair<float, uint32_t>> ranked(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    ranked[i] = {policy == fit::NodePolicy::kSpread ? scores[i] : -scores[i],
+                 static_cast<uint32_t>(i)};
+  const auto cut = ranked.begin() + static_cast<std::ptrdiff_t>(kMaxRememberedNodes);
+  std::nth_element(ranked.begin(), cut, ranked.end());
+  // In kube-scheduler's order, which alternatives() keeps among equals.
+  std::sort(ranked.begin(), cut, [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::vector<std::string> out;
+  out.reserve(kMaxRememberedNodes);
+  for (auto it = ranked.begin(); it != cut; ++it)
+    out.push_back(nodes[it->second]);
+  return out;
+}
+
+void Extender::remember(const k8s::Pod& pod, std::vector<std::string> fitting) {
   if (pod.meta.uid.empty()) return;
   std::lock_guard lk(seen_mu_);
   if (seen_.size() >= kMaxSeen) seen_.clear();
-  seen_.insert_or_assign(pod.meta.uid, pod);
+  seen_.insert_or_assign(pod.meta.uid, Seen{pod, std::move(fitting)});
 }
 
-std::optional<k8s::Pod> Extender::recall(const std::string& uid) {
+std::optional<Extender::Seen> Extender::recall(const std::string& uid) {
   std::lock_guard lk(seen_mu_);
   auto it = seen_.find(uid);
   if (it == seen_.end()) return std::nullopt;
-  k8s::Pod pod = std::move(it->second);
+  Seen seen = std::move(it->second);
   seen_.erase(it);
-  return pod;
+  return seen;
 }
 
 std::string Extender::reserve(const std::string& uid, const BindRequest& r,
-                              const SchedulingRequest& req, std::string* encoded) {
+                              const std::string& node_name, const SchedulingRequest& req,
+                              std::string* encoded) {
   std::string fit_error;
   cache_.with_exclusive([&](ClusterCache& c) {
+    if (const PodCharge* old = c.pod_unlocked(uid); old && old->bound && !old->reserved) {
+      fit_error = "pod " + r.ns + "/" + r.name + " is already bound to node " + old->node;
+      return 0;
+    }
     c.remove_pod_unlocked(uid);  // a reservation from an earlier attempt
-    const fit::NodeDevices* node = c.node_unlocked(r.node);
+    const fit::NodeDevices* node = c.node_unlocked(node_name);
     if (node == nullptr) {
-      fit_error = "node " + r.node + " has no registered GPUs";
+      fit_error = "node " + node_name + " has no registered GPUs";
       return 0;
     }
     fit::Placement placement;
     fit::NodeFit f = fit::fit_pod(*node, *req.prepared, scratch(), &placement);
     if (!f.fits) {
-      fit_error = "pod no longer fits node " + r.node + ": " + fit::describe(f.failure);
+      fit_error = "pod no longer fits node " + node_name + ": " + fit::describe(f.failure);
       return 0;
     }
     fit::PodDevices devices = fit::to_pod_devices(*node, *req.prepared, placement);
@@ -215,7 +249,7 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
     }
     *encoded = std::move(*text);
     PodCharge charge;
-    charge.node = r.node;
+    charge.node = node_name;
     charge.charges = fit::pod_charges(devices, req.kinds);
     charge.reserved = true;
     charge.ns = r.ns;
@@ -226,84 +260,203 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
   return fit_error;
 }
 
-std::string Extender::bind(const BindRequest& r) {
-  const std::string who = r.ns + "/" + r.name;
-  auto fail = [&](const char* reason, std::string message) {
-    if (metrics_) metrics_->failure(Verb::kBind, reason);
-    log::warn("bind %s to %s: %s", who.c_str(), r.node.c_str(), message.c_str());
-    return message;
-  };
-  if (!is_leader_()) {
-    return fail("NotLeader", "this scheduler replica is not the leader; only the leader binds");
-  }
-  if (backend_ == nullptr) return fail("NoBackend", "no API server to bind through");
-  // Fit and reserve atomically (no other bind can take these GPUs between
-  // the check and the charge), from filter's copy of the pod when there is
-  // one, so at once.
-  std::string encoded;
-  bool reserved = false;
-  if (auto seen = recall(r.uid); seen && seen->meta.ns == r.ns && seen->meta.name == r.name) {
-    auto req = pod_request(*seen, config_);
-    if (req && req->prepared) {
-      if (std::string e = reserve(r.uid, r, *req, &encoded); !e.empty()) return fail("NoFit", e);
-      reserved = true;
+std::vector<std::string> Extender::alternatives(const std::vector<std::string>& fitting,
+                                                const std::string& chosen, fit::NodePolicy policy,
+                                                size_t limit) {
+  std::vector<std::pair<float, size_t>> ranked;
+  ranked.reserve(fitting.size());
+  cache_.read([&](const ClusterCache::View& view) {
+    for (size_t i = 0; i < fitting.size(); ++i) {
+      if (fitting[i] == chosen) continue;
+      const float score = view.node_score(fitting[i]);
+      if (score < 0) continue;  // unregistered since
+      // Binpack prefers the busiest node, spread the idlest: rank so that
+      // the best comes first either way.
+      ranked.emplace_back(policy == fit::NodePolicy::kSpread ? score : -score, i);
     }
-  }
-  auto pod = backend_->get_pod(r.ns, r.name);
-  if (!pod) {
-    drop_previous(r.uid);
-    return fail("PodNotFound", "get pod " + who + ": " + pod.error().message);
-  }
-  if (!r.uid.empty() && !pod->meta.uid.empty() && pod->meta.uid != r.uid) {
-    if (reserved) cache_.remove_reservation(r.uid, r.node);
-    return fail("UidMismatch", "pod " + who + " has uid " + pod->meta.uid + ", not " + r.uid);
-  }
-  if (std::string why = bind_refusal(*pod, config_); !why.empty()) {
-    if (reserved) cache_.remove_reservation(r.uid, r.node);
-    return fail("NotOurPod", why);
-  }
-  const std::string uid = pod->meta.uid.empty() ? r.uid : pod->meta.uid;
-  if (!reserved) {
-    auto req = pod_request(*pod, config_);
-    if (!req) return fail("BadPod", "pod " + who + ": " + req.error().message);
-    if (!req->prepared) {
-      // Not ours (the extender was configured to bind everything): bind only.
-      auto b = backend_->bind(r.ns, r.name, uid, r.node);
-      if (!b) return fail("BindFailed", b.error().message);
-      return "";
-    }
-    if (std::string e = reserve(uid, r, *req, &encoded); !e.empty()) return fail("NoFit", e);
-  }
+    return 0;
+  });
+  // Ties keep filter's order (kube-scheduler's node order).
+  const size_t n = std::min(limit, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n), ranked.end());
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(fitting[ranked[i].second]);
+  return out;
+}
 
-  if (auto lock = backend_->lock_node(r.node, r.ns, r.name); !lock) {
-    cache_.remove_reservation(uid, r.node);
-    return fail("NodeLock", lock.error().message);
+std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid,
+                                    const std::string& node, const std::string& encoded,
+                                    std::chrono::milliseconds wait, bool* contended) {
+  const std::string who = r.ns + "/" + r.name;
+  *contended = false;
+  if (auto lock = backend_->lock_node(node, r.ns, r.name, wait); !lock) {
+    cache_.remove_reservation(uid, node);
+    *contended = lock.error().contended;
+    return lock.error().message;
   }
   const auto unix_now = std::to_string(
       std::chrono::duration_cast<std::chrono::seconds>(now_().time_since_epoch()).count());
-  std::map<std::string, std::string> annotations = {
-      {dp::kAssignedNode, r.node},
+  const std::map<std::string, std::string> annotations = {
+      {dp::kAssignedNode, node},
       {kAnnoVgpuTime, unix_now},
       {dp::kDevicesToAllocate, encoded},
       {dp::kDevicesAllocated, encoded},
       {dp::kBindPhase, dp::kPhaseAllocating},
       {dp::kBindTime, unix_now},
   };
-  if (auto p = backend_->patch_pod_annotations(r.ns, r.name, annotations); !p) {
-    backend_->unlock_node(r.node, r.ns, r.name);
-    cache_.remove_reservation(uid, r.node);
-    return fail("PatchFailed", "annotate pod " + who + ": " + p.error().message);
+  if (auto b = backend_->bind(r.ns, r.name, uid, node, annotations); !b) {
+    backend_->unlock_node(node, r.ns, r.name);
+    cache_.remove_reservation(uid, node);
+    return "bind pod " + who + ": " + b.error().message;
   }
-  if (auto b = backend_->bind(r.ns, r.name, uid, r.node); !b) {
-    backend_->unlock_node(r.node, r.ns, r.name);
-    cache_.remove_reservation(uid, r.node);
-    // The annotations stay with bind-phase failed, so the device plugin never
-    // acts on them and the watch does not charge them again.
-    (void)backend_->patch_pod_annotations(r.ns, r.name, {{dp::kBindPhase, dp::kPhaseFailed}});
-    return fail("BindFailed", "bind pod " + who + ": " + b.error().message);
-  }
-  log::info("bound %s to %s: %s", who.c_str(), r.node.c_str(), encoded.c_str());
   return "";
+}
+
+BindOutcome Extender::place(const BindRequest& r) {
+  const std::string who = r.ns + "/" + r.name;
+  auto fail = [&](const char* reason, std::string message) {
+    if (metrics_) metrics_->failure(Verb::kBind, reason);
+    log::warn("bind %s to %s: %s", who.c_str(), r.node.c_str(), message.c_str());
+    return BindOutcome{std::move(message), ""};
+  };
+  if (!is_leader_()) {
+    return fail("NotLeader", "this scheduler replica is not the leader; only the leader binds");
+  }
+  if (backend_ == nullptr) return fail("NoBackend", "no API server to bind through");
+  // filter's copy of the pod, so the pod is fitted and reserved at once,
+  // without a read from the API server first (the binding carries the UID).
+  k8s::Pod pod;
+  std::vector<std::string> fitting;
+  if (auto seen = recall(r.uid);
+      seen && seen->pod.meta.ns == r.ns && seen->pod.meta.name == r.name) {
+    pod = std::move(seen->pod);
+    fitting = std::move(seen->fitting);
+  } else {
+    // The extender restarted between filter and bind: read the pod.
+    auto got = backend_->get_pod(r.ns, r.name);
+    if (!got) {
+      drop_previous(r.uid);
+      return fail("PodNotFound", "get pod " + who + ": " + got.error().message);
+    }
+    if (!r.uid.empty() && !got->meta.uid.empty() && got->meta.uid != r.uid) {
+      return fail("UidMismatch", "pod " + who + " has uid " + got->meta.uid + ", not " + r.uid);
+    }
+    pod = std::move(*got);
+  }
+  const std::string uid = pod.meta.uid.empty() ? r.uid : pod.meta.uid;
+  // Bound already (its binding went through, the answer was lost): done if
+  // there, an error elsewhere; nothing of it is touched.
+  const std::string bound_to = cache_.read([&](const ClusterCache::View& v) {
+    const PodCharge* c = v.pod(uid);
+    return c != nullptr && c->bound && !c->reserved ? c->node : std::string();
+  });
+  if (bound_to == r.node) return {"", r.node};
+  if (!bound_to.empty()) {
+    return fail("AlreadyBound", "pod " + who + " is already bound to node " + bound_to);
+  }
+  // Only a pending pod of this scheduler: a caller of /bind cannot place a
+  // pod kube-scheduler did not schedule through us, or move one that runs.
+  if (std::string why = bind_refusal(pod, config_); !why.empty()) return fail("NotOurPod", why);
+  auto req = pod_request(pod, config_);
+  if (!req) return fail("BadPod", "pod " + who + ": " + req.error().message);
+  if (!req->prepared) {
+    // Not ours (the extender was configured to bind everything): bind only.
+    auto b = backend_->bind(r.ns, r.name, uid, r.node, {});
+    if (!b) return fail("BindFailed", b.error().message);
+    return {"", r.node};
+  }
+
+  // kube-scheduler's choice first. It binds asynchronously, so by now
+  // another bind may have taken the room filter saw there, or another pod
+  // may hold the node's lock until kubelet has allocated it; failing would
+  // park this pod in kube-scheduler's back-off (up to a minute in 1.20). So
+  // the other nodes filter found fitting follow, best first. A pod whose
+  // place depends on other pods' (affinity, spread, host ports) stays where
+  // kube-scheduler put it: only kube-scheduler can judge another node.
+  std::vector<std::string> order = {r.node};
+  if (config_.bind_redirect && !pod.placement_depends_on_other_pods) {
+    auto more =
+        alternatives(fitting, r.node, req->prepared->options().node_policy, kMaxBindNodes - 1);
+    order.insert(order.end(), more.begin(), more.end());
+  }
+  std::string first_error;          // why kube-scheduler's choice was not used
+  std::vector<std::string> locked;  // fitting, but another pod held the lock
+  size_t others_no_fit = 0;
+  const char* moved_because = "NoFit";
+  auto bound = [&](const std::string& node, const char* why) {
+    if (node == r.node) {
+      log::info("bound %s to %s", who.c_str(), node.c_str());
+    } else {
+      if (metrics_) metrics_->redirect(why);
+      log::info("bound %s to %s instead of %s: %s", who.c_str(), node.c_str(), r.node.c_str(),
+                first_error.c_str());
+    }
+    return BindOutcome{"", node};
+  };
+  bool waited = false;
+  for (const std::string& node : order) {
+    const bool chosen = node == r.node;
+    std::string encoded;
+    if (std::string e = reserve(uid, r, node, *req, &encoded); !e.empty()) {
+      if (chosen) first_error = std::move(e);
+      others_no_fit += !chosen;
+      continue;
+    }
+    // The lock of kube-scheduler's choice is worth waiting for: binpack
+    // sends a batch of pods to one node, and its device plugin releases each
+    // pod's lock within moments. But a waiting bind holds a request thread,
+    // so past a few waiters the pod goes elsewhere at once.
+    std::chrono::milliseconds wait{0};
+    std::optional<WaiterSlot> slot;
+    if (chosen && config_.node_lock_wait.count() > 0) {
+      slot.emplace(lock_waiters_);
+      if (order.size() == 1 || slot->count() <= kMaxLockWaiters) wait = config_.node_lock_wait;
+      if (wait.count() == 0) slot.reset();
+    }
+    waited = waited || wait.count() > 0;
+    bool contended = false;
+    std::string e = lock_and_bind(r, uid, node, encoded, wait, &contended);
+    slot.reset();
+    if (e.empty()) return bound(node, moved_because);
+    if (!contended) return fail("BindFailed", e);
+    if (chosen) {
+      first_error = std::move(e);
+      moved_because = "NodeLock";
+    }
+    locked.push_back(node);
+  }
+  // Every node that fits is locked right now: wait for the best one's lock
+  // (unless that was kube-scheduler's choice, waited for already).
+  if (!locked.empty() && config_.node_lock_wait.count() > 0 &&
+      !(waited && locked.front() == r.node)) {
+    const std::string& node = locked.front();
+    std::string encoded;
+    if (std::string e = reserve(uid, r, node, *req, &encoded); e.empty()) {
+      bool contended = false;
+      e = lock_and_bind(r, uid, node, encoded, config_.node_lock_wait, &contended);
+      if (e.empty()) return bound(node, "NodeLock");
+      if (!contended) return fail("BindFailed", e);
+      if (node == r.node) first_error = std::move(e);
+    }
+  }
+  std::string msg = first_error;
+  if (order.size() > 1) {
+    const size_t others_locked = locked.size() - (!locked.empty() && locked.front() == r.node);
+    msg += "; of the " + std::to_string(order.size() - 1) +
+           " best other nodes it fitted in filter, " + std::to_string(others_no_fit) +
+           " no longer fit and " + std::to_string(others_locked) +
+           " are locked by pods being allocated";
+  }
+  if (!locked.empty()) {
+    return fail("NodeLock", msg +
+                                "; the device plugin releases a node's lock once kubelet has "
+                                "allocated the pod named in it: if a lock stays, check the "
+                                "device plugin on " +
+                                locked.front());
+  }
+  return fail("NoFit", msg + "; kube-scheduler tries again when GPUs are freed or nodes added");
 }
 
 }  // namespace hami::scheduler

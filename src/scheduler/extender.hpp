@@ -8,16 +8,22 @@
 //  - prioritize: each node's score under the pod's node policy, 0..10.
 //  - bind: fits the pod on the chosen node and reserves the devices in the
 //    cache under its exclusive lock (the next filter sees them at once), then
-//    through the BindBackend takes the node lock, writes upstream's
-//    annotations and binds. Any failure releases the lock and the reservation.
+//    through the BindBackend takes the node lock and binds with upstream's
+//    annotations. When the chosen node no longer fits (another bind took the
+//    room first) or another pod holds its lock, the pod goes to the best
+//    other node its filter found fitting, so it binds in this scheduling
+//    cycle instead of waiting in kube-scheduler's back-off. Any failure
+//    releases the lock and the reservation.
 //
 //   Extender ext(cache, config, &backend, &metrics);
 //   FilterResult f = ext.filter(pod, node_names);
 //   std::vector<HostPriority> p = ext.prioritize(pod, f.nodes);
-//   std::string err = ext.bind({.ns = "default", .name = "p", .uid = uid, .node = f.nodes[0]});
+//   BindOutcome b = ext.place({.ns = "default", .name = "p", .uid = uid, .node = f.nodes[0]});
+//   // b.error empty on success; b.node is where the pod went
 //
 // Thread-safe: the verbs may run concurrently from any number of threads.
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -39,22 +45,31 @@
 
 namespace hami::scheduler {
 
+struct LockError {
+  bool contended = false;  // another live pod holds the lock
+  std::string message;     // says who holds it, or what failed
+};
+
 // What bind needs from the API server. The daemon's implementation uses the
 // Kubernetes client (k8s_backend.hpp); the benchmark's answers in memory.
 class BindBackend {
  public:
   virtual ~BindBackend() = default;
   virtual Result<k8s::Pod> get_pod(const std::string& ns, const std::string& name) = 0;
-  // Upstream's node lock (§3.8); an error says who holds it.
-  virtual Result<void> lock_node(const std::string& node, const std::string& ns,
-                                 const std::string& name) = 0;
+  // Upstream's node lock (§3.8). A lock another live pod holds is waited for
+  // up to `wait` (0: not at all), then reported with `contended` set.
+  virtual Result<void, LockError> lock_node(const std::string& node, const std::string& ns,
+                                            const std::string& name,
+                                            std::chrono::milliseconds wait) = 0;
   // Best effort; only a lock this pod holds is released.
   virtual void unlock_node(const std::string& node, const std::string& ns,
                            const std::string& name) = 0;
-  virtual Result<void> patch_pod_annotations(const std::string& ns, const std::string& name,
-                                             const std::map<std::string, std::string>& set) = 0;
+  // pods/binding, carrying `annotations`: the API server sets them on the pod
+  // in the same update as spec.nodeName, so the pod is never seen bound
+  // without them, and a failed binding leaves nothing behind.
   virtual Result<void> bind(const std::string& ns, const std::string& name, const std::string& uid,
-                            const std::string& node) = 0;
+                            const std::string& node,
+                            const std::map<std::string, std::string>& annotations) = 0;
 };
 
 struct FilterResult {
@@ -76,6 +91,22 @@ struct BindRequest {
   std::string node;
 };
 
+struct BindOutcome {
+  std::string error;  // empty on success, else for ExtenderBindingResult.Error
+  std::string node;   // where the pod was bound: the request's node or another
+};
+
+// At most this many nodes are tried for one bind: kube-scheduler's choice and
+// the best others.
+inline constexpr size_t kMaxBindNodes = 16;
+// At most this many binds wait for the lock of kube-scheduler's choice at
+// once; a bind beyond them goes to another node at once (a waiting bind
+// holds one of the server's request threads).
+inline constexpr int kMaxLockWaiters = 4;
+// filter keeps this many of a pod's fitting nodes, its best, for bind to
+// choose from when kube-scheduler's choice is taken.
+inline constexpr size_t kMaxRememberedNodes = 64;
+
 inline constexpr int kMaxExtenderPriority = 10;
 
 class Extender {
@@ -95,8 +126,10 @@ class Extender {
   // Nodes unknown to the cache score 0; a pod not ours scores 0 everywhere.
   Result<std::vector<HostPriority>> prioritize(const k8s::Pod& pod,
                                                std::span<const std::string> node_names);
-  // "" on success, else the error for ExtenderBindingResult.Error.
-  std::string bind(const BindRequest& request);
+  // Binds the pod, on the requested node or another; says where.
+  BindOutcome place(const BindRequest& request);
+  // place() for ExtenderBindingResult: "" on success, else the error.
+  std::string bind(const BindRequest& request) { return place(request).error; }
 
  private:
   void drop_previous(const std::string& uid);
@@ -106,12 +139,33 @@ class Extender {
   // before reading the pod back from the API server; otherwise the next pod
   // is scored on usage without this one (two pods of a batch on one GPU
   // under spread).
-  void remember(const k8s::Pod& pod);
-  std::optional<k8s::Pod> recall(const std::string& uid);
+  // With the pod, filter keeps the nodes it found fitting (the best
+  // kMaxRememberedNodes): where bind may send the pod when kube-scheduler's
+  // choice is taken.
+  struct Seen {
+    k8s::Pod pod;
+    std::vector<std::string> fitting;
+  };
+  void remember(const k8s::Pod& pod, std::vector<std::string> fitting);
+  // The kMaxRememberedNodes best of filter's fitting nodes under `policy`
+  // (all of them when fewer): a pending pod's copy stays small.
+  static std::vector<std::string> best_fitting(const std::vector<std::string>& nodes,
+                                               const std::vector<float>& scores,
+                                               fit::NodePolicy policy);
+  std::optional<Seen> recall(const std::string& uid);
   // Fits `req` on `node` and reserves it for `uid`; the error, or "" with
   // the allocation annotation in `encoded`.
-  std::string reserve(const std::string& uid, const BindRequest& r, const SchedulingRequest& req,
-                      std::string* encoded);
+  std::string reserve(const std::string& uid, const BindRequest& r, const std::string& node,
+                      const SchedulingRequest& req, std::string* encoded);
+  // The nodes of `fitting` other than `chosen`, best first under `policy`
+  // by the cache's current scores; at most `limit`.
+  std::vector<std::string> alternatives(const std::vector<std::string>& fitting,
+                                        const std::string& chosen, fit::NodePolicy policy,
+                                        size_t limit);
+  // Locks `node` and binds there with the annotations; "" or the error.
+  std::string lock_and_bind(const BindRequest& r, const std::string& uid, const std::string& node,
+                            const std::string& encoded, std::chrono::milliseconds wait,
+                            bool* contended);
 
   ClusterCache& cache_;
   const SchedulerConfig& config_;
@@ -122,7 +176,21 @@ class Extender {
   std::function<std::chrono::system_clock::time_point()> now_;
   ScoreMemo memo_;  // filter's scores for the prioritize that follows
   std::mutex seen_mu_;
-  std::unordered_map<std::string, k8s::Pod> seen_;  // by UID, cleared past kMaxSeen
+  std::unordered_map<std::string, Seen> seen_;  // by UID, cleared past kMaxSeen
+  // Binds now waiting for a lock; a WaiterSlot counts one while it lives.
+  std::atomic<int> lock_waiters_{0};
+  class WaiterSlot {
+   public:
+    explicit WaiterSlot(std::atomic<int>& n) : n_(n), count_(++n) {}
+    ~WaiterSlot() { --n_; }
+    WaiterSlot(const WaiterSlot&) = delete;
+    WaiterSlot& operator=(const WaiterSlot&) = delete;
+    int count() const { return count_; }  // waiters, this one included
+
+   private:
+    std::atomic<int>& n_;
+    int count_;
+  };
 };
 
 }  // namespace hami::scheduler

@@ -70,6 +70,7 @@ Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod) {
   c.charges = fit::pod_charges(*devices, kinds);
   c.ns = pod.meta.ns;
   c.name = pod.meta.name;
+  c.bound = !pod.node_name.empty();
   return std::optional<PodCharge>(std::move(c));
 }
 

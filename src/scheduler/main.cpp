@@ -29,6 +29,7 @@
 #include "scheduler/k8s_backend.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/server.hpp"
+#include "scheduler/stale_locks.hpp"
 
 namespace {
 
@@ -58,6 +59,7 @@ int main(int argc, char** argv) try {
   std::string kubeconfig, device_config, node_policy = "binpack", gpu_policy = "spread";
   std::string lock_timeout = "5m";
   std::string lock_wait = "2s";
+  bool bind_redirect = true;
   bool leader_elect = false;
   std::string lease_name = "hami-scheduler";
   const char* pod_ns = std::getenv("POD_NAMESPACE");
@@ -98,6 +100,10 @@ int main(int argc, char** argv) try {
   app.add_option("--node-lock-wait", lock_wait,
                  "How long bind waits for a node lock another pod holds (0: fail at once)")
       ->check(hami::duration_flag(/*allow_zero=*/true))
+      ->capture_default_str();
+  app.add_option("--bind-redirect", bind_redirect,
+                 "When kube-scheduler's node no longer fits or is locked, bind to the best other "
+                 "node the pod's filter found fitting")
       ->capture_default_str();
   app.add_option("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
                  "Take pods whose schedulerName is default-scheduler")
@@ -146,6 +152,7 @@ int main(int argc, char** argv) try {
       std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(read_timeout));
   so.idle_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(idle_timeout));
+  cfg.bind_redirect = bind_redirect;
   if (!device_config.empty()) {
     if (auto r = apply_device_config_file(cfg, device_config); !r) return usage(r.error().message);
   }
@@ -179,7 +186,7 @@ int main(int argc, char** argv) try {
   ClusterCache cache;
   CacheFeed feed(cache);
   Metrics metrics;
-  K8sBindBackend backend(*client, cfg.node_lock_timeout, cfg.node_lock_wait);
+  K8sBindBackend backend(*client, cfg.node_lock_timeout);
   Extender extender(cache, cfg, &backend, &metrics);
   // One request's nodes split over every core (the request's thread + these).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -187,19 +194,49 @@ int main(int argc, char** argv) try {
   extender.set_pool(&pool);
 
   using nlohmann::json;
-  hami::k8s::Reflector nodes(
-      *client, hami::k8s::node_path(), {},
-      {.on_add = [&](const json& n) { feed.node_changed(n); },
-       .on_update = [&](const json& o, const json& n) { feed.node_updated(o, n); },
-       .on_delete = [&](const json& n) { feed.node_deleted(n); }});
+  std::optional<hami::k8s::LeaderElector> elector;
+  auto extender_leads = [&] { return !elector || elector->is_leader(); };
+  // Locks left by binds cut short (this process killed mid-bind) whose pods
+  // a retry bound elsewhere; only the leader writes.
+  StaleLocks stale([&](const std::string& node, const std::string& ns, const std::string& pod) {
+    if (extender_leads()) backend.unlock_node(node, ns, pod);
+  });
+  hami::k8s::Reflector nodes(*client, hami::k8s::node_path(), {},
+                             {.on_add =
+                                  [&](const json& n) {
+                                    feed.node_changed(n);
+                                    stale.node_seen(n);
+                                  },
+                              .on_update =
+                                  [&](const json& o, const json& n) {
+                                    feed.node_updated(o, n);
+                                    stale.node_seen(n);
+                                  },
+                              .on_delete =
+                                  [&](const json& n) {
+                                    feed.node_deleted(n);
+                                    stale.node_gone(n);
+                                  }});
   hami::k8s::Reflector pods(*client, hami::k8s::core_path("pods"), {},
-                            {.on_add = [&](const json& p) { feed.pod_changed(p); },
-                             .on_update = [&](const json&, const json& p) { feed.pod_changed(p); },
-                             .on_delete = [&](const json& p) { feed.pod_deleted(p); }});
+                            {.on_add =
+                                 [&](const json& p) {
+                                   feed.pod_changed(p);
+                                   stale.pod_seen(p);
+                                 },
+                             .on_update =
+                                 [&](const json&, const json& p) {
+                                   feed.pod_changed(p);
+                                   stale.pod_seen(p);
+                                 },
+                             .on_delete =
+                                 [&](const json& p) {
+                                   feed.pod_deleted(p);
+                                   stale.pod_gone(p);
+                                 }});
+  backend.set_node_source([&](const std::string& n) { return nodes.get("", n); });
   nodes.start();
   pods.start();
 
-  std::optional<hami::k8s::LeaderElector> elector;
   if (leader_elect) {
     elector.emplace(*client,
                     hami::k8s::LeaderElectionConfig{

@@ -44,6 +44,17 @@ void Metrics::node_rejected(std::string_view reason, uint64_t n) {
   rejections_[std::string(reason)] += n;
 }
 
+void Metrics::redirect(std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++redirects_[std::string(reason)];
+}
+
+uint64_t Metrics::redirects(const std::string& reason) const {
+  std::lock_guard lock(mu_);
+  auto it = redirects_.find(reason);
+  return it == redirects_.end() ? 0 : it->second;
+}
+
 uint64_t Metrics::requests(Verb v) const {
   return hist_[static_cast<size_t>(v)].count.load();
 }
@@ -96,6 +107,13 @@ std::string Metrics::render(const ClusterCache& cache) const {
                "Nodes filter rejected, counted under each reason they gave.", "counter");
     for (const auto& [reason, n] : rejections_) {
       out.sample("hami_scheduler_node_rejections_total", {{"reason", reason}}, n);
+    }
+    out.family("hami_scheduler_bind_redirects_total",
+               "Pods bound to another node than kube-scheduler chose, because its choice no "
+               "longer fitted (NoFit) or was locked (NodeLock).",
+               "counter");
+    for (const auto& [reason, n] : redirects_) {
+      out.sample("hami_scheduler_bind_redirects_total", {{"reason", reason}}, n);
     }
   }
   out.family("hami_scheduler_leader", "1 when this replica is the leader (binds).");

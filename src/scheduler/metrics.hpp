@@ -39,12 +39,16 @@ class Metrics {
   void failure(Verb v, std::string_view reason);
   // A node filter rejected, counted under each reason it gave.
   void node_rejected(std::string_view reason, uint64_t n = 1);
+  // A pod bound to another node than kube-scheduler chose, and why
+  // ("NoFit", "NodeLock").
+  void redirect(std::string_view reason);
   void set_leader(bool leader) { leader_.store(leader); }
 
   std::string render(const ClusterCache& cache) const;
 
   uint64_t requests(Verb v) const;
   uint64_t failures(Verb v, const std::string& reason) const;
+  uint64_t redirects(const std::string& reason) const;
 
  private:
   struct Histogram {
@@ -58,6 +62,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, uint64_t> failures_;  // (verb, reason)
   std::map<std::string, uint64_t> rejections_;
+  std::map<std::string, uint64_t> redirects_;
 };
 
 }  // namespace hami::scheduler

@@ -987,13 +987,15 @@ TEST_F(ControlPlaneTest, ExtenderRestartedMidBatchLosesNoPodAndGrantsNoGpuTwice)
   }
   // No node stays locked by a bind the kill cut short.
   for (auto& n : c_->nodes) {
+    std::string held;
     EXPECT_TRUE(wait_until(
         [&] {
           auto node = client().get(k8s::node_path(n->spec.name));
-          return node && annotation(*node, "hami.io/mutex.lock") == "<absent>";
+          held = node ? annotation(*node, "hami.io/mutex.lock") : "<no node>";
+          return held == "<absent>";
         },
         10s))
-        << n->spec.name << " still locked";
+        << n->spec.name << " still locked: " << held;
   }
   // The restarted scheduler's cache, rebuilt from the API, agrees.
   EXPECT_TRUE(wait_until([&] { return metric_sum("hami_gpu_shared_count") == kPods; }, 20s))

@@ -123,6 +123,26 @@ INSTANTIATE_TEST_SUITE_P(
                "metadata.creationTimestamp: time \"yesterday\""},
         BadPod{R"({"status": {"phase": 3}})", "status.phase: expected string, got number"}));
 
+// What the scheduler extender needs to know before it binds a pod elsewhere
+// than kube-scheduler chose: whether its place depends on other pods'.
+TEST(Objects, PodPlacementDependingOnOtherPods) {
+  auto with = [](const char* spec) {
+    json p = json::parse(R"({"metadata": {"name": "p"}, "spec": )" + std::string(spec) + "}");
+    auto pod = Pod::from_json(p);
+    EXPECT_TRUE(pod) << pod.error().message;
+    return pod && pod->placement_depends_on_other_pods;
+  };
+  EXPECT_FALSE(with(R"({"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]})"));
+  EXPECT_FALSE(with(R"({"affinity": {"nodeAffinity": {}}, "topologySpreadConstraints": []})"));
+  EXPECT_TRUE(with(R"({"affinity": {"podAntiAffinity": {}}})"));
+  EXPECT_TRUE(with(
+      R"({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}})"));
+  EXPECT_TRUE(with(R"({"topologySpreadConstraints": [{"maxSkew": 1}]})"));
+  EXPECT_TRUE(with(
+      R"({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}]}]})"));
+  EXPECT_TRUE(with(R"({"initContainers": [{"name": "i", "ports": [{"hostPort": 53}]}]})"));
+}
+
 TEST(Objects, TopLevelMustBeAnObject) {
   auto r = Pod::from_json(json::array());
   ASSERT_FALSE(r);

@@ -43,6 +43,7 @@ class SchedulerApiTest : public test::ApiFixture {
       feed.node_changed(*api().get("nodes", "", n));
     }
     backend.emplace(client(), std::chrono::seconds(300));
+    config.node_lock_wait = 0ms;  // tests that wait say how long
     ext.emplace(cache, config, &*backend, &metrics);
   }
   json create(const std::string& name, std::map<std::string, std::string> limits) {
@@ -104,7 +105,7 @@ TEST_F(SchedulerApiTest, LockHeldByALivePodIsContention) {
 }
 
 TEST_F(SchedulerApiTest, LockReleasedWithinTheWaitIsTaken) {
-  backend.emplace(client(), std::chrono::seconds(300), 5s);
+  config.node_lock_wait = 5s;
   api().put("pods", test::sched_pod("owner", {}));
   lock_node_for_owner("a");
   json p = create("p", {{"nvidia.com/gpu", "1"}});
@@ -128,7 +129,7 @@ TEST_F(SchedulerApiTest, LockReleasedWithinTheWaitIsTaken) {
 }
 
 TEST_F(SchedulerApiTest, LockHeldPastTheWaitIsContention) {
-  backend.emplace(client(), std::chrono::seconds(300), 300ms);
+  config.node_lock_wait = 300ms;
   api().put("pods", test::sched_pod("owner", {}));
   lock_node_for_owner("a");
   json p = create("p", {{"nvidia.com/gpu", "1"}});
@@ -168,7 +169,9 @@ TEST_F(SchedulerApiTest, StaleOrOrphanedLocksAreTakenOver) {
   EXPECT_EQ(ext->bind({"default", "q", uid(q), "b"}), "") << "the owner pod does not exist";
 }
 
-TEST_F(SchedulerApiTest, BindingFailureReleasesTheLockAndMarksThePod) {
+// The annotations travel in the Binding: one write puts the pod on its node
+// with them, and a binding that fails leaves the pod as it was.
+TEST_F(SchedulerApiTest, BindingFailureReleasesTheLockAndLeavesThePodAsItWas) {
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   api().inject({.verb = "create",
                 .path_prefix = "/api/v1/namespaces/default/pods/p/binding",
@@ -177,20 +180,123 @@ TEST_F(SchedulerApiTest, BindingFailureReleasesTheLockAndMarksThePod) {
   const std::string err = ext->bind({"default", "p", uid(p), "a"});
   EXPECT_NE(err.find("bind pod default/p"), std::string::npos) << err;
   EXPECT_EQ(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"), "<absent>");
-  EXPECT_EQ(annotation(api().get("pods", "default", "p"), "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(annotation(api().get("pods", "default", "p"), "hami.io/bind-phase"), "<absent>");
+  EXPECT_EQ(annotation(api().get("pods", "default", "p"), "hami.io/vgpu-node"), "<absent>");
   EXPECT_EQ(metrics.failures(Verb::kBind, "BindFailed"), 1u);
 }
 
-TEST_F(SchedulerApiTest, PatchFailureReleasesTheLock) {
+TEST_F(SchedulerApiTest, LockFailureLeavesThePodAsItWas) {
   json p = create("p", {{"nvidia.com/gpu", "1"}});
-  api().inject({.verb = "patch",
-                .path_prefix = "/api/v1/namespaces/default/pods/p",
-                .status = 422,
-                .count = 10});
+  api().inject({.verb = "patch", .path_prefix = "/api/v1/nodes/a", .status = 422, .count = 10});
   const std::string err = ext->bind({"default", "p", uid(p), "a"});
-  EXPECT_NE(err.find("annotate pod default/p"), std::string::npos) << err;
+  EXPECT_NE(err.find("lock node a"), std::string::npos) << err;
   EXPECT_EQ(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"), "<absent>");
   EXPECT_EQ((*api().get("pods", "default", "p"))["spec"].value("nodeName", ""), "");
+  EXPECT_EQ(annotation(api().get("pods", "default", "p"), "hami.io/bind-phase"), "<absent>");
+}
+
+// What one bind asks of the API server when filter has seen the pod and the
+// node comes from the watch: one PATCH for the lock, one binding carrying the
+// annotations; no read of the pod or the node, no patch of the pod.
+TEST_F(SchedulerApiTest, BindFromFiltersCopyAndTheWatchMakesTwoRequests) {
+  backend->set_node_source([&](const std::string& n) { return api().get("nodes", "", n); });
+  json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a"}).nodes.size(), 1u);
+  ASSERT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
+  EXPECT_EQ(api().requests("get"), 0u);
+  EXPECT_EQ(api().requests("patch"), 1u);
+  EXPECT_EQ(api().requests("patch", "/api/v1/nodes/a"), 1u);
+  EXPECT_EQ(api().requests("create"), 1u);
+  EXPECT_EQ(api().requests("create", "/api/v1/namespaces/default/pods/p/binding"), 1u);
+  auto after = api().get("pods", "default", "p");
+  EXPECT_EQ((*after)["spec"]["nodeName"], "a");
+  EXPECT_EQ(annotation(after, "hami.io/bind-phase"), "allocating");
+  EXPECT_EQ(annotation(after, "hami.io/vgpu-node"), "a");
+  auto lock =
+      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+  ASSERT_TRUE(lock) << lock.error().message;
+  EXPECT_TRUE(lock->held_by("default", "p"));
+}
+
+// A watch copy older than the node: its resourceVersion no longer matches,
+// the patch gets 409, the node is read and the lock taken all the same; a
+// copy showing a lock that is no longer there is read again too.
+TEST_F(SchedulerApiTest, StaleWatchCopyOfTheNodeStillLocksCorrectly) {
+  const json old_a = *api().get("nodes", "", "a");
+  json newer = old_a;
+  newer["metadata"]["labels"]["x"] = "y";
+  api().put("nodes", newer);
+  backend->set_node_source([&](const std::string&) { return old_a; });
+  json p = create("p", {{"nvidia.com/gpu", "1"}});
+  ASSERT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
+  auto lock =
+      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+  ASSERT_TRUE(lock) << lock.error().message;
+  EXPECT_TRUE(lock->held_by("default", "p"));
+  EXPECT_EQ((*api().get("nodes", "", "a"))["metadata"]["labels"]["x"], "y");
+}
+
+// kube-scheduler's choice is kept when its lock is released within the wait
+// (the device plugin releases it once kubelet has allocated the pod holding
+// it): a batch under binpack stays on one node.
+TEST_F(SchedulerApiTest, BindWaitsForTheChosenNodesLockBeforeMovingThePod) {
+  config.node_lock_wait = 5s;
+  api().put("pods", test::sched_pod("owner", {}));
+  lock_node_for_owner("a");
+  json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a", "b"}).nodes.size(),
+            2u);
+  std::thread plugin([&] {
+    std::this_thread::sleep_for(300ms);
+    json m = *api().get("nodes", "", "a");
+    m["metadata"]["annotations"].erase("hami.io/mutex.lock");
+    api().put("nodes", m);
+  });
+  BindOutcome b = ext->place({"default", "p", uid(p), "a"});
+  plugin.join();
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "a");
+  EXPECT_EQ(metrics.redirects("NodeLock"), 0u);
+}
+
+// A node written faster than its lock can be taken (every patch meets a newer
+// version) is contention like a held lock: the pod goes elsewhere.
+TEST_F(SchedulerApiTest, NodeThatKeepsChangingIsContentionNotFailure) {
+  api().inject({.verb = "patch", .path_prefix = "/api/v1/nodes/a", .status = 409, .count = -1});
+  json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a", "b"}).nodes.size(),
+            2u);
+  BindOutcome b = ext->place({"default", "p", uid(p), "a"});
+  api().clear_faults();
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "b");
+  EXPECT_EQ(metrics.failures(Verb::kBind, "BindFailed"), 0u);
+}
+
+// Through the real client: a pod whose node is locked by a pod being
+// allocated is bound on the other node its filter found, in one bind.
+TEST_F(SchedulerApiTest, BindOnALockedNodeIsRedirected) {
+  api().put("pods", test::sched_pod("owner", {}));
+  lock_node_for_owner("a");
+  json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
+  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a", "b"}).nodes.size(),
+            2u);
+  BindOutcome b = ext->place({"default", "p", uid(p), "a"});
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "b");
+  auto after = api().get("pods", "default", "p");
+  EXPECT_EQ((*after)["spec"]["nodeName"], "b");
+  EXPECT_EQ(annotation(after, "hami.io/vgpu-node"), "b");
+  EXPECT_EQ(annotation(after, "hami.io/vgpu-devices-allocated").rfind("GPU-b-", 0), 0u);
+  auto lock_a =
+      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+  ASSERT_TRUE(lock_a);
+  EXPECT_TRUE(lock_a->held_by("default", "owner"));
+  auto lock_b =
+      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "b"), "hami.io/mutex.lock"));
+  ASSERT_TRUE(lock_b);
+  EXPECT_TRUE(lock_b->held_by("default", "p"));
+  EXPECT_EQ(metrics.redirects("NodeLock"), 1u);
 }
 
 TEST_F(SchedulerApiTest, MissingPodIsAnError) {

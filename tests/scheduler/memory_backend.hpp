@@ -1,9 +1,13 @@
 #pragma once
 // A BindBackend that keeps pods and node locks in memory, for the extender's
 // tests and the benchmark: the real bind code path (fit, reserve, lock,
-// annotate, bind, roll back) without HTTP. Failures can be scripted per step.
-// The node lock follows upstream's rule (held by another pod ⇒ contention).
+// bind with annotations, roll back) without HTTP. Failures can be scripted
+// per step. The node lock follows upstream's rule (held by another pod ⇒
+// contention); a held lock is not waited for, unless block_waits() makes a
+// bind that may wait block until unblock_waits().
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -37,7 +41,7 @@ class MemoryBackend : public scheduler::BindBackend {
     std::lock_guard l(mu_);
     locks_[node] = holder;
   }
-  // Makes the next call of `step` ("lock", "patch", "bind") fail.
+  // Makes the next call of `step` ("lock", "bind") fail.
   void fail_next(const std::string& step) {
     std::lock_guard l(mu_);
     fail_.insert(step);
@@ -46,33 +50,63 @@ class MemoryBackend : public scheduler::BindBackend {
     std::lock_guard l(mu_);
     return binds_;
   }
+  int pod_reads() const {
+    std::lock_guard l(mu_);
+    return reads_;
+  }
+  void block_waits() {
+    std::lock_guard l(mu_);
+    block_ = true;
+  }
+  void unblock_waits() {
+    {
+      std::lock_guard l(mu_);
+      block_ = false;
+    }
+    cv_.notify_all();
+  }
+  int waiting() const {
+    std::lock_guard l(mu_);
+    return waiting_;
+  }
   // The device plugin's side: Allocate done, lock released.
   void release_all_locks() {
     std::lock_guard l(mu_);
     locks_.clear();
   }
 
-  // Runs inside get_pod, before the read: what happens while bind waits for
-  // the API server.
+  // Run inside get_pod and lock_node, before they act: what happens while
+  // bind waits for the API server.
   std::function<void()> on_get_pod;
+  std::function<void(const std::string& node)> on_lock;
 
   Result<k8s::Pod> get_pod(const std::string& ns, const std::string& name) override {
     if (on_get_pod) on_get_pod();
     std::lock_guard l(mu_);
+    ++reads_;
     auto it = pods_.find(ns + "/" + name);
     if (it == pods_.end()) return Error{"pods \"" + name + "\" not found"};
     auto p = k8s::Pod::from_json(it->second);
     if (!p) return p.error();
     return std::move(*p);
   }
-  Result<void> lock_node(const std::string& node, const std::string& ns,
-                         const std::string& name) override {
-    std::lock_guard l(mu_);
-    if (fail_.erase("lock")) return Error{"injected lock failure"};
+  Result<void, scheduler::LockError> lock_node(const std::string& node, const std::string& ns,
+                                               const std::string& name,
+                                               std::chrono::milliseconds wait) override {
+    if (on_lock) on_lock(node);
+    std::unique_lock l(mu_);
+    if (fail_.erase("lock")) return scheduler::LockError{false, "injected lock failure"};
     const std::string me = ns + "/" + name;
     auto it = locks_.find(node);
+    if (it != locks_.end() && it->second != me && wait.count() > 0 && block_) {
+      ++waiting_;
+      cv_.wait(l, [&] { return !block_; });
+      --waiting_;
+      it = locks_.find(node);
+    }
     if (it != locks_.end() && it->second != me) {
-      return Error{"node " + node + " has been locked by " + it->second + ": node lock contention"};
+      return scheduler::LockError{
+          true, "node " + node + " has been locked by " + it->second + ": node lock contention"};
     }
     locks_[node] = me;
     return {};
@@ -83,30 +117,30 @@ class MemoryBackend : public scheduler::BindBackend {
     auto it = locks_.find(node);
     if (it != locks_.end() && it->second == ns + "/" + name) locks_.erase(it);
   }
-  Result<void> patch_pod_annotations(const std::string& ns, const std::string& name,
-                                     const std::map<std::string, std::string>& set) override {
-    std::lock_guard l(mu_);
-    if (fail_.erase("patch")) return Error{"injected patch failure"};
-    auto& p = pods_.at(ns + "/" + name);
-    for (const auto& [k, v] : set)
-      p["metadata"]["annotations"][k] = v;
-    return {};
-  }
   Result<void> bind(const std::string& ns, const std::string& name, const std::string&,
-                    const std::string& node) override {
+                    const std::string& node,
+                    const std::map<std::string, std::string>& annotations) override {
     std::lock_guard l(mu_);
     if (fail_.erase("bind")) return Error{"injected bind failure"};
-    pods_.at(ns + "/" + name)["spec"]["nodeName"] = node;
+    auto it = pods_.find(ns + "/" + name);
+    if (it == pods_.end()) return Error{"pods \"" + name + "\" not found"};
+    for (const auto& [k, v] : annotations)
+      it->second["metadata"]["annotations"][k] = v;
+    it->second["spec"]["nodeName"] = node;
     ++binds_;
     return {};
   }
 
  private:
   mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool block_ = false;
+  int waiting_ = 0;
   std::map<std::string, nlohmann::json> pods_;
   std::map<std::string, std::string> locks_;
   std::set<std::string> fail_;
   int binds_ = 0;
+  int reads_ = 0;
 };
 
 }  // namespace hami::test

@@ -329,6 +329,16 @@ StoreResult<json> Store::bind(const std::string& ns, const std::string& name, co
   }
   json next = it->second;
   next["spec"]["nodeName"] = node;
+  // As the real API server (BindingREST): the Binding's annotations are set
+  // on the pod in the same update.
+  if (const json* md = binding.contains("metadata") ? &binding["metadata"] : nullptr;
+      md && md->is_object() && md->contains("annotations") && (*md)["annotations"].is_object()) {
+    for (const auto& [k, v] : (*md)["annotations"].items()) {
+      if (!v.is_string())
+        return bad_request("Binding: metadata.annotations." + k + " is not a string");
+      next["metadata"]["annotations"][k] = v;
+    }
+  }
   json& conditions = next["status"]["conditions"];
   if (!conditions.is_array()) conditions = json::array();
   conditions.push_back(
