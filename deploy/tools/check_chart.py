@@ -44,7 +44,6 @@ API_CALLS = [
     ("hami-scheduler", "", "pods", "list", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
     ("hami-scheduler", "", "pods", "watch", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
     ("hami-scheduler", "", "pods", "get", "scheduler/k8s_backend.cpp get(pod_path)", "bind; node-lock owner"),
-    ("hami-scheduler", "", "pods", "patch", "scheduler/k8s_backend.cpp patch_annotations", "allocation annotations"),
     ("hami-scheduler", "", "pods/binding", "create", "scheduler/k8s_backend.cpp bind_pod", "the binding"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "get", "k8s/leader_election.cpp get_lease", "--leader-elect"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "create", "k8s/leader_election.cpp create_lease", "--leader-elect"),
