@@ -44,7 +44,6 @@ API_CALLS = [
     ("hami-scheduler", "", "pods", "list", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
     ("hami-scheduler", "", "pods", "watch", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
     ("hami-scheduler", "", "pods", "get", "scheduler/k8s_backend.cpp get(pod_path)", "bind; node-lock owner"),
-    ("hami-scheduler", "", "pods", "patch", "scheduler/k8s_backend.cpp patch_annotations", "allocation annotations"),
     ("hami-scheduler", "", "pods/binding", "create", "scheduler/k8s_backend.cpp bind_pod", "the binding"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "get", "k8s/leader_election.cpp get_lease", "--leader-elect"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "create", "k8s/leader_election.cpp create_lease", "--leader-elect"),
@@ -1769,7 +1768,7 @@ def self_test(ctx):
          "does not accept"),
         ("a flag value the binary refuses" if ctx.build_dir_has_binaries else "a log level flag renamed",
          (lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"),
-                         "--log-level={{ int $dp.logLevel }}", "--log-level=verbose"))
+                         "--log-level={{ int $dpArgs.level }}", "--log-level=verbose"))
          if ctx.build_dir_has_binaries else
          (lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"), "--log-level=", "--loglevel=")),
          "refuses its arguments: --log-level" if ctx.build_dir_has_binaries else "does not accept"),
@@ -1832,14 +1831,92 @@ def self_test(ctx):
     cases.append(("a chart value docs/install.md does not explain",
                   lambda c: edit(os.path.join(c.chart, "values.yaml"), "legacyMetrics: false", "legacyMetrics: false\nnewKnob: 1"),
                   "value newKnob is not in the values table"))
+    # Upstream's values (scenarios upstream-common and upstream-defaults): each case breaks one way a
+    # value of upstream's shape reaches the objects, or one NOTES line.
+    up = ["upstream-common"]
+    cases += [
+        ("an upstream key dropped from NOTES",
+         lambda c: edit(os.path.join(c.chart, T, "_upstream.tpl"),
+                        '{{- $notes = append $notes "scheduler.livenessProbe: not used; ',
+                        '{{- $notes = append $notes "scheduler.livenesProbe: not used; '),
+         "upstream value scheduler.livenessProbe is neither a value of this chart nor named", ["upstream-defaults"]),
+        ("an upstream map that is a scalar here",
+         lambda c: edit(os.path.join(c.chart, "values.yaml"), "  certManager:\n    enabled: false", "  certManager: false"),
+         "upstream value scheduler.certManager.enabled", up),
+        ("the node policy not passed to the extender",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
+                        "--node-scheduler-policy={{ .Values.scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy }}",
+                        "--node-scheduler-policy=binpack"),
+         "nodeSchedulerPolicy=spread but the extender runs", up),
+        ("the split count not in the device config",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        "deviceSplitCount: {{ int .Values.devicePlugin.deviceSplitCount }}", "deviceSplitCount: 10"),
+         "devicePlugin.deviceSplitCount=4 but the device config has", up),
+        ("memory scaling rounded to a whole number",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        "deviceMemoryScaling: {{ .Values.devicePlugin.deviceMemoryScaling }}",
+                        "deviceMemoryScaling: {{ int .Values.devicePlugin.deviceMemoryScaling }}"),
+         "devicePlugin.deviceMemoryScaling=1.5 but the device config has", up),
+        ("a resource name not in the device config",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        "resourceCoreName: {{ .Values.resourceCores | quote }}", 'resourceCoreName: "nvidia.com/gpucores"'),
+         "resourceCores=example.com/vgpu-cores but the device config has", up),
+        ("nodeConfiguration.config not what the plugin reads",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/node-config.yaml"),
+                        '{{- $json = get $nc "config" | default', '{{- $json = "" | default'),
+         "devicePlugin.nodeConfiguration.config is not the config.json", up),
+        ("an image's registry ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        '{{- $reg := $r.Values.global.imageRegistry | default (get .image "registry") -}}',
+                        '{{- $reg := $r.Values.global.imageRegistry -}}'),
+         "scheduler.extender.image: expected image registry.example.com/gpu/hami-scheduler:0.1.0-rc2", up),
+        ("kube-scheduler's image map ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        '{{- $tag = get $ks.image "tag" | default (get $ks "imageTag") -}}', '{{- $tag = "" -}}'),
+         "scheduler.kubeScheduler.image: expected image mirror.example.com/k8s/kube-scheduler:v1.30.2", up),
+        ("an image's pullPolicy ignored",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"),
+                        "imagePullPolicy: {{ $dp.image.pullPolicy }}", "imagePullPolicy: IfNotPresent", 2),
+         "devicePlugin.image.pullPolicy=Always but the container has IfNotPresent", up),
+        ("global.imagePullSecrets ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        "(.root.Values.global.imagePullSecrets | default list)", "list"),
+         "lack ['regcred']", up),
+        ("an image's pullSecrets ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        '{{ $all = concat $all (get . "pullSecrets" | default list) }}', ""),
+         "lack ['mirror-cred', 'scheduler-cred']", up),
+        ("the scheduler's nodeSelector ignored",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
+                        "{{- with .Values.scheduler.nodeSelector }}", "{{- with .Values.scheduler.podLabels }}"),
+         "Deployment hami-scheduler: nodeSelector", up),
+        ("the device plugin's tolerations ignored",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"),
+                        "{{- with $dp.tolerations }}", "{{- with $dp.podLabels }}"),
+         "DaemonSet hami-device-plugin: tolerations", up),
+        ("certManager.enabled ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        "{{- if .Values.scheduler.certManager.enabled -}}", "{{- if false -}}"),
+         "scheduler.certManager.enabled=True but a cert-manager Certificate is not rendered", up),
+        ("cert-manager's CA not injected into the webhook",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/webhook.yaml"),
+                        '{{- $_ := set $whAnnotations "cert-manager.io/inject-ca-from"', '{{- $_ := set $whAnnotations "inject-ca-from"'),
+         "has no cert-manager.io/inject-ca-from annotation", up),
+        ("the Certificate writing another Secret than the extender mounts",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/cert-manager.yaml"),
+                        'secretName: {{ include "hami.tls.secretName" . }}', "secretName: hami-other-tls"),
+         "writes Secret hami-other-tls, but the extender mounts", up),
+    ]
     if ctx.build_dir_has_binaries:
         cases.append(("a runtime library the image does not install",
                       lambda c: edit(os.path.join(c.docker_dir, "scheduler.Dockerfile"), " libyaml-cpp0.7", ""),
                       "from package libyaml-cpp0.7"))
     default = [s for s in SCENARIOS if s.name == "default"]
+    by_name = {s.name: s for s in all_scenarios(ctx, quiet=False)}
     passed, failed = 0, 0
     start = time.time()
-    sanity = run_checks(copy(), default, quiet=True, runtime_libs=False)
+    sanity = run_checks(copy(), default + [by_name[n] for n in ("upstream-common", "upstream-defaults") if n in by_name],
+                        quiet=True, runtime_libs=False)
     if sanity.failed:
         print("FAIL self-test: the unmodified copy already fails:")
         for m in sanity.messages():
@@ -1848,7 +1925,12 @@ def self_test(ctx):
     else:
         print(f"ok   self-test: the unmodified copy passes ({sanity.passed} checks)")
         passed += 1
-    for title, mutate, expect in cases:
+    for case in cases:
+        title, mutate, expect = case[:3]
+        names = case[3] if len(case) > 3 else ["default"]
+        if any(n not in by_name for n in names):
+            print(f"skip self-test: {title}: scenario {', '.join(n for n in names if n not in by_name)} is skipped")
+            continue
         c = copy()
         try:
             mutate(c)
@@ -1856,7 +1938,7 @@ def self_test(ctx):
             print(f"FAIL self-test: {title}: {e}")
             failed += 1
             continue
-        r = run_checks(c, default, quiet=True, runtime_libs="runtime library" in title)
+        r = run_checks(c, [by_name[n] for n in names], quiet=True, runtime_libs="runtime library" in title)
         hits = [p for _, ps in r.failed for p in ps if expect in p]
         if hits:
             print(f"ok   self-test: {title}: caught: {hits[0][:200]}")
