@@ -1702,7 +1702,7 @@ def check_values_documented(ctx, report):
     report.check("docs/install.md documents every chart value (and no other)", problems, f"{len(leaves)} values")
 
 
-def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True):
+def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True, refusals=True):
     report = Report(quiet)
     facts = gather_facts(ctx, report)
     images = check_dockerfiles(ctx, report)
@@ -1710,9 +1710,54 @@ def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True):
         check_runtime_libraries(ctx, images, report)
     check_dashboard(ctx, report, facts["metrics"])
     check_values_documented(ctx, report)
+    if refusals:
+        check_upstream_refusals(ctx, report)
     for sc in scenarios or all_scenarios(ctx, quiet):
         check_scenario(ctx, sc, report, facts, images)
     return report
+
+
+# Upstream values this chart cannot honour and must not ignore: each must fail the render, saying why.
+UPSTREAM_REFUSALS = [
+    (["devices.ascend.enabled=true"], "devices.ascend.enabled=true: ascend devices are not supported"),
+    (["devices.iluvatar.enabled=true"], "devices.iluvatar.enabled=true"),
+    (["global.managedNodeSelectorEnable=true"], "global.managedNodeSelectorEnable=true is not supported"),
+    (["namespaceOverride=gpu"], "namespaceOverride=gpu is not supported"),
+    (["podSecurityPolicy.enabled=true"], "podSecurityPolicy.enabled=true is not supported"),
+    (["mockDevicePlugin.enabled=true"], "mockDevicePlugin.enabled=true is not supported"),
+    (["scheduler.overwriteEnv=true"], "scheduler.overwriteEnv=true is not supported"),
+    (["scheduler.nodeLabelSelector.gpu=on"], "scheduler.nodeLabelSelector is not supported"),
+    (["scheduler.admissionWebhook.customURL.enabled=true"], "customURL.enabled=true is not supported"),
+    (["scheduler.admissionWebhook.manageNamespaceSelector=false"], "manageNamespaceSelector=false is not supported"),
+    (["devicePlugin.enabled=false"], "devicePlugin.enabled=false is not supported"),
+    (["devicePlugin.gpuOperatorToolkitReady.enabled=true"], "gpuOperatorToolkitReady.enabled=true is not supported"),
+    (["devicePlugin.preConfiguredDeviceMemory=131072"], "preConfiguredDeviceMemory is not supported"),
+    (["devicePlugin.passDeviceSpecsEnabled=true"], "passDeviceSpecsEnabled=true is not supported"),
+    (["devicePlugin.deviceListStrategy=volume-mounts"], "deviceListStrategy=volume-mounts is not supported"),
+    (["devicePlugin.nvidiaDriverRoot=/run/nvidia/driver"], "devicePlugin.nvidiaDriverRoot is not supported"),
+    (["devicePlugin.libPath=/opt/vgpu"], "devicePlugin.libPath=/opt/vgpu"),
+    (["devicePlugin.monitor.ctrPath=/opt/vgpu/containers"], "devicePlugin.monitor.ctrPath=/opt/vgpu/containers"),
+    (["devicePlugin.hostPID=false"], "devicePlugin.hostPID=false is not supported"),
+    (["devicePlugin.hostNetwork=true"], "devicePlugin.hostNetwork=true is not supported"),
+    (["devicePlugin.migStrategy=mixed"], "devicePlugin.migStrategy \"mixed\": MIG is not supported"),
+    (["scheduler.certManager.enabled=true", "scheduler.tls.existingSecret=x", "scheduler.tls.caBundle=eA=="],
+     "scheduler.certManager.enabled and scheduler.tls.existingSecret are both set"),
+    (["devicePlugin.nodeConfiguration.config=not json"], "devicePlugin.nodeConfiguration.config is not JSON"),
+]
+
+
+def check_upstream_refusals(ctx, report):
+    problems = []
+    for sets, expect in UPSTREAM_REFUSALS:
+        sc = Scenario("refusal", "", sets=sets)
+        try:
+            render(ctx, sc)
+            problems.append(f"--set {' '.join(sets)} renders: upstream's meaning is silently lost (expected a failure: {expect})")
+        except CannotRun as e:
+            if expect not in str(e):
+                problems.append(f"--set {' '.join(sets)} fails, but not saying {expect!r}: {str(e)[:200]}")
+    report.check("upstream values this chart cannot honour fail the render with a reason", problems,
+                 f"{len(UPSTREAM_REFUSALS)} values")
 
 
 def upstream_defaults_scenario(ctx, quiet=False):
@@ -1843,6 +1888,10 @@ def self_test(ctx):
         ("an upstream map that is a scalar here",
          lambda c: edit(os.path.join(c.chart, "values.yaml"), "  certManager:\n    enabled: false", "  certManager: false"),
          "upstream value scheduler.certManager.enabled", up),
+        ("an upstream value refused no more",
+         lambda c: edit(os.path.join(c.chart, T, "_upstream.tpl"),
+                        '{{- if $dp.passDeviceSpecsEnabled }}{{ fail', '{{- if false }}{{ fail'),
+         "--set devicePlugin.passDeviceSpecsEnabled=true renders: upstream's meaning is silently lost"),
         ("the node policy not passed to the extender",
          lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
                         "--node-scheduler-policy={{ .Values.scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy }}",
@@ -1938,7 +1987,8 @@ def self_test(ctx):
             print(f"FAIL self-test: {title}: {e}")
             failed += 1
             continue
-        r = run_checks(c, [by_name[n] for n in names], quiet=True, runtime_libs="runtime library" in title)
+        r = run_checks(c, [by_name[n] for n in names], quiet=True, runtime_libs="runtime library" in title,
+                       refusals="refused" in title)
         hits = [p for _, ps in r.failed for p in ps if expect in p]
         if hits:
             print(f"ok   self-test: {title}: caught: {hits[0][:200]}")
