@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Checks everything under deploy/ against the code, without a cluster: renders
 # the Helm chart as `helm template` would (deploy/tools/helm-render, built here
-# from Debian's Go libraries) with the default values and four sets of
-# overrides, and checks the manifests, the Dockerfiles and the Grafana
-# dashboard (deploy/tools/check_chart.py; docs/install.md lists every check).
+# from Debian's Go libraries) with the default values, four sets of overrides
+# and two values files of upstream HAMi's chart (its own default values.yaml,
+# from $HAMI_UPSTREAM_CHART or ../shared/reference/upstream-hami-chart-2.10,
+# skipped when absent; deploy/helm/tests/upstream-common-values.yaml), and
+# checks the manifests, the Dockerfiles and the Grafana dashboard
+# (deploy/tools/check_chart.py; docs/install.md lists every check).
 #
 #   deploy/check.sh                 install what is missing, build, check
 #   deploy/check.sh --self-test     run the checks on deliberately broken copies
@@ -23,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 
 mode=check
 build_dir=build/release

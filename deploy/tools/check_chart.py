@@ -108,6 +108,9 @@ class Scenario:
     expect_ca_bundle: str = None  # None: the chart makes the certificate
     expect_client_auth: bool = True  # the extender takes only kube-scheduler's client certificate
     expect_client_secret: bool = True  # ... which the chart makes (False: an existing Secret)
+    expect_cert_manager: bool = False  # cert-manager makes the extender's certificate
+    values_file: str = None  # a -f file (relative to the repo); its values are checked in the render
+    upstream: bool = False  # values_file is written for upstream HAMi's chart: check_upstream_values
 
 
 SCENARIOS = [
@@ -141,8 +144,16 @@ SCENARIOS = [
              kube="v1.24.3-eks-abc123", expect_config_api="v1beta2", expect_kube_scheduler_tag="v1.24.17",
              expect_client_auth=False, expect_client_secret=False,
              sets=["scheduler.kubeScheduler.configApiVersion=v1beta2",
+                   # The older shape of the image: a string and imageTag beside it.
+                   "scheduler.kubeScheduler.image=registry.k8s.io/kube-scheduler",
                    "scheduler.kubeScheduler.imageTag=v1.24.17",
                    "scheduler.extender.clientAuth.enabled=false"]),
+    Scenario("upstream-common",
+             "a values file in upstream HAMi's shapes setting the commonly changed keys "
+             "(deploy/helm/tests/upstream-common-values.yaml): policies, split/scaling, resource names, node config, "
+             "images, pull secrets, selectors, tolerations, cert-manager",
+             values_file="deploy/helm/tests/upstream-common-values.yaml", upstream=True,
+             expect_kube_scheduler_tag="v1.30.2", expect_cert_manager=True),
     Scenario("external-kube-scheduler",
              "no kube-scheduler sidecar (the cluster's calls the Service), 2 replicas: the extender's own Lease",
              sets=["scheduler.kubeScheduler.enabled=false", "scheduler.replicas=2"],
@@ -693,6 +704,8 @@ def render(ctx, sc, chart=None):
     args = [ctx.renderer, "--strict", "--notes", "--namespace", sc.namespace, "--kube-version", sc.kube]
     for s in sc.sets:
         args += ["--set", s]
+    if sc.values_file:
+        args += ["-f", os.path.join(ctx.repo, sc.values_file)]
     if sc.values:
         vf = os.path.join(ctx.work, f"values-{sc.name}.yaml")
         with open(vf, "w") as f:
@@ -1236,7 +1249,10 @@ def check_scenario(ctx, sc, report, facts, images, chart=None):
                     ext_problems.append(f"{o['kind']} {o['metadata']['name']}: pods lack hami.io/webhook: ignore "
                                         "(our own pods must not wait for our webhook)")
             ca = (w.get("clientConfig") or {}).get("caBundle")
-            if sc.expect_ca_bundle is not None:
+            inject = ((wh.get("metadata") or {}).get("annotations") or {}).get("cert-manager.io/inject-ca-from")
+            if sc.expect_cert_manager:
+                ext_problems += check_cert_manager(objs, eo, secret_name, inject, ca, cc, ks_cfg, find)
+            elif sc.expect_ca_bundle is not None:
                 if ca != sc.expect_ca_bundle:
                     ext_problems.append("caBundle is not scheduler.tls.caBundle")
             elif secret is None:
@@ -1261,7 +1277,246 @@ def check_scenario(ctx, sc, report, facts, images, chart=None):
 
     # RBAC.
     check_rbac(sc, report, objs, containers_by_comp, ks_cfg, facts)
+    if sc.upstream:
+        check_upstream_values(ctx, sc, report, objs, notes, containers_by_comp, ks_cfg)
     return objs
+
+
+def check_cert_manager(objs, eo, secret_name, inject, ca, cc, ks_cfg, find):
+    """scheduler.certManager.enabled: a cert-manager Certificate writes the extender's TLS Secret and its
+    CA is injected into the webhook; the chart makes no Secret of that name (cert-manager owns it)."""
+    problems = []
+    ns = eo["metadata"]["namespace"]
+    if ca:
+        problems.append("cert-manager mode, but the webhook has a caBundle of its own (cert-manager injects it)")
+    if not inject or "/" not in inject:
+        return problems + [f"cert-manager mode, but the webhook has no cert-manager.io/inject-ca-from annotation ({inject!r})"]
+    cns, cname = inject.split("/", 1)
+    cert = find("Certificate", cname, cns)
+    if cert is None:
+        return problems + [f"cert-manager.io/inject-ca-from names Certificate {inject}, which is not rendered"]
+    spec = cert.get("spec") or {}
+    if spec.get("secretName") != secret_name:
+        problems.append(f"Certificate {cname} writes Secret {spec.get('secretName')}, but the extender mounts {secret_name}")
+    if find("Secret", secret_name, ns) is not None:
+        problems.append(f"Secret {secret_name} is rendered by the chart too: it would fight cert-manager over it")
+    host = f"{cc.get('name')}.{cc.get('namespace')}.svc"
+    names = set(spec.get("dnsNames") or [])
+    if host not in names:
+        problems.append(f"Certificate {cname} does not name {host} (dnsNames {sorted(names)})")
+    if ks_cfg is not None:
+        sn = ((ks_cfg.get("extenders") or [{}])[0].get("tlsConfig") or {}).get("serverName")
+        if sn and sn not in names:
+            problems.append(f"kube-scheduler's tlsConfig.serverName {sn} is not in Certificate {cname}'s dnsNames")
+    ref = spec.get("issuerRef") or {}
+    kind = ref.get("kind", "Issuer")
+    if find(kind, ref.get("name"), cns if kind == "Issuer" else None) is None:
+        problems.append(f"Certificate {cname}: issuerRef {kind} {ref.get('name')} is not rendered")
+    return problems
+
+
+# --------------------------------------------------------------------------
+# Upstream HAMi's values files
+
+def upstream_chart_dir(repo):
+    """Upstream HAMi's chart (test input, not in the repo): $HAMI_UPSTREAM_CHART, else the shared
+    reference directory beside the checkout (or beside the worktrees' parent)."""
+    env = os.environ.get("HAMI_UPSTREAM_CHART")
+    if env:
+        return env
+    for up in ("..", os.path.join("..", "..")):
+        d = os.path.normpath(os.path.join(repo, up, "shared", "reference", "upstream-hami-chart-2.10"))
+        if os.path.isfile(os.path.join(d, "values.yaml")):
+            return d
+    return os.path.normpath(os.path.join(repo, "..", "shared", "reference", "upstream-hami-chart-2.10"))
+
+
+def dig_path(d, path):
+    cur = d
+    for k in path.split("."):
+        if not isinstance(cur, dict) or k not in cur:
+            return None, False
+        cur = cur[k]
+    return cur, True
+
+
+def ignored_in_notes(notes):
+    """Keys NOTES names as ignored: '- ignored: a.b, c.*: why' -> {a.b, c}."""
+    keys = set()
+    for line in notes.splitlines():
+        m = re.match(r"\s*- ignored: (.*?): ", line)
+        if m:
+            keys.update(k.strip().removesuffix(".*") for k in m.group(1).split(","))
+    return keys
+
+
+def expected_image(img, glob, ours, app_version, kube_tag=None):
+    """The image reference upstream's chart would make, with upstream's own image replaced by ours."""
+    repo = img.get("repository") or ""
+    tag = str(img.get("tag") or glob.get("imageTag") or (kube_tag or app_version))
+    if kube_tag is not None:
+        tag = str(img.get("tag") or kube_tag)
+    if repo.removeprefix("docker.io/") == "projecthami/hami":
+        repo, tag = ours, app_version
+    reg = glob.get("imageRegistry") or img.get("registry") or ""
+    return f"{reg.rstrip('/')}/{repo}:{tag}" if reg else f"{repo}:{tag}"
+
+
+# Values that are Kubernetes fields passed through as they are: keys below them belong to the object.
+PASSTHROUGH_VALUES = {"nodeSelector", "nvidiaNodeSelector", "tolerations", "affinity", "securityContext", "resources",
+                      "updateStrategy", "podAnnotations", "podLabels", "labels", "annotations", "matchLabels"}
+
+
+def merged(default, given):
+    """What Helm makes of a map value given over a map default (keys merged, null deletes); None: not given."""
+    if given is None:
+        return None
+    if not isinstance(default, dict) or not isinstance(given, dict):
+        return given
+    out = dict(default)
+    for k, v in given.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+def check_upstream_values(ctx, sc, report, objs, notes, containers_by_comp, ks_cfg):
+    """The values file, written for upstream HAMi's chart, installs our chart: each of its keys is a
+    value of ours (of the same shape) or named in NOTES, and the values that matter reach the objects."""
+    name = f"[{sc.name}]"
+    up = yaml.safe_load(read(os.path.join(ctx.repo, sc.values_file))) or {}
+    ours = yaml.safe_load(read(os.path.join(ctx.chart, "values.yaml"))) or {}
+    app_version = (yaml.safe_load(read(os.path.join(ctx.chart, "Chart.yaml"))) or {}).get("appVersion")
+
+    # 1. No key is ignored silently.
+    problems = []
+    named = ignored_in_notes(notes)
+    leaves = value_paths(up)
+    for leaf in leaves:
+        parts = leaf.split(".")
+        if any(".".join(parts[:i]) in named for i in range(1, len(parts) + 1)):
+            continue
+        if dig_path(up, leaf)[0] is None:
+            continue  # null removes a key in Helm: nothing is set
+        # Inside a Kubernetes field the chart passes through (nodeSelector, securityContext, ...),
+        # any key is the object's, not the chart's.
+        cut = next((i for i, p in enumerate(parts) if p in PASSTHROUGH_VALUES), None)
+        if cut is not None and cut < len(parts) - 1 and dig_path(ours, ".".join(parts[:cut + 1]))[1]:
+            continue
+        mine, found = dig_path(ours, leaf)
+        if not found:
+            problems.append(f"upstream value {leaf} is neither a value of this chart nor named as ignored in NOTES")
+            continue
+        theirs, _ = dig_path(up, leaf)
+        if theirs in ({}, []) or mine in ({}, []):
+            continue  # upstream writes an empty list as {} in places (extraEnvs)
+        if theirs is not None and mine is not None and (isinstance(theirs, dict) != isinstance(mine, dict) or
+                                                        isinstance(theirs, list) != isinstance(mine, list)):
+            problems.append(f"upstream value {leaf} is a {type(theirs).__name__} there, a {type(mine).__name__} here")
+    report.check(f"{name} every key of {sc.values_file} is a value of this chart (same shape) or named in NOTES",
+                 problems, f"{len(leaves)} keys, {len(named)} named as ignored")
+
+    # 2. The values reach the objects with upstream's meaning.
+    problems = []
+    glob = up.get("global") or {}
+    s_up, dp_up = up.get("scheduler") or {}, up.get("devicePlugin") or {}
+
+    def container(comp):
+        got = containers_by_comp.get(comp) or []
+        return got[0] if got else (None, None, None)
+
+    eo, espec, ec = container("hami-scheduler")
+    do, dspec, dc = container("hami-device-plugin")
+    ao, aspec, ac = container("hami-node-agent")
+    ko, kspec, kc = container("kube-scheduler")
+    if ec is None or dc is None or ac is None:
+        report.check(f"{name} upstream values reach the objects", ["no extender, device plugin or node agent"])
+        return
+    ef = flag_values(args_of(ec))
+    pol = s_up.get("defaultSchedulerPolicy") or {}
+    for key, flag in (("nodeSchedulerPolicy", "--node-scheduler-policy"), ("gpuSchedulerPolicy", "--gpu-scheduler-policy")):
+        if key in pol and one(ef, flag) != str(pol[key]):
+            problems.append(f"scheduler.defaultSchedulerPolicy.{key}={pol[key]} but the extender runs {flag}={one(ef, flag)}")
+    dcfg = None
+    for _, o in objs:
+        if o["kind"] == "ConfigMap" and "device-config.yaml" in (o.get("data") or {}):
+            dcfg = (yaml.safe_load(o["data"]["device-config.yaml"]) or {}).get("nvidia") or {}
+    if dcfg is None:
+        problems.append("no device config ConfigMap")
+        dcfg = {}
+    dflags = flag_values(args_of(dc))
+    for key, flag in (("deviceSplitCount", "--device-split-count"), ("deviceMemoryScaling", "--device-memory-scaling"),
+                      ("deviceCoreScaling", "--device-cores-scaling")):
+        if key not in dp_up:
+            continue
+        if float(dcfg.get(key, "nan")) != float(dp_up[key]):
+            problems.append(f"devicePlugin.{key}={dp_up[key]} but the device config has {key}: {dcfg.get(key)}")
+        if one(dflags, flag) is not None and float(one(dflags, flag)) != float(dp_up[key]):
+            problems.append(f"devicePlugin.{key}={dp_up[key]} but the device plugin runs {flag}={one(dflags, flag)}")
+    for key, cfg_key in (("resourceName", "resourceCountName"), ("resourceMem", "resourceMemoryName"),
+                         ("resourceMemPercentage", "resourceMemoryPercentageName"), ("resourceCores", "resourceCoreName"),
+                         ("resourcePriority", "resourcePriorityName")):
+        if key in up and dcfg.get(cfg_key) != up[key]:
+            problems.append(f"{key}={up[key]} but the device config has {cfg_key}: {dcfg.get(cfg_key)}")
+        if key in up and ks_cfg is not None:
+            managed = {r.get("name") for x in ks_cfg.get("extenders") or [] for r in x.get("managedResources") or []}
+            if up[key] not in managed:
+                problems.append(f"{key}={up[key]} is not among kube-scheduler's managedResources {sorted(managed)}")
+    nc = dp_up.get("nodeConfiguration")
+    if isinstance(nc, dict) and nc.get("config") and not nc.get("externalConfigName"):
+        m = mount_for(dc, one(dflags, "--node-config-file") or "/nonexistent")
+        v = volume(dspec, m["name"]) if m else None
+        cm = None
+        if v and "configMap" in v:
+            cm = next((o for _, o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == v["configMap"]["name"]), None)
+        try:
+            got = json.loads((cm or {}).get("data", {}).get("config.json", "null"))
+        except ValueError as e:
+            got = f"not JSON: {e}"
+        if got != json.loads(nc["config"]):
+            problems.append(f"devicePlugin.nodeConfiguration.config is not the config.json the device plugin reads "
+                            f"(--node-config-file): {str(got)[:120]}")
+    # Images, pull policies, pull secrets.
+    kube_tag = None
+    if kc is not None:
+        kube_tag = "v" + re.match(r"v?(\d+\.\d+\.\d+)", sc.kube).group(1)
+    for label, img, c, mine, kt in (("scheduler.extender.image", (s_up.get("extender") or {}).get("image"), ec, "hami-scheduler", None),
+                                    ("devicePlugin.image", dp_up.get("image"), dc, "hami-device-plugin", None),
+                                    ("scheduler.kubeScheduler.image", (s_up.get("kubeScheduler") or {}).get("image"), kc, None, kube_tag)):
+        if not isinstance(img, dict) or c is None:
+            continue
+        want = expected_image(img, glob, mine, app_version, kt)
+        if c.get("image") != want:
+            problems.append(f"{label}: expected image {want}, the container runs {c.get('image')}")
+        if img.get("pullPolicy") and c.get("imagePullPolicy") != img["pullPolicy"]:
+            problems.append(f"{label}.pullPolicy={img['pullPolicy']} but the container has {c.get('imagePullPolicy')}")
+    for o, spec, imgs in ((eo, espec, [(s_up.get("extender") or {}).get("image"), (s_up.get("kubeScheduler") or {}).get("image")]),
+                          (do, dspec, [dp_up.get("image"), (dp_up.get("monitor") or {}).get("image")])):
+        want = set(str(x) for x in glob.get("imagePullSecrets") or [])
+        for img in imgs:
+            want |= set(str(x) for x in (img or {}).get("pullSecrets") or [])
+        got = {x.get("name") for x in spec.get("imagePullSecrets") or []}
+        if want - got:
+            problems.append(f"{o['kind']} {o['metadata']['name']}: imagePullSecrets {sorted(got)} lack {sorted(want - got)}")
+    # Placement.
+    s_ours, dp_ours = ours.get("scheduler") or {}, ours.get("devicePlugin") or {}
+    for o, spec, sel_key, tol in ((eo, espec, merged(s_ours.get("nodeSelector"), s_up.get("nodeSelector")), s_up.get("tolerations")),
+                                  (do, dspec, merged(dp_ours.get("nvidiaNodeSelector"), dp_up.get("nvidiaNodeSelector")),
+                                   dp_up.get("tolerations"))):
+        if sel_key is not None and (spec.get("nodeSelector") or {}) != sel_key:
+            problems.append(f"{o['kind']} {o['metadata']['name']}: nodeSelector {spec.get('nodeSelector')}, the values say {sel_key}")
+        if tol is not None and (spec.get("tolerations") or []) != tol:
+            problems.append(f"{o['kind']} {o['metadata']['name']}: tolerations {spec.get('tolerations')}, the values say {tol}")
+    # cert-manager.
+    cm_on = bool((s_up.get("certManager") or {}).get("enabled"))
+    has_cert = any(o["kind"] == "Certificate" for _, o in objs)
+    if cm_on != has_cert:
+        problems.append(f"scheduler.certManager.enabled={cm_on} but a cert-manager Certificate is "
+                        f"{'' if has_cert else 'not '}rendered")
+    report.check(f"{name} upstream's values reach the objects (policies, split/scaling, resource names, node config, "
+                 "images, pull secrets, selectors, tolerations, cert-manager)", problems)
 
 
 def check_rbac(sc, report, objs, containers_by_comp, ks_cfg, facts):
@@ -1447,7 +1702,7 @@ def check_values_documented(ctx, report):
     report.check("docs/install.md documents every chart value (and no other)", problems, f"{len(leaves)} values")
 
 
-def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True):
+def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True, refusals=True):
     report = Report(quiet)
     facts = gather_facts(ctx, report)
     images = check_dockerfiles(ctx, report)
@@ -1455,9 +1710,72 @@ def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True):
         check_runtime_libraries(ctx, images, report)
     check_dashboard(ctx, report, facts["metrics"])
     check_values_documented(ctx, report)
-    for sc in scenarios or SCENARIOS:
+    if refusals:
+        check_upstream_refusals(ctx, report)
+    for sc in scenarios or all_scenarios(ctx, quiet):
         check_scenario(ctx, sc, report, facts, images)
     return report
+
+
+# Upstream values this chart cannot honour and must not ignore: each must fail the render, saying why.
+UPSTREAM_REFUSALS = [
+    (["devices.ascend.enabled=true"], "devices.ascend.enabled=true: ascend devices are not supported"),
+    (["devices.iluvatar.enabled=true"], "devices.iluvatar.enabled=true"),
+    (["global.managedNodeSelectorEnable=true"], "global.managedNodeSelectorEnable=true is not supported"),
+    (["namespaceOverride=gpu"], "namespaceOverride=gpu is not supported"),
+    (["podSecurityPolicy.enabled=true"], "podSecurityPolicy.enabled=true is not supported"),
+    (["mockDevicePlugin.enabled=true"], "mockDevicePlugin.enabled=true is not supported"),
+    (["scheduler.overwriteEnv=true"], "scheduler.overwriteEnv=true is not supported"),
+    (["scheduler.nodeLabelSelector.gpu=on"], "scheduler.nodeLabelSelector is not supported"),
+    (["scheduler.admissionWebhook.customURL.enabled=true"], "customURL.enabled=true is not supported"),
+    (["scheduler.admissionWebhook.manageNamespaceSelector=false"], "manageNamespaceSelector=false is not supported"),
+    (["devicePlugin.enabled=false"], "devicePlugin.enabled=false is not supported"),
+    (["devicePlugin.gpuOperatorToolkitReady.enabled=true"], "gpuOperatorToolkitReady.enabled=true is not supported"),
+    (["devicePlugin.preConfiguredDeviceMemory=131072"], "preConfiguredDeviceMemory is not supported"),
+    (["devicePlugin.passDeviceSpecsEnabled=true"], "passDeviceSpecsEnabled=true is not supported"),
+    (["devicePlugin.deviceListStrategy=volume-mounts"], "deviceListStrategy=volume-mounts is not supported"),
+    (["devicePlugin.nvidiaDriverRoot=/run/nvidia/driver"], "devicePlugin.nvidiaDriverRoot is not supported"),
+    (["devicePlugin.libPath=/opt/vgpu"], "devicePlugin.libPath=/opt/vgpu"),
+    (["devicePlugin.monitor.ctrPath=/opt/vgpu/containers"], "devicePlugin.monitor.ctrPath=/opt/vgpu/containers"),
+    (["devicePlugin.hostPID=false"], "devicePlugin.hostPID=false is not supported"),
+    (["devicePlugin.hostNetwork=true"], "devicePlugin.hostNetwork=true is not supported"),
+    (["devicePlugin.migStrategy=mixed"], "devicePlugin.migStrategy \"mixed\": MIG is not supported"),
+    (["scheduler.certManager.enabled=true", "scheduler.tls.existingSecret=x", "scheduler.tls.caBundle=eA=="],
+     "scheduler.certManager.enabled and scheduler.tls.existingSecret are both set"),
+    (["devicePlugin.nodeConfiguration.config=not json"], "devicePlugin.nodeConfiguration.config is not JSON"),
+]
+
+
+def check_upstream_refusals(ctx, report):
+    problems = []
+    for sets, expect in UPSTREAM_REFUSALS:
+        sc = Scenario("refusal", "", sets=sets)
+        try:
+            render(ctx, sc)
+            problems.append(f"--set {' '.join(sets)} renders: upstream's meaning is silently lost (expected a failure: {expect})")
+        except CannotRun as e:
+            if expect not in str(e):
+                problems.append(f"--set {' '.join(sets)} fails, but not saying {expect!r}: {str(e)[:200]}")
+    report.check("upstream values this chart cannot honour fail the render with a reason", problems,
+                 f"{len(UPSTREAM_REFUSALS)} values")
+
+
+def upstream_defaults_scenario(ctx, quiet=False):
+    """Our chart rendered with upstream HAMi's own default values.yaml, when that chart is at hand."""
+    d = upstream_chart_dir(ctx.repo)
+    vf = os.path.join(d, "values.yaml")
+    if not os.path.isfile(vf):
+        if not quiet:
+            print(f"skip [upstream-defaults]: no upstream HAMi chart at {d} (set HAMI_UPSTREAM_CHART to its directory)")
+        return None
+    return Scenario("upstream-defaults", f"upstream HAMi v2.10's default values.yaml ({vf})",
+                    values_file=os.path.abspath(vf), upstream=True,
+                    expect_kube_scheduler_tag="v1.30.0")
+
+
+def all_scenarios(ctx, quiet=False):
+    up = upstream_defaults_scenario(ctx, quiet)
+    return SCENARIOS + ([up] if up else [])
 
 
 # --------------------------------------------------------------------------
@@ -1495,7 +1813,7 @@ def self_test(ctx):
          "does not accept"),
         ("a flag value the binary refuses" if ctx.build_dir_has_binaries else "a log level flag renamed",
          (lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"),
-                         "--log-level={{ int $dp.logLevel }}", "--log-level=verbose"))
+                         "--log-level={{ int $dpArgs.level }}", "--log-level=verbose"))
          if ctx.build_dir_has_binaries else
          (lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"), "--log-level=", "--loglevel=")),
          "refuses its arguments: --log-level" if ctx.build_dir_has_binaries else "does not accept"),
@@ -1558,14 +1876,96 @@ def self_test(ctx):
     cases.append(("a chart value docs/install.md does not explain",
                   lambda c: edit(os.path.join(c.chart, "values.yaml"), "legacyMetrics: false", "legacyMetrics: false\nnewKnob: 1"),
                   "value newKnob is not in the values table"))
+    # Upstream's values (scenarios upstream-common and upstream-defaults): each case breaks one way a
+    # value of upstream's shape reaches the objects, or one NOTES line.
+    up = ["upstream-common"]
+    cases += [
+        ("an upstream key dropped from NOTES",
+         lambda c: edit(os.path.join(c.chart, T, "_upstream.tpl"),
+                        '{{- $notes = append $notes "scheduler.livenessProbe: not used; ',
+                        '{{- $notes = append $notes "scheduler.livenesProbe: not used; '),
+         "upstream value scheduler.livenessProbe is neither a value of this chart nor named", ["upstream-defaults"]),
+        ("an upstream map that is a scalar here",
+         lambda c: edit(os.path.join(c.chart, "values.yaml"), "  certManager:\n    enabled: false", "  certManager: false"),
+         "upstream value scheduler.certManager.enabled", up),
+        ("an upstream value refused no more",
+         lambda c: edit(os.path.join(c.chart, T, "_upstream.tpl"),
+                        '{{- if $dp.passDeviceSpecsEnabled }}{{ fail', '{{- if false }}{{ fail'),
+         "--set devicePlugin.passDeviceSpecsEnabled=true renders: upstream's meaning is silently lost"),
+        ("the node policy not passed to the extender",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
+                        "--node-scheduler-policy={{ .Values.scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy }}",
+                        "--node-scheduler-policy=binpack"),
+         "nodeSchedulerPolicy=spread but the extender runs", up),
+        ("the split count not in the device config",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        "deviceSplitCount: {{ int .Values.devicePlugin.deviceSplitCount }}", "deviceSplitCount: 10"),
+         "devicePlugin.deviceSplitCount=4 but the device config has", up),
+        ("memory scaling rounded to a whole number",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        "deviceMemoryScaling: {{ .Values.devicePlugin.deviceMemoryScaling }}",
+                        "deviceMemoryScaling: {{ int .Values.devicePlugin.deviceMemoryScaling }}"),
+         "devicePlugin.deviceMemoryScaling=1.5 but the device config has", up),
+        ("a resource name not in the device config",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        "resourceCoreName: {{ .Values.resourceCores | quote }}", 'resourceCoreName: "nvidia.com/gpucores"'),
+         "resourceCores=example.com/vgpu-cores but the device config has", up),
+        ("nodeConfiguration.config not what the plugin reads",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/node-config.yaml"),
+                        '{{- $json = get $nc "config" | default', '{{- $json = "" | default'),
+         "devicePlugin.nodeConfiguration.config is not the config.json", up),
+        ("an image's registry ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        '{{- $reg := $r.Values.global.imageRegistry | default (get .image "registry") -}}',
+                        '{{- $reg := $r.Values.global.imageRegistry -}}'),
+         "scheduler.extender.image: expected image registry.example.com/gpu/hami-scheduler:0.1.0-rc2", up),
+        ("kube-scheduler's image map ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        '{{- $tag = get $ks.image "tag" | default (get $ks "imageTag") -}}', '{{- $tag = "" -}}'),
+         "scheduler.kubeScheduler.image: expected image mirror.example.com/k8s/kube-scheduler:v1.30.2", up),
+        ("an image's pullPolicy ignored",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"),
+                        "imagePullPolicy: {{ $dp.image.pullPolicy }}", "imagePullPolicy: IfNotPresent", 2),
+         "devicePlugin.image.pullPolicy=Always but the container has IfNotPresent", up),
+        ("global.imagePullSecrets ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        "(.root.Values.global.imagePullSecrets | default list)", "list"),
+         "lack ['regcred']", up),
+        ("an image's pullSecrets ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        '{{ $all = concat $all (get . "pullSecrets" | default list) }}', ""),
+         "lack ['mirror-cred', 'scheduler-cred']", up),
+        ("the scheduler's nodeSelector ignored",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
+                        "{{- with .Values.scheduler.nodeSelector }}", "{{- with .Values.scheduler.podLabels }}"),
+         "Deployment hami-scheduler: nodeSelector", up),
+        ("the device plugin's tolerations ignored",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/daemonset.yaml"),
+                        "{{- with $dp.tolerations }}", "{{- with $dp.podLabels }}"),
+         "DaemonSet hami-device-plugin: tolerations", up),
+        ("certManager.enabled ignored",
+         lambda c: edit(os.path.join(c.chart, T, "_helpers.tpl"),
+                        "{{- if .Values.scheduler.certManager.enabled -}}", "{{- if false -}}"),
+         "scheduler.certManager.enabled=True but a cert-manager Certificate is not rendered", up),
+        ("cert-manager's CA not injected into the webhook",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/webhook.yaml"),
+                        '{{- $_ := set $whAnnotations "cert-manager.io/inject-ca-from"', '{{- $_ := set $whAnnotations "inject-ca-from"'),
+         "has no cert-manager.io/inject-ca-from annotation", up),
+        ("the Certificate writing another Secret than the extender mounts",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/cert-manager.yaml"),
+                        'secretName: {{ include "hami.tls.secretName" . }}', "secretName: hami-other-tls"),
+         "writes Secret hami-other-tls, but the extender mounts", up),
+    ]
     if ctx.build_dir_has_binaries:
         cases.append(("a runtime library the image does not install",
                       lambda c: edit(os.path.join(c.docker_dir, "scheduler.Dockerfile"), " libyaml-cpp0.7", ""),
                       "from package libyaml-cpp0.7"))
     default = [s for s in SCENARIOS if s.name == "default"]
+    by_name = {s.name: s for s in all_scenarios(ctx, quiet=False)}
     passed, failed = 0, 0
     start = time.time()
-    sanity = run_checks(copy(), default, quiet=True, runtime_libs=False)
+    sanity = run_checks(copy(), default + [by_name[n] for n in ("upstream-common", "upstream-defaults") if n in by_name],
+                        quiet=True, runtime_libs=False)
     if sanity.failed:
         print("FAIL self-test: the unmodified copy already fails:")
         for m in sanity.messages():
@@ -1574,7 +1974,12 @@ def self_test(ctx):
     else:
         print(f"ok   self-test: the unmodified copy passes ({sanity.passed} checks)")
         passed += 1
-    for title, mutate, expect in cases:
+    for case in cases:
+        title, mutate, expect = case[:3]
+        names = case[3] if len(case) > 3 else ["default"]
+        if any(n not in by_name for n in names):
+            print(f"skip self-test: {title}: scenario {', '.join(n for n in names if n not in by_name)} is skipped")
+            continue
         c = copy()
         try:
             mutate(c)
@@ -1582,7 +1987,8 @@ def self_test(ctx):
             print(f"FAIL self-test: {title}: {e}")
             failed += 1
             continue
-        r = run_checks(c, default, quiet=True, runtime_libs="runtime library" in title)
+        r = run_checks(c, [by_name[n] for n in names], quiet=True, runtime_libs="runtime library" in title,
+                       refusals="refused" in title)
         hits = [p for _, ps in r.failed for p in ps if expect in p]
         if hits:
             print(f"ok   self-test: {title}: caught: {hits[0][:200]}")

@@ -73,12 +73,27 @@ line indented by .indent; nothing at all when both are empty. Called as
 {{- end -}}
 {{- end -}}
 
-{{/* Images. Called with (dict "root" $ "image" .Values.x.image). */}}
+{{/*
+Images, shaped as upstream's: <registry>/<repository>:<tag>, where
+global.imageRegistry replaces the image's own registry and the tag falls back
+to global.imageTag, then the chart's appVersion. Upstream's own image
+(projecthami/hami) does not hold our binaries: it is replaced by ours (.ours)
+at the chart's appVersion, and NOTES names the replacement.
+Called with (dict "root" $ "image" .Values.x.image "ours" "hami-scheduler").
+*/}}
+{{- define "hami.upstreamImages" -}}projecthami/hami{{- end -}}
+
 {{- define "hami.image" -}}
-{{- $tag := .image.tag | default .root.Values.global.imageTag | default .root.Chart.AppVersion -}}
+{{- $r := .root -}}
 {{- $repo := required "an image repository is empty (scheduler.extender.image.repository, devicePlugin.image.repository)" .image.repository -}}
-{{- with .root.Values.global.imageRegistry -}}
-{{- printf "%s/%s:%s" (trimSuffix "/" .) $repo (toString $tag) -}}
+{{- $tag := get .image "tag" | default $r.Values.global.imageTag | default $r.Chart.AppVersion -}}
+{{- if eq (trimPrefix "docker.io/" $repo) (include "hami.upstreamImages" .) -}}
+{{- $repo = .ours -}}
+{{- $tag = $r.Chart.AppVersion -}}
+{{- end -}}
+{{- $reg := $r.Values.global.imageRegistry | default (get .image "registry") -}}
+{{- if $reg -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" $reg) $repo (toString $tag) -}}
 {{- else -}}
 {{- printf "%s:%s" $repo (toString $tag) -}}
 {{- end -}}
@@ -86,24 +101,105 @@ line indented by .indent; nothing at all when both are empty. Called as
 
 {{- define "hami.monitor.image" -}}
 {{- $img := deepCopy .Values.devicePlugin.image -}}
-{{- with .Values.devicePlugin.monitor.image.repository }}{{ $_ := set $img "repository" . }}{{ end -}}
-{{- with .Values.devicePlugin.monitor.image.tag }}{{ $_ := set $img "tag" . }}{{ end -}}
-{{- include "hami.image" (dict "root" . "image" $img) -}}
+{{- range $k, $v := .Values.devicePlugin.monitor.image }}{{ if $v }}{{ $_ := set $img $k $v }}{{ end }}{{ end -}}
+{{- include "hami.image" (dict "root" . "image" $img "ours" "hami-device-plugin") -}}
+{{- end -}}
+
+{{/*
+imagePullSecrets of a pod: imagePullSecrets, global.imagePullSecrets and the
+pullSecrets of its images (names, or {name: x}), each once. Called with
+(dict "root" $ "images" (list .Values.x.image ...) "indent" 6).
+*/}}
+{{- define "hami.imagePullSecrets" -}}
+{{- $names := list -}}
+{{- $all := concat (.root.Values.imagePullSecrets | default list) (.root.Values.global.imagePullSecrets | default list) -}}
+{{- range .images }}{{ if kindIs "map" . }}{{ $all = concat $all (get . "pullSecrets" | default list) }}{{ end }}{{ end -}}
+{{- range $all -}}
+{{- $n := toString . -}}
+{{- if kindIs "map" . }}{{ $n = get . "name" | toString }}{{ end -}}
+{{- if and $n (not (has $n $names)) }}{{ $names = append $names $n }}{{ end -}}
+{{- end -}}
+{{- with $names -}}
+{{- printf "imagePullSecrets:" | nindent (int $.indent) -}}
+{{- range . }}{{ printf "- name: %s" . | nindent (int $.indent) }}{{ end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The cluster's version without distribution suffixes: v1.30.4+k3s1 -> v1.30.4. */}}
 {{- define "hami.kubeVersion" -}}
 {{- $v := regexFind "^v?[0-9]+\\.[0-9]+\\.[0-9]+" .Capabilities.KubeVersion.Version -}}
 {{- if not $v -}}
-{{- fail (printf "cannot read the Kubernetes version %q; set scheduler.kubeScheduler.imageTag" .Capabilities.KubeVersion.Version) -}}
+{{- fail (printf "cannot read the Kubernetes version %q; set scheduler.kubeScheduler.image.tag" .Capabilities.KubeVersion.Version) -}}
 {{- end -}}
 {{- printf "v%s" (trimPrefix "v" $v) -}}
 {{- end -}}
 
+{{/*
+kube-scheduler's image: upstream's map (registry, repository, tag,
+pullPolicy), or this chart's older string with imageTag and imagePullPolicy.
+Empty tag: the cluster's version.
+*/}}
 {{- define "hami.kubeScheduler.image" -}}
-{{- $tag := .Values.scheduler.kubeScheduler.imageTag -}}
+{{- $ks := .Values.scheduler.kubeScheduler -}}
+{{- $ref := "" -}}
+{{- $tag := "" -}}
+{{- if kindIs "string" $ks.image -}}
+{{- $ref = $ks.image -}}
+{{- $tag = get $ks "imageTag" -}}
+{{- else -}}
+{{- $ref = required "scheduler.kubeScheduler.image.repository is empty" $ks.image.repository -}}
+{{- with .Values.global.imageRegistry | default (get $ks.image "registry") }}{{ $ref = printf "%s/%s" (trimSuffix "/" .) $ref }}{{ end -}}
+{{- $tag = get $ks.image "tag" | default (get $ks "imageTag") -}}
+{{- end -}}
 {{- if not $tag }}{{ $tag = include "hami.kubeVersion" . }}{{ end -}}
-{{- printf "%s:%s" .Values.scheduler.kubeScheduler.image (toString $tag) -}}
+{{- printf "%s:%s" $ref (toString $tag) -}}
+{{- end -}}
+
+{{- define "hami.kubeScheduler.pullPolicy" -}}
+{{- $ks := .Values.scheduler.kubeScheduler -}}
+{{- if kindIs "string" $ks.image -}}
+{{- get $ks "imagePullPolicy" | default "IfNotPresent" -}}
+{{- else -}}
+{{- get $ks "imagePullPolicy" | default (get $ks.image "pullPolicy") | default "IfNotPresent" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Extra arguments of a container, with upstream's klog flags turned into ours:
+-v=N (or --v=N) and hami-scheduler's --debug set the log level instead of
+being passed; kube-scheduler's --config and --policy-config-file are dropped
+because the chart passes its own configuration. Called with (dict "args" list
+"level" default "kind" scheduler|plugin|agent|kube); returns JSON
+{"level": ..., "args": [...]}.
+*/}}
+{{- define "hami.extraArgs" -}}
+{{- $level := .level -}}
+{{- $args := list -}}
+{{- range .args -}}
+{{- $a := toString . -}}
+{{- if regexMatch "^--?v=[0-9]+$" $a -}}
+{{- $n := regexFind "[0-9]+$" $a | int -}}
+{{- if eq $.kind "kube" }}{{ $level = $n }}
+{{- else if eq $.kind "agent" }}{{ $level = ge $n 4 | ternary "debug" "info" }}
+{{- else }}{{ $level = ge $n 4 | ternary 4 3 }}{{ end -}}
+{{- else if and (eq $.kind "scheduler") (has $a (list "--debug" "--debug=true")) -}}
+{{- $level = 4 -}}
+{{- else if and (eq $.kind "kube") (regexMatch "^--(config|policy-config-file)=" $a) -}}
+{{- else -}}
+{{- $args = append $args $a -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (dict "level" $level "args" $args) -}}
+{{- end -}}
+
+{{/* Extra env entries (a list; upstream's default {} is empty). Called with (dict "env" x "key" "devicePlugin.extraEnvs" "indent" 12). */}}
+{{- define "hami.extraEnvs" -}}
+{{- with .env -}}
+{{- if not (kindIs "slice" .) -}}
+{{- fail (printf "%s must be a list of env entries ({name, value}), got %s" $.key (toJson .)) -}}
+{{- end -}}
+{{- toYaml . | nindent (int $.indent) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* KubeSchedulerConfiguration apiVersion: the value, else by cluster version. */}}
@@ -218,9 +314,33 @@ scheduler.extender.clientAuth.existingSecret nothing is made.
 {{- toJson (get . "hamiClientTLS") -}}
 {{- end -}}
 
+{{/*
+Where the extender's certificate comes from: "chart" (made here, hami.tls),
+"certManager" (a cert-manager Certificate writes the Secret and its CA is
+injected into the webhook) or "existing" (scheduler.tls.existingSecret).
+*/}}
+{{- define "hami.tls.mode" -}}
+{{- if .Values.scheduler.certManager.enabled -}}
+{{- if .Values.scheduler.tls.existingSecret -}}
+{{- fail "scheduler.certManager.enabled and scheduler.tls.existingSecret are both set: choose one source of the webhook certificate" -}}
+{{- end -}}
+certManager
+{{- else if .Values.scheduler.tls.existingSecret -}}
+existing
+{{- else -}}
+chart
+{{- end -}}
+{{- end -}}
+
+{{- define "hami.certManager.certificateName" -}}
+{{- printf "%s-serving-cert" (include "hami.scheduler.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* The caBundle of the webhook (base64 PEM), or "" when cert-manager injects it. */}}
 {{- define "hami.webhook.caBundle" -}}
-{{- if .Values.scheduler.tls.existingSecret -}}
+{{- $mode := include "hami.tls.mode" . -}}
+{{- if eq $mode "certManager" -}}
+{{- else if eq $mode "existing" -}}
 {{- if and (not .Values.scheduler.tls.caBundle) (not (hasKey .Values.scheduler.admissionWebhook.annotations "cert-manager.io/inject-ca-from")) -}}
 {{- fail "scheduler.tls.existingSecret is set: also set scheduler.tls.caBundle (base64 PEM of its CA), or the annotation cert-manager.io/inject-ca-from in scheduler.admissionWebhook.annotations" -}}
 {{- end -}}
