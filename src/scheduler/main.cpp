@@ -150,8 +150,7 @@ int main(int argc, char** argv) try {
       ->check(CLI::Range(0, 1000))
       ->group(kUpstream);
   app.add_flag("--debug", debug, "Same as --log-level=4")->group(kUpstream);
-  app.add_flag("--legacy-metrics", cfg.legacy_metrics,
-               "Also export upstream's pre-2.5 metric names")
+  app.add_flag("--legacy-metrics", cfg.legacy_metrics, "Also export upstream's legacy metric names")
       ->group(kUpstream);
   app.add_option("--node-label-selector", node_label_selector,
                  "key=value[,key=value]: schedule only onto nodes with all these labels")
