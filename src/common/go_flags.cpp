@@ -17,10 +17,12 @@ std::vector<std::string> normalize(const std::vector<std::string>& args) {
       out.push_back(a);
       continue;
     }
-    // "-v" and "-h" stay short options; "-v=4", "-debug", "-config-file=x"
-    // are Go's single-dash long names.
+    // "-v", "-h" and "-v4" (pflag's shorthand with its value) stay short
+    // options; "-v=4", "-debug", "-config-file=x" are Go's single-dash long names.
     out.push_back(a);
-    if (a.size() > 2) out.back().insert(0, 1, '-');
+    if (a.size() > 2 && !std::isdigit(static_cast<unsigned char>(a[2]))) {
+      out.back().insert(0, 1, '-');
+    }
   }
   return out;
 }

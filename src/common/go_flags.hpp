@@ -23,7 +23,7 @@ namespace hami::goflags {
 // Rewrites one command line from Go's flag syntax into the one CLI11 parses
 // the same way: Go takes one or two dashes for every name, so `-name`,
 // `-name=value` and `-v=4` become `--name`, `--name=value` and `--v=4`.
-// A single letter without `=` (`-v 4`, `-h`) stays a short option, and
+// A single letter without `=` (`-v 4`, `-h`, pflag's `-v4`) stays a short option, and
 // nothing after `--` or that does not start with a dash and a letter (values,
 // negative numbers) is touched.
 std::vector<std::string> normalize(const std::vector<std::string>& args);

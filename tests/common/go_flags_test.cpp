@@ -13,8 +13,8 @@ TEST(GoFlags, SingleDashLongNamesBecomeDoubleDash) {
 }
 
 TEST(GoFlags, ShortOptionsValuesAndOperandsStay) {
-  EXPECT_EQ(normalize({"p", "-v", "4", "-h", "--v=4", "--debug=true", "-1", "-", "x=-y"}),
-            (Args{"p", "-v", "4", "-h", "--v=4", "--debug=true", "-1", "-", "x=-y"}));
+  EXPECT_EQ(normalize({"p", "-v", "4", "-v4", "-h", "--v=4", "--debug=true", "-1", "-", "x=-y"}),
+            (Args{"p", "-v", "4", "-v4", "-h", "--v=4", "--debug=true", "-1", "-", "x=-y"}));
   EXPECT_EQ(normalize({"-prog", "--", "-v=4", "-debug"}), (Args{"-prog", "--", "-v=4", "-debug"}));
 }
 
