@@ -26,7 +26,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -341,17 +340,19 @@ TEST_F(UpstreamChart, FeaturesThisBuildLacksAreRefusedByName) {
 // (a bare name is in /usr/local/bin, where the binaries are).
 std::map<std::string, std::string> image_links() {
   std::map<std::string, std::string> links;
-  const std::regex ln(R"(ln -s (\S+) (\S+))");
   for (const char* f : {"scheduler.Dockerfile", "device-plugin.Dockerfile"}) {
     std::ifstream in(std::string(HAMI_SOURCE_DIR) + "/deploy/docker/" + f);
     EXPECT_TRUE(in) << f;
     std::stringstream text;
     text << in.rdbuf();
     const std::string s = text.str();
-    for (std::sregex_iterator it(s.begin(), s.end(), ln), end; it != end; ++it) {
-      std::string link = (*it)[2];
+    // "ln -s TARGET LINK" (std::regex trips GCC 12's -Wmaybe-uninitialized under ASan).
+    for (size_t at = s.find("ln -s "); at != std::string::npos; at = s.find("ln -s ", at + 1)) {
+      std::istringstream words(s.substr(at + 6, 512));
+      std::string target, link;
+      if (!(words >> target >> link)) continue;
       if (link.find('/') == std::string::npos) link = "/usr/local/bin/" + link;
-      links[link] = fs::path((*it)[1].str()).filename();
+      links[link] = fs::path(target).filename();
     }
   }
   return links;
