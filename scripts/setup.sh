@@ -12,6 +12,7 @@ PACKAGES=(
   libcpp-httplib-dev libboost-dev libssl-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   openssl
+  golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
   clang libclang-rt-14-dev llvm clang-format
   valgrind
 )

@@ -8,6 +8,7 @@
 #                                     where Allocate mounts it from
 #   /usr/local/bin/hami-device-plugin container device-plugin
 #   /usr/local/bin/hami-node-agent    container node-agent
+# and, for upstream HAMi's chart, the same under upstream's names (below).
 # and /usr/local/bin/vgpu (inspect, top) is there for debugging on a node.
 
 ARG DEBIAN_IMAGE=debian:bookworm-slim
@@ -49,6 +50,15 @@ COPY --from=build /src/build/release/src/vgpu /usr/local/bin/vgpu
 # Not under /usr/local/vgpu: the DaemonSet mounts the host's directory there.
 COPY --from=build /src/build/release/src/libvgpu.so /usr/local/lib/hami/libvgpu.so
 COPY deploy/docker/vgpu-init.sh /usr/local/bin/vgpu-init.sh
+# Upstream HAMi's chart runs these names from its image: the device-plugin
+# container `nvidia-device-plugin`, its postStart hook
+# `/k8s-vgpu/bin/vgpu-init.sh <gpuHookPath>/vgpu/`, the monitor container
+# `vGPUmonitor`. Links to ours let its DaemonSet run this image unchanged
+# (docs/operations.md, "Running with upstream's chart and flags").
+RUN ln -s hami-device-plugin /usr/local/bin/nvidia-device-plugin \
+ && ln -s hami-node-agent /usr/local/bin/vGPUmonitor \
+ && mkdir -p /k8s-vgpu/bin \
+ && ln -s /usr/local/bin/vgpu-init.sh /k8s-vgpu/bin/vgpu-init.sh
 LABEL org.opencontainers.image.title="hami-device-plugin" \
       org.opencontainers.image.description="HAMi (C++) device plugin, node agent and libvgpu.so"
 # Root: the plugin writes kubelet's socket directory and the host's vgpu

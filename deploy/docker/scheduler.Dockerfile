@@ -3,7 +3,7 @@
 # /.dockerignore):
 #   docker build -f deploy/docker/scheduler.Dockerfile -t REGISTRY/hami-scheduler:0.1.0 .
 # The chart runs /usr/local/bin/hami-scheduler from this image
-# (scheduler.extender.image).
+# (scheduler.extender.image); upstream HAMi's chart runs it as `scheduler`.
 
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
@@ -36,6 +36,9 @@ RUN apt-get update \
       libcpp-httplib0.11 libssl3 libyaml-cpp0.7 libstdc++6 libbrotli1 zlib1g \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/release/src/hami-scheduler /usr/local/bin/hami-scheduler
+# Upstream HAMi's chart runs `scheduler` from its image: a link to ours lets
+# its Deployment run this image unchanged (docs/operations.md).
+RUN ln -s hami-scheduler /usr/local/bin/scheduler
 LABEL org.opencontainers.image.title="hami-scheduler" \
       org.opencontainers.image.description="HAMi (C++) scheduler extender and mutating webhook"
 # Reads only its certificate and config; binds an unprivileged port (8443).

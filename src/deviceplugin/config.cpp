@@ -202,8 +202,15 @@ Result<void> apply_node_entry(PluginConfig& cfg, const YAML::Node& entry, const 
     const Where w{source, prefix + "." + name, v};
     auto node_key = apply_node_key(cfg, key, v, w);
     if (!node_key) return node_key.error();
-    if (*node_key || key == "name" || key == "migstrategy") continue;
-    if (key == "operatingmode") {
+    if (*node_key || key == "name") continue;
+    if (key == "migstrategy") {
+      // Upstream's per-node --mig-strategy: as on the command line, only none.
+      if (!v.IsScalar() || (v.Scalar() != "none" && !v.Scalar().empty())) {
+        return Error{w.str() +
+                     "not supported by this build: MIG is not implemented; only none, got " +
+                     shown(v)};
+      }
+    } else if (key == "operatingmode") {
       if (!v.IsScalar() || (v.Scalar() != "hami-core" && !v.Scalar().empty())) {
         return Error{w.str() + "only hami-core is supported by this device plugin, got " +
                      shown(v)};

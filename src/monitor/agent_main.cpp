@@ -1,6 +1,8 @@
 // hami-node-agent: the per-node daemon that accounts GPU use per container,
 // resolves host PIDs, runs the priority/contention feedback loop and serves
 // Prometheus metrics. docs/node-agent.md describes it; --help lists the flags.
+// Takes upstream vGPUmonitor's flags too (klog's -v, --legacy-metrics;
+// docs/operations.md); --check-flags stops after validating them.
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "common/bind_address.hpp"
+#include "common/go_flags.hpp"
 #include "common/log.hpp"
 #include "common/size_parse.hpp"
 #include "monitor/agent.hpp"
@@ -123,15 +127,27 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", level, "error, warn, info or debug")
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
       ->capture_default_str();
+  bool check_flags = false;
+  app.add_flag("--check-flags", check_flags,
+               "Validate the flags and environment, print what would run, exit 0 (2 if bad); "
+               "reads and contacts nothing");
+  int klog_v = 0;
+  app.add_option("-v,--v", klog_v, "klog verbosity: 0-3 log as info, 4 and more as debug")
+      ->check(CLI::Range(0, 1000))
+      ->group("Upstream compatibility (vGPUmonitor's flags, same meaning)");
 
   try {
-    app.parse(argc, argv);
+    goflags::Argv args(argc, argv);
+    app.parse(args.argc(), args.argv());
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
   log::set_component("hami-node-agent");
-  log::set_level(parse_level(level));
+  auto log_level = parse_level(level);
+  if (app.count("--v") > 0)
+    log_level = goflags::most_verbose(log_level, goflags::klog_level(klog_v));
+  log::set_level(log_level);
   opt.write_back = !read_only;
   if (opt.node_name.empty()) opt.node_name = hostname();
 
@@ -164,6 +180,19 @@ int main(int argc, char** argv) {
   if (interval->count() < 100'000) {
     std::fprintf(stderr, "hami-node-agent: --interval must be at least 100ms\n");
     return 2;
+  }
+  if (auto b = parse_bind_address(bind); !b) {
+    std::fprintf(stderr, "hami-node-agent: --metrics-bind-address: %s\n",
+                 b.error().message.c_str());
+    return 2;
+  }
+  if (check_flags) {
+    std::printf(
+        "hami-node-agent: flags ok: node %s, hook path %s, metrics on %s, pod names %s, "
+        "log level %d%s\n",
+        opt.node_name.c_str(), opt.hook_path.c_str(), bind.c_str(), pod_names.c_str(),
+        static_cast<int>(log_level), legacy ? ", legacy metrics" : "");
+    return 0;
   }
 
   // Signals are taken by one thread with sigwait, so no handler runs inside

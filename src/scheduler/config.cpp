@@ -55,7 +55,7 @@ Result<void> apply_device_config_text(SchedulerConfig& cfg, const std::string& t
   for (auto it = nvidia.begin(); it != nvidia.end(); ++it) {
     const std::string key = it->first.Scalar();
     const std::string where = source + ": nvidia." + key;
-    const YAML::Node& v = it->second;
+    const YAML::Node v = it->second;  // a copy: it-> yields a temporary
     auto str = [&](std::string& out) -> Result<void> {
       auto s = as_string(v, where);
       if (!s) return s.error();

@@ -2,6 +2,8 @@
 // docs/scheduler.md). Watches nodes and pods into an incremental cache,
 // answers kube-scheduler's filter/prioritize/bind and the API server's
 // AdmissionReview over HTTPS, and binds only while it leads (Lease).
+// Takes upstream's flags too (common/go_flags.hpp, docs/operations.md);
+// --check-flags stops after validating them.
 // Exit codes: 0 after SIGTERM/SIGINT, 1 when it cannot run, 2 for bad flags.
 #include <signal.h>
 #include <unistd.h>
@@ -10,12 +12,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "common/bind_address.hpp"
 #include "common/duration_flag.hpp"
+#include "common/go_flags.hpp"
 #include "common/log.hpp"
 #include "common/size_parse.hpp"
 #include "k8s/client.hpp"
@@ -27,6 +32,7 @@
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/k8s_backend.hpp"
+#include "scheduler/node_selector.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/server.hpp"
 #include "scheduler/stale_locks.hpp"
@@ -34,6 +40,7 @@
 namespace {
 
 constexpr int kExitUsage = 2;
+constexpr const char* kUpstream = "Upstream compatibility (HAMi's flags, same meaning)";
 
 std::string default_identity() {
   if (const char* p = std::getenv("POD_NAME"); p && *p) return p;
@@ -94,7 +101,9 @@ int main(int argc, char** argv) try {
   app.add_option("--gpu-scheduler-policy", gpu_policy,
                  "binpack, spread, mutex, topology-aware, numa, or a chain like numa,binpack")
       ->capture_default_str();
-  app.add_option("--node-lock-timeout", lock_timeout, "A node lock older than this is stale")
+  app.add_option("--node-lock-timeout", lock_timeout,
+                 "A node lock older than this is stale (env HAMI_NODELOCK_EXPIRE)")
+      ->envname("HAMI_NODELOCK_EXPIRE")
       ->check(hami::duration_flag())
       ->capture_default_str();
   app.add_option("--node-lock-wait", lock_wait,
@@ -105,8 +114,8 @@ int main(int argc, char** argv) try {
                  "When kube-scheduler's node no longer fits or is locked, bind to the best other "
                  "node the pod's filter found fitting")
       ->capture_default_str();
-  app.add_option("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
-                 "Take pods whose schedulerName is default-scheduler")
+  app.add_flag("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
+               "Take pods whose schedulerName is default-scheduler (=false: leave them)")
       ->capture_default_str();
   app.add_option("--device-config-file", device_config, "Upstream's device config YAML");
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig (default: in-cluster, then $KUBECONFIG)");
@@ -124,21 +133,78 @@ int main(int argc, char** argv) try {
   app.add_option("--leader-elect-retry-period", retry_period)
       ->check(hami::duration_flag())
       ->capture_default_str();
-  app.add_option("-v,--log-level", log_level, "0 error … 4 debug")
+  app.add_option("--log-level", log_level,
+                 "0 silent, 1 errors, 2 + warnings, 3 + what happened, 4 + debug")
       ->check(CLI::Range(0, 4))
       ->capture_default_str();
+  bool check_flags = false;
+  app.add_flag("--check-flags", check_flags,
+               "Validate the flags, files and environment, print what would run, exit 0 (2 if "
+               "bad); contacts nothing");
+
+  // Upstream's own spellings: klog, vendors, --debug, --legacy-metrics.
+  int klog_v = 0;
+  bool debug = false, enable_ascend = false, enable_iluvatar = false;
+  std::string node_label_selector;
+  app.add_option("-v,--v", klog_v, "klog verbosity: 0-3 log as --log-level=3, 4 and more as 4")
+      ->check(CLI::Range(0, 1000))
+      ->group(kUpstream);
+  app.add_flag("--debug", debug, "Same as --log-level=4")->group(kUpstream);
+  app.add_flag("--legacy-metrics", cfg.legacy_metrics, "Also export upstream's legacy metric names")
+      ->group(kUpstream);
+  app.add_option("--node-label-selector", node_label_selector,
+                 "key=value[,key=value]: schedule only onto nodes with all these labels")
+      ->group(kUpstream);
+  app.add_flag("--enable-ascend", enable_ascend, "Only false: no Ascend NPUs in this build")
+      ->group(kUpstream);
+  app.add_flag("--enable-iluvatar", enable_iluvatar, "Only false: no Iluvatar GPUs in this build")
+      ->group(kUpstream);
   try {
-    app.parse(argc, argv);
+    hami::goflags::Argv args(argc, argv);
+    app.parse(args.argc(), args.argv());
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
-  hami::log::set_level(static_cast<hami::log::Level>(log_level));
+  auto level = static_cast<hami::log::Level>(log_level);
+  if (app.count("--v") > 0) {
+    level = hami::goflags::most_verbose(level, hami::goflags::klog_level(klog_v));
+  }
+  if (debug) level = hami::log::Level::kDebug;
+  hami::log::set_level(level);
   auto usage = [](const std::string& m) {
     std::cerr << "hami-scheduler: " << m << "\n";
     return kExitUsage;
   };
+  if (enable_ascend) {
+    return usage(
+        hami::goflags::not_supported("--enable-ascend=true",
+                                     "this build schedules NVIDIA GPUs only; remove the flag "
+                                     "(upstream's chart: devices.ascend.enabled=false)"));
+  }
+  if (enable_iluvatar) {
+    return usage(
+        hami::goflags::not_supported("--enable-iluvatar=true",
+                                     "this build schedules NVIDIA GPUs only; remove the flag "
+                                     "(upstream's chart: devices.iluvatar.enabled=false)"));
+  }
+  auto selector = NodeLabelSelector::parse(node_label_selector);
+  if (!selector) return usage("--node-label-selector: " + selector.error().message);
   if (so.metrics_bind == "none") so.metrics_bind.clear();
+  if (auto b = hami::parse_bind_address(so.bind); !b) {
+    return usage("--http_bind: " + b.error().message);
+  }
+  if (!so.metrics_bind.empty()) {
+    if (auto b = hami::parse_bind_address(so.metrics_bind); !b) {
+      return usage("--metrics-bind-address: " + b.error().message);
+    }
+  }
+  if (so.cert_file.empty() != so.key_file.empty()) {
+    return usage("--cert_file and --key_file must be given together");
+  }
+  for (const auto* f : {&so.cert_file, &so.key_file, &so.client_ca_file}) {
+    if (!f->empty() && !std::ifstream(*f)) return usage(*f + ": cannot be read");
+  }
   auto np = hami::fit::parse_node_policy(node_policy);
   if (!np) return usage("--node-scheduler-policy: " + np.error().message);
   auto gp = hami::fit::parse_gpu_policy(gpu_policy);
@@ -155,6 +221,17 @@ int main(int argc, char** argv) try {
   cfg.bind_redirect = bind_redirect;
   if (!device_config.empty()) {
     if (auto r = apply_device_config_file(cfg, device_config); !r) return usage(r.error().message);
+  }
+  if (check_flags) {
+    std::cout << "hami-scheduler: flags ok: " << (so.cert_file.empty() ? "http" : "https") << " on "
+              << so.bind << ", metrics on "
+              << (so.metrics_bind.empty() ? "(none)" : so.metrics_bind) << ", scheduler name "
+              << cfg.scheduler_name << ", policies " << node_policy << "/" << gpu_policy
+              << ", leader election " << (leader_elect ? lease_ns + "/" + lease_name : "off")
+              << ", node lock timeout " << lock_timeout << ", nodes "
+              << (selector->empty() ? "all" : selector->describe()) << ", log level "
+              << static_cast<int>(level) << (cfg.legacy_metrics ? ", legacy metrics" : "") << "\n";
+    return 0;
   }
   auto secs = [](const std::string& s) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(*hami::parse_duration(s));
@@ -185,6 +262,7 @@ int main(int argc, char** argv) try {
 
   ClusterCache cache;
   CacheFeed feed(cache);
+  NodeFeedFilter node_feed(*selector, feed);
   Metrics metrics;
   K8sBindBackend backend(*client, cfg.node_lock_timeout);
   Extender extender(cache, cfg, &backend, &metrics);
@@ -204,17 +282,17 @@ int main(int argc, char** argv) try {
   hami::k8s::Reflector nodes(*client, hami::k8s::node_path(), {},
                              {.on_add =
                                   [&](const json& n) {
-                                    feed.node_changed(n);
+                                    node_feed.add(n);
                                     stale.node_seen(n);
                                   },
                               .on_update =
                                   [&](const json& o, const json& n) {
-                                    feed.node_updated(o, n);
+                                    node_feed.update(o, n);
                                     stale.node_seen(n);
                                   },
                               .on_delete =
                                   [&](const json& n) {
-                                    feed.node_deleted(n);
+                                    node_feed.remove(n);
                                     stale.node_gone(n);
                                   }});
   hami::k8s::Reflector pods(*client, hami::k8s::core_path("pods"), {},

@@ -165,6 +165,17 @@ TEST(Config, MigModeIsRefusedClearly) {
               HasSubstr("nodeconfig[0].operatingmode: only hami-core is supported"));
 }
 
+TEST(Config, MigStrategyOtherThanNoneIsRefusedClearly) {
+  PluginConfig c;
+  EXPECT_TRUE(apply_config_text(c, R"({"nodeconfig":[{"name":"n","migstrategy":"none"}]})",
+                                "config.json", "n"));
+  auto r = apply_config_text(c, R"({"nodeconfig":[{"name":"n","migstrategy":"mixed"}]})",
+                             "config.json", "n");
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message,
+              HasSubstr("nodeconfig[0].migstrategy: not supported by this build: MIG"));
+}
+
 TEST(Config, MissingFileSaysWhich) {
   PluginConfig c;
   auto r = apply_config_file(c, "/nonexistent/device-config.yaml", "n");

@@ -122,7 +122,7 @@ TEST_F(AgentDaemon, BadFlagsAreUsageErrors) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("is not a duration"), std::string::npos) << r.err;
   r = test::run_process(agent_argv({"--metrics-bind-address", "nonsense"}), gpu_env());
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("expected [host]:port"), std::string::npos) << r.err;
   r = test::run_process({AGENT, "--help"}, gpu_env());
   EXPECT_EQ(r.exit_code, 0);

@@ -513,6 +513,19 @@ func (f Files) Get(name string) string { return string(f[name]) }
 // GetBytes returns a file's content as bytes.
 func (f Files) GetBytes(name string) []byte { return f[name] }
 
+// Glob returns the files whose names match pattern (path.Match syntax; Helm
+// uses gobwas/glob, the same for the plain patterns charts use). An empty
+// result is false in an `if`, as in Helm.
+func (f Files) Glob(pattern string) Files {
+	out := Files{}
+	for name, data := range f {
+		if ok, _ := path.Match(pattern, name); ok {
+			out[name] = data
+		}
+	}
+	return out
+}
+
 // Lines returns a file's lines.
 func (f Files) Lines(name string) []string {
 	if len(f[name]) == 0 {
