@@ -32,6 +32,8 @@ struct SchedulerConfig {
   // Whether bind may place a pod on another node its filter found fitting
   // when kube-scheduler's choice no longer fits or is locked (--bind-redirect).
   bool bind_redirect = true;
+  // Also export upstream's pre-2.5 metric names (--legacy-metrics).
+  bool legacy_metrics = false;
 };
 
 // Reads upstream's device config YAML (its `nvidia:` block: resourceCountName,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <string_view>
 
 #include "common/log.hpp"
 #include "deviceplugin/annotations.hpp"
@@ -142,7 +143,53 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
       metrics_->node_rejected("NodeUnregistered", total[fit::kReasonCount + 1]);
     if (out.nodes.empty()) metrics_->failure(Verb::kFilter, "NoNodeFits");
   }
+  if (events_) filter_event(pod, out);
   return out;
+}
+
+void Extender::filter_event(const k8s::Pod& pod, const FilterResult& out) {
+  // Upstream's wording, one line per reason: "<k> nodes <reason>(<nodes>)".
+  constexpr size_t kNamesShown = 5, kReasonsShown = 10;
+  const PodRef ref{pod.meta.ns, pod.meta.name, pod.meta.uid};
+  auto names = [&](const std::vector<std::string>& v, size_t total) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (i ? "," : "") + v[i];
+    if (total > v.size()) s += ",...";
+    return s;
+  };
+  if (!out.nodes.empty()) {
+    std::vector<std::string> shown(out.nodes.begin(),
+                                   out.nodes.begin() + std::min(out.nodes.size(), kNamesShown));
+    events_->record(ref, EventType::kNormal, kReasonFilteringSucceed,
+                    std::to_string(out.nodes.size()) + " nodes fit(" +
+                        names(shown, out.nodes.size()) + "), " + std::to_string(out.failed.size()) +
+                        " nodes not fit");
+    return;
+  }
+  struct Group {
+    size_t count = 0;
+    std::vector<std::string> nodes;
+  };
+  std::map<std::string, Group> groups;
+  for (const auto& [node, reason] : out.failed) {
+    Group& g = groups[reason];
+    if (g.nodes.size() < kNamesShown) g.nodes.push_back(node);
+    ++g.count;
+  }
+  // Most common reasons first.
+  std::vector<std::pair<std::string, Group>> sorted(groups.begin(), groups.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.count > b.second.count; });
+  std::string msg;
+  for (size_t i = 0; i < sorted.size() && i < kReasonsShown; ++i) {
+    if (i) msg += "; ";
+    msg += std::to_string(sorted[i].second.count) + " nodes " + sorted[i].first + "(" +
+           names(sorted[i].second.nodes, sorted[i].second.count) + ")";
+  }
+  if (sorted.size() > kReasonsShown) msg += "; ...";
+  if (msg.empty()) msg = "no nodes to filter";
+  events_->record(ref, EventType::kWarning, kReasonFilteringFailed, msg);
 }
 
 Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
@@ -319,6 +366,10 @@ BindOutcome Extender::place(const BindRequest& r) {
   auto fail = [&](const char* reason, std::string message) {
     if (metrics_) metrics_->failure(Verb::kBind, reason);
     log::warn("bind %s to %s: %s", who.c_str(), r.node.c_str(), message.c_str());
+    // A follower refuses every bind by design; that is no news for the pod.
+    if (events_ && std::string_view(reason) != "NotLeader") {
+      events_->record({r.ns, r.name, r.uid}, EventType::kWarning, kReasonBindingFailed, message);
+    }
     return BindOutcome{std::move(message), ""};
   };
   if (!is_leader_()) {
@@ -386,6 +437,12 @@ BindOutcome Extender::place(const BindRequest& r) {
   size_t others_no_fit = 0;
   const char* moved_because = "NoFit";
   auto bound = [&](const std::string& node, const char* why) {
+    if (events_) {
+      events_->record({r.ns, r.name, uid}, EventType::kNormal, kReasonBindingSucceed,
+                      "Successfully binding node [" + node + "] to " + who);
+      // Upstream's pod label, by which its node monitor lists a node's pods.
+      events_->label_pod(r.ns, r.name, {{dp::kAssignedNode, node}});
+    }
     if (node == r.node) {
       log::info("bound %s to %s", who.c_str(), node.c_str());
     } else {

@@ -24,6 +24,7 @@
 #include "k8s/paths.hpp"
 #include "k8s/reflector.hpp"
 #include "scheduler/cache.hpp"
+#include "scheduler/events.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/k8s_backend.hpp"
@@ -188,6 +189,17 @@ int main(int argc, char** argv) try {
   Metrics metrics;
   K8sBindBackend backend(*client, cfg.node_lock_timeout);
   Extender extender(cache, cfg, &backend, &metrics);
+  // Events and pod labels, written off the request path.
+  EventRecorder events(&*client, {.component = cfg.scheduler_name, .instance = identity});
+  extender.set_events(&events);
+  metrics.set_events(&events);
+  // Upstream's leader label on this replica's own pod, which its chart's
+  // Service selects (hami.io/scheduler-role=leader).
+  const char* own_pod = std::getenv("POD_NAME");
+  auto set_role = [&](bool leader) {
+    if (own_pod == nullptr || *own_pod == 0 || pod_ns == nullptr || *pod_ns == 0) return;
+    events.label_pod(pod_ns, own_pod, {{"hami.io/scheduler-role", leader ? "leader" : "follower"}});
+  };
   // One request's nodes split over every core (the request's thread + these).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   ParallelFor pool(cores - 1);
@@ -250,17 +262,21 @@ int main(int argc, char** argv) try {
                         .on_started_leading =
                             [&] {
                               metrics.set_leader(true);
+                              set_role(true);
                               hami::log::info("%s: leading; binding", identity.c_str());
                             },
                         .on_stopped_leading =
                             [&] {
                               metrics.set_leader(false);
+                              set_role(false);
                               hami::log::info("%s: not leading; bind refused", identity.c_str());
                             }});
     extender.set_leader_check([&] { return elector->is_leader(); });
+    set_role(false);
     elector->start();
   } else {
     metrics.set_leader(true);
+    set_role(true);
   }
   so.ready = [&] { return nodes.has_synced() && pods.has_synced(); };
   SchedulerServer server(extender, cfg, metrics, cache, so);

@@ -16,7 +16,9 @@ SchedulerServer::SchedulerServer(Extender& extender, const SchedulerConfig& conf
       config_(config),
       metrics_(metrics),
       cache_(cache),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  metrics_.set_legacy(config_.legacy_metrics);
+}
 
 SchedulerServer::~SchedulerServer() {
   stop();
