@@ -47,6 +47,8 @@ API_CALLS = [
     ("hami-scheduler", "", "pods", "patch", "scheduler/k8s_backend.cpp patch_annotations", "allocation annotations"),
     ("hami-scheduler", "", "pods/binding", "create", "scheduler/k8s_backend.cpp bind_pod", "the binding"),
     ("hami-scheduler", "", "events", "create", "scheduler/events.cpp create(core_path(events))", "Events on pods"),
+    ("hami-scheduler", "", "resourcequotas", "list", "scheduler/main.cpp Reflector(core_path(resourcequotas))", "GPU quotas"),
+    ("hami-scheduler", "", "resourcequotas", "watch", "scheduler/main.cpp Reflector(core_path(resourcequotas))", "GPU quotas"),
     ("hami-scheduler", "", "events", "patch", "scheduler/events.cpp merge_patch(core_path(events))", "an Event's count"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "get", "k8s/leader_election.cpp get_lease", "--leader-elect"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "create", "k8s/leader_election.cpp create_lease", "--leader-elect"),

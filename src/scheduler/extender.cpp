@@ -80,8 +80,20 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
   std::vector<Counts> counts(pool_ ? pool_->shares() : 1, Counts{});
   std::vector<float> scores(n, -1);  // for prioritize, through memo_
   uint64_t version = 0;
+  // Namespace quota: a fixed request is judged once for every node; one by
+  // gpumem-percentage on each node, once its GPUs are chosen.
+  const bool quota = quotas_ != nullptr && quotas_->any();
+  const QuotaRequest need = quota ? quota_request(prepared.request()) : QuotaRequest{};
+  std::string quota_refusal;
   cache_.read([&](const ClusterCache::View& view) {
     version = view.version();
+    const NamespaceUsage used = quota ? view.namespace_usage(pod.meta.ns) : NamespaceUsage{};
+    if (quota) {
+      QuotaRequest fixed = need;
+      fixed.mem_percent = false;
+      quota_refusal = quotas_->check(pod.meta.ns, used, fixed);
+      if (!quota_refusal.empty()) return 0;
+    }
     // The shared lock is held by this thread for the whole request; the
     // pool's threads read under it.
     auto body = [&](size_t begin, size_t end, size_t share) {
@@ -94,7 +106,20 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
           ++c[fit::kReasonCount + 1];
           continue;
         }
-        fit::NodeFit f = fit::fit_pod(node->devices, prepared, s);
+        fit::Placement placement;
+        fit::NodeFit f = fit::fit_pod(node->devices, prepared, s,
+                                      quota && need.mem_percent ? &placement : nullptr);
+        if (f.fits && quota && need.mem_percent) {
+          QuotaRequest exact = need;
+          exact.mem_mib = 0;
+          for (const fit::DeviceCharge& ch : fit::pod_charges(
+                   fit::to_pod_devices(node->devices, prepared, placement), req->kinds))
+            exact.mem_mib += ch.mem_mib;
+          if (std::string why = quotas_->check(pod.meta.ns, used, exact); !why.empty()) {
+            reasons[i] = std::move(why);
+            continue;
+          }
+        }
         if (f.fits) {
           verdict[i] = 1;
           scores[i] = node->score;
@@ -113,6 +138,17 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
     }
     return 0;
   });
+  if (!quota_refusal.empty()) {
+    // The namespace, not a node, is full: every node says so.
+    for (size_t i = 0; i < n; ++i)
+      out.failed.emplace(node_names[i], quota_refusal);
+    if (metrics_) {
+      metrics_->node_rejected(kReasonQuota, n);
+      metrics_->failure(Verb::kFilter, "NoNodeFits");
+    }
+    if (events_) filter_event(pod, out);
+    return out;
+  }
   out.nodes.reserve(n);
   std::vector<float> kept_scores;
   kept_scores.reserve(n);
@@ -298,6 +334,19 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
     PodCharge charge;
     charge.node = node_name;
     charge.charges = fit::pod_charges(devices, req.kinds);
+    if (quotas_ != nullptr && quotas_->any()) {
+      // Checked with the reservation, under the same lock: two binds of one
+      // namespace cannot both take its last room.
+      QuotaRequest exact;
+      for (const fit::DeviceCharge& ch : charge.charges) {
+        exact.mem_mib += ch.mem_mib;
+        exact.cores += ch.cores;
+      }
+      if (std::string why = quotas_->check(r.ns, c.ns_usage(r.ns), exact); !why.empty()) {
+        fit_error = "pod " + r.ns + "/" + r.name + ": " + why;
+        return 0;
+      }
+    }
     charge.reserved = true;
     charge.ns = r.ns;
     charge.name = r.name;

@@ -42,6 +42,7 @@
 #include "scheduler/metrics.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/pod_request.hpp"
+#include "scheduler/quota.hpp"
 #include "scheduler/score_memo.hpp"
 
 namespace hami::scheduler {
@@ -123,6 +124,9 @@ class Extender {
   // Where filter and bind record Events (FilteringFailed, ..., BindingSucceed)
   // and bind sets the pod label hami.io/vgpu-node; none: no events.
   void set_events(EventRecorder* events) { events_ = events; }
+  // Namespace quotas on gpumem/gpucores: filter fails every node, and bind
+  // refuses, for a pod that would take its namespace over one.
+  void set_quotas(const QuotaTracker* quotas) { quotas_ = quotas; }
   // Wall clock for vgpu-time/bind-time; tests inject one.
   void set_clock(std::function<std::chrono::system_clock::time_point()> f) { now_ = std::move(f); }
 
@@ -177,6 +181,7 @@ class Extender {
   Metrics* metrics_;
   ParallelFor* pool_ = nullptr;
   EventRecorder* events_ = nullptr;
+  const QuotaTracker* quotas_ = nullptr;
   std::function<bool()> is_leader_;
   std::function<std::chrono::system_clock::time_point()> now_;
   ScoreMemo memo_;  // filter's scores for the prioritize that follows

@@ -29,6 +29,7 @@
 #include "scheduler/feed.hpp"
 #include "scheduler/k8s_backend.hpp"
 #include "scheduler/parallel.hpp"
+#include "scheduler/quota.hpp"
 #include "scheduler/server.hpp"
 #include "scheduler/stale_locks.hpp"
 
@@ -193,6 +194,10 @@ int main(int argc, char** argv) try {
   EventRecorder events(&*client, {.component = cfg.scheduler_name, .instance = identity});
   extender.set_events(&events);
   metrics.set_events(&events);
+  QuotaTracker quotas(cfg.resources);
+  extender.set_quotas(&quotas);
+  metrics.set_quotas(&quotas);
+  so.quotas = &quotas;
   // Upstream's leader label on this replica's own pod, which its chart's
   // Service selects (hami.io/scheduler-role=leader).
   const char* own_pod = std::getenv("POD_NAME");
@@ -245,9 +250,16 @@ int main(int argc, char** argv) try {
                                    feed.pod_deleted(p);
                                    stale.pod_gone(p);
                                  }});
+  // Namespace quotas on gpumem/gpucores (limits.nvidia.com/gpumem, ...).
+  hami::k8s::Reflector resource_quotas(
+      *client, hami::k8s::core_path("resourcequotas"), {},
+      {.on_add = [&](const json& q) { quotas.quota_changed(q); },
+       .on_update = [&](const json&, const json& q) { quotas.quota_changed(q); },
+       .on_delete = [&](const json& q) { quotas.quota_deleted(q); }});
   backend.set_node_source([&](const std::string& n) { return nodes.get("", n); });
   nodes.start();
   pods.start();
+  resource_quotas.start();
 
   if (leader_elect) {
     elector.emplace(*client,
@@ -278,7 +290,9 @@ int main(int argc, char** argv) try {
     metrics.set_leader(true);
     set_role(true);
   }
-  so.ready = [&] { return nodes.has_synced() && pods.has_synced(); };
+  so.ready = [&] {
+    return nodes.has_synced() && pods.has_synced() && resource_quotas.has_synced();
+  };
   SchedulerServer server(extender, cfg, metrics, cache, so);
   if (auto r = server.start(); !r) {
     std::cerr << "hami-scheduler: " << r.error().message << "\n";
@@ -289,6 +303,7 @@ int main(int argc, char** argv) try {
   hami::log::info("signal %d: shutting down", sig);
   server.stop();
   if (elector) elector->stop();
+  resource_quotas.stop();
   pods.stop();
   nodes.stop();
   return 0;

@@ -2,6 +2,8 @@
 
 #include <array>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "common/build_info.hpp"
@@ -140,7 +142,34 @@ std::string Metrics::render(const ClusterCache& cache) const {
   };
   std::vector<DevRow> devs;
   std::vector<PodRow> pods;
+  // Per namespace and quota resource: used, and the limit where one is set.
+  struct QuotaRow {
+    std::string ns, resource;
+    int64_t used = 0;
+    std::optional<int64_t> limit;
+  };
+  std::map<std::pair<std::string, std::string>, QuotaRow> quota_rows;
   cache.read([&](const ClusterCache::View& view) {
+    if (quotas_ != nullptr) {
+      const fit::ResourceConfig& rc = quotas_->resources();
+      auto row = [&](const std::string& ns, const std::string& res) -> QuotaRow& {
+        QuotaRow& q = quota_rows[{ns, res}];
+        q.ns = ns;
+        q.resource = res;
+        return q;
+      };
+      // As upstream: every namespace holding GPUs has both series.
+      view.for_each_namespace([&](const std::string& ns, const NamespaceUsage& u) {
+        row(ns, rc.memory_name).used = u.mem_mib;
+        row(ns, rc.cores_name).used = u.cores;
+      });
+      for (const QuotaTracker::Limit& l : quotas_->limits()) {
+        QuotaRow& q = row(l.ns, l.resource);
+        q.limit = l.limit;
+        const NamespaceUsage u = view.namespace_usage(l.ns);
+        q.used = l.resource == rc.memory_name ? u.mem_mib : u.cores;
+      }
+    }
     out.family("hami_scheduler_cached_nodes", "Nodes with registered GPUs in the cache.");
     out.sample("hami_scheduler_cached_nodes", {}, static_cast<uint64_t>(view.node_count()));
     out.family("hami_scheduler_cached_pods", "Pods charged (or reserved) in the cache.");
@@ -242,7 +271,29 @@ std::string Metrics::render(const ClusterCache& cache) const {
   for (const PodRow& p : pods)
     gpu.sample("hami_vgpu_core_allocated_ratio", pod_labels(p), percent(p.cores, p.total_cores));
 
+  gpu.family("hami_resource_quota_used",
+             "What a namespace's pods hold of a quota resource (gpumem in MiB, gpucores in "
+             "percent); limit is the quota's limit, 0 when none.");
+  for (const auto& [k, q] : quota_rows) {
+    const std::string limit = std::to_string(q.limit.value_or(0));
+    gpu.sample("hami_resource_quota_used",
+               {{"namespace", q.ns}, {"quota_name", q.resource}, {"limit", limit}}, q.used);
+  }
+  gpu.family("hami_resource_quota_limit",
+             "A namespace's ResourceQuota limit on a quota resource (the smallest where several).");
+  for (const auto& [k, q] : quota_rows) {
+    if (q.limit)
+      gpu.sample("hami_resource_quota_limit", {{"namespace", q.ns}, {"quota_name", q.resource}},
+                 *q.limit);
+  }
+
   if (legacy_.load()) {
+    gpu.family("QuotaUsed", "Legacy name of hami_resource_quota_used.");
+    for (const auto& [k, q] : quota_rows) {
+      const std::string limit = std::to_string(q.limit.value_or(0));
+      gpu.sample("QuotaUsed",
+                 {{"quotanamespace", q.ns}, {"quotaName", q.resource}, {"limit", limit}}, q.used);
+    }
     // Upstream's pre-2.5 names (--legacy-metrics), raw core counts.
     auto legacy_dev = [](const DevRow& d) {
       return std::array<MetricLabel, 4>{MetricLabel{"nodeid", d.node},

@@ -26,6 +26,7 @@
 
 #include "scheduler/cache.hpp"
 #include "scheduler/events.hpp"
+#include "scheduler/quota.hpp"
 
 namespace hami::scheduler {
 
@@ -49,6 +50,9 @@ class Metrics {
   void set_legacy(bool legacy) { legacy_.store(legacy); }
   // Its counters join the body (set before serving).
   void set_events(const EventRecorder* events) { events_ = events; }
+  // hami_resource_quota_used / _limit come from these limits and the
+  // cache's namespace usage (set before serving).
+  void set_quotas(const QuotaTracker* quotas) { quotas_ = quotas; }
 
   std::string render(const ClusterCache& cache) const;
 
@@ -67,6 +71,7 @@ class Metrics {
   std::atomic<bool> leader_{false};
   std::atomic<bool> legacy_{false};
   const EventRecorder* events_ = nullptr;
+  const QuotaTracker* quotas_ = nullptr;
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, uint64_t> failures_;  // (verb, reason)
   std::map<std::string, uint64_t> rejections_;

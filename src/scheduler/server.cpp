@@ -147,7 +147,7 @@ std::vector<http::Route> SchedulerServer::routes() {
                  timed(
                      metrics_, Verb::kWebhook, res,
                      [&] {
-                       res.set_content(admit(req.body, config_), kJson);
+                       res.set_content(admit(req.body, config_, options_.quotas), kJson);
                        return true;
                      },
                      [](const std::string& e) {
