@@ -1,6 +1,7 @@
 #include "scheduler/quota.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -68,8 +69,12 @@ void QuotaTracker::quota_changed(const nlohmann::json& rq) {
         continue;
       }
       int64_t limit = *q;
-      if (name == &resources_.memory_name && resources_.memory_factor > 1)
-        limit *= resources_.memory_factor;
+      if (name == &resources_.memory_name && resources_.memory_factor > 1) {
+        const int64_t f = resources_.memory_factor;
+        limit = limit > std::numeric_limits<int64_t>::max() / f
+                    ? std::numeric_limits<int64_t>::max()
+                    : limit * f;
+      }
       ours[*name] = limit;
     }
   }
@@ -109,7 +114,8 @@ std::string QuotaTracker::check(const std::string& ns, const NamespaceUsage& use
       const bool mem = resource == resources_.memory_name;
       const int64_t u = mem ? used.mem_mib : used.cores;
       const int64_t n = mem ? need.mem_mib : need.cores;
-      if (n > 0 && u + n > limit) {
+      // u + n > limit, without overflow.
+      if (n > 0 && (u > limit || n > limit - u)) {
         return std::string(kReasonQuota) + ": namespace " + ns + " ResourceQuota " + quota +
                " limits " + resource + " to " + std::to_string(limit) + "; " + std::to_string(u) +
                " used + " + std::to_string(n) + " requested";
