@@ -135,7 +135,6 @@ class EventRecorder {
   std::condition_variable idle_cv_;  // worker idle (flush)
   std::deque<Item> queue_;
   bool stop_ = false;
-  bool busy_ = false;
   uint64_t flush_requests_ = 0, flushes_done_ = 0;
   Stats stats_;
 

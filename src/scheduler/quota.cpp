@@ -38,9 +38,14 @@ struct Meta {
 };
 
 std::optional<Meta> meta_of(const nlohmann::json& rq) {
+  if (!rq.is_object()) return std::nullopt;
   auto m = rq.find("metadata");
   if (m == rq.end() || !m->is_object()) return std::nullopt;
-  Meta out{m->value("namespace", ""), m->value("name", "")};
+  auto ns = m->find("namespace");
+  auto name = m->find("name");
+  if (ns == m->end() || name == m->end() || !ns->is_string() || !name->is_string())
+    return std::nullopt;
+  Meta out{ns->get<std::string>(), name->get<std::string>()};
   if (out.ns.empty() || out.name.empty()) return std::nullopt;
   return out;
 }

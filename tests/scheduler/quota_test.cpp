@@ -107,6 +107,13 @@ TEST(QuotaTracker, MemoryLimitScalesWithMemoryFactorAndBadValuesAreIgnored) {
   auto l = q.limits();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0].limit, 1000);
+  // Not a ResourceQuota's shape (found by fuzz_resource_quota): ignored.
+  json odd = resource_quota("team", "odd", {{"limits.nvidia.com/gpumem", "1"}});
+  odd["metadata"]["namespace"] = json{{"name", "x"}};
+  q.quota_changed(odd);
+  q.quota_changed(json::array({1, 2}));
+  q.quota_deleted("text");
+  EXPECT_EQ(q.limits().size(), 1u);
 }
 
 class QuotaExtenderTest : public ::testing::Test {
