@@ -44,7 +44,7 @@ API_CALLS = [
     ("hami-scheduler", "", "pods", "list", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
     ("hami-scheduler", "", "pods", "watch", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
     ("hami-scheduler", "", "pods", "get", "scheduler/k8s_backend.cpp get(pod_path)", "bind; node-lock owner"),
-    ("hami-scheduler", "", "pods", "patch", "scheduler/k8s_backend.cpp patch_annotations", "allocation annotations"),
+    ("hami-scheduler", "", "pods", "patch", "scheduler/events.cpp merge_patch(pod_path)", "labels hami.io/vgpu-node (after bind), hami.io/scheduler-role"),
     ("hami-scheduler", "", "pods/binding", "create", "scheduler/k8s_backend.cpp bind_pod", "the binding"),
     ("hami-scheduler", "", "events", "create", "scheduler/events.cpp create(core_path(events))", "Events on pods"),
     ("hami-scheduler", "", "resourcequotas", "list", "scheduler/main.cpp Reflector(core_path(resourcequotas))", "GPU quotas"),
