@@ -61,9 +61,9 @@ void EventRecorder::label_pod(const std::string& ns, const std::string& name,
                               std::map<std::string, std::string> labels) {
   {
     std::lock_guard lk(mu_);
-    if (client_ == nullptr || stop_ || queue_.size() >= options_.queue_limit) {
+    if (client_ == nullptr || stop_ || labels_.size() >= options_.queue_limit) {
       ++stats_.dropped;
-      log::warn("pod %s/%s: label patch dropped (event queue full); its labels stay as they are",
+      log::warn("pod %s/%s: label patch dropped (queue full); its labels stay as they are",
                 ns.c_str(), name.c_str());
       return;
     }
@@ -71,7 +71,7 @@ void EventRecorder::label_pod(const std::string& ns, const std::string& name,
     it.is_label = true;
     it.pod = {ns, name, ""};
     it.labels = std::move(labels);
-    queue_.push_back(std::move(it));
+    labels_.push_back(std::move(it));
   }
   cv_.notify_one();
 }
@@ -108,11 +108,13 @@ void EventRecorder::run() {
                                                         std::chrono::milliseconds(1000));
   std::unique_lock lk(mu_);
   for (;;) {
-    cv_.wait_for(lk, tick,
-                 [&] { return stop_ || !queue_.empty() || flush_requests_ > flushes_done_; });
-    while (!queue_.empty()) {
-      Item it = std::move(queue_.front());
-      queue_.pop_front();
+    cv_.wait_for(lk, tick, [&] {
+      return stop_ || !queue_.empty() || !labels_.empty() || flush_requests_ > flushes_done_;
+    });
+    while (!queue_.empty() || !labels_.empty()) {
+      std::deque<Item>& from = labels_.empty() ? queue_ : labels_;
+      Item it = std::move(from.front());
+      from.pop_front();
       lk.unlock();
       handle(it);
       lk.lock();
@@ -126,7 +128,7 @@ void EventRecorder::run() {
       flushes_done_ = requested;
       idle_cv_.notify_all();
     }
-    if (stop_ && queue_.empty()) break;
+    if (stop_ && queue_.empty() && labels_.empty()) break;
   }
   flushes_done_ = flush_requests_;
   idle_cv_.notify_all();

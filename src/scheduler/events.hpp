@@ -134,6 +134,9 @@ class EventRecorder {
   std::condition_variable cv_;       // work queued, or stop
   std::condition_variable idle_cv_;  // worker idle (flush)
   std::deque<Item> queue_;
+  // Label patches have their own queue, served before events: a backlog of
+  // paced events must not hold (or drop) them.
+  std::deque<Item> labels_;
   bool stop_ = false;
   uint64_t flush_requests_ = 0, flushes_done_ = 0;
   Stats stats_;

@@ -178,7 +178,12 @@ TEST_F(SchedulerEventsTest, FullQueueDropsInsteadOfWaiting) {
   auto s = slow.stats();
   EXPECT_EQ(s.recorded + s.dropped, 21u);
   EXPECT_GE(s.dropped, 16u);
+  // A label patch has its own queue: the events' backlog does not drop it.
+  api().put("pods", test::sched_pod("lp", {}));
+  slow.label_pod("default", "lp", {{"hami.io/vgpu-node", "a"}});
+  EXPECT_EQ(slow.stats().dropped, s.dropped);
   slow.flush();
+  EXPECT_EQ((*api().get("pods", "default", "lp"))["metadata"]["labels"]["hami.io/vgpu-node"], "a");
   s = slow.stats();
   EXPECT_EQ(s.created, s.recorded);
   EXPECT_EQ(events_with("FilteringFailed").size(), s.recorded);
