@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string_view>
 
+#include "common/build_info.hpp"
 #include "common/prometheus_text.hpp"
 
 namespace hami::monitor {
@@ -65,13 +66,19 @@ void host_metrics(PrometheusText& out, const NodeView& v, bool legacy) {
   out.family("HostGPUMemoryUsage", "Legacy name of hami_host_gpu_memory_used_bytes.");
   for (const Row& r : rows) {
     out.sample("HostGPUMemoryUsage",
-               {{"deviceidx", r.index}, {"deviceuuid", r.g->uuid}, {"devicetype", r.type}},
+               {{"nodeid", v.node},
+                {"deviceidx", r.index},
+                {"deviceuuid", r.g->uuid},
+                {"devicetype", r.type}},
                r.g->memory_used);
   }
   out.family("HostCoreUtilization", "Legacy name of hami_host_gpu_utilization_ratio.");
   for (const Row& r : rows) {
     out.sample("HostCoreUtilization",
-               {{"deviceidx", r.index}, {"deviceuuid", r.g->uuid}, {"devicetype", r.type}},
+               {{"nodeid", v.node},
+                {"deviceidx", r.index},
+                {"deviceuuid", r.g->uuid},
+                {"devicetype", r.type}},
                uint64_t{r.g->utilization});
   }
 }
@@ -190,6 +197,40 @@ void container_metrics(PrometheusText& out, const NodeView& v, bool legacy) {
   legacy_family("Device_utilization_desc_of_container",
                 "Legacy name of hami_container_device_utilization_ratio.",
                 [](const ContainerDevice& d) { return uint64_t{d.sm_util}; });
+  // Upstream carries the breakdown as label values (context, module, data,
+  // and the rest as offset) on the total.
+  per_device(out, v, "Device_memory_desc_of_container", "Legacy memory breakdown of a container.",
+             [&](const Labels& l, const ContainerView& c, const ContainerDevice& d) {
+               const uint64_t parts = d.context + d.module + d.data;
+               const std::string ctx = std::to_string(d.context), mod = std::to_string(d.module),
+                                 data = std::to_string(d.data),
+                                 off = std::to_string(d.used > parts ? d.used - parts : 0);
+               out.sample("Device_memory_desc_of_container",
+                          {{"podnamespace", l[0].value},
+                           {"podname", l[1].value},
+                           {"ctrname", c.ref.container},
+                           {"vdeviceid", l[3].value},
+                           {"deviceuuid", d.uuid},
+                           {"context", ctx},
+                           {"module", mod},
+                           {"data", data},
+                           {"offset", off}},
+                          d.used);
+             });
+  per_device(out, v, "Device_last_kernel_of_container",
+             "Legacy name of hami_container_last_kernel_elapsed_seconds.",
+             [&](const Labels& l, const ContainerView& c, const ContainerDevice& d) {
+               if (!c.last_kernel_time) return;
+               const int64_t elapsed = now - static_cast<int64_t>(*c.last_kernel_time);
+               if (elapsed < 0) return;
+               out.sample("Device_last_kernel_of_container",
+                          {{"podnamespace", l[0].value},
+                           {"podname", l[1].value},
+                           {"ctrname", c.ref.container},
+                           {"vdeviceid", l[3].value},
+                           {"deviceuuid", d.uuid}},
+                          elapsed);
+             });
 }
 
 void pod_metrics(PrometheusText& out, const NodeView& v) {
@@ -255,10 +296,9 @@ void agent_metrics(PrometheusText& out, const NodeView& v) {
 std::string render_metrics(const NodeView& view, const MetricsOptions& options) {
   PrometheusText out;
   out.reserve(4096 + view.containers.size() * 3000);
+  // As upstream: hami_build_info without the zone label, the rest with it.
+  render_build_info(out);
   out.set_const_labels({{"zone", "vGPU"}});
-  out.family("hami_build_info", "Build of the node agent.");
-  out.sample("hami_build_info", {{"version", options.version}, {"component", "node-agent"}},
-             uint64_t{1});
   host_metrics(out, view, options.legacy);
   container_metrics(out, view, options.legacy);
   pod_metrics(out, view);

@@ -28,7 +28,9 @@
 namespace hami::monitor {
 
 struct MetricsOptions {
-  std::string version;  // hami_build_info
+  // Unused: hami_build_info comes from common/build_info.hpp (the build's
+  // version, revision and date, upstream's labels). Kept for its callers.
+  std::string version;
   bool legacy = false;
 };
 

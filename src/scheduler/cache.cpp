@@ -39,8 +39,20 @@ ClusterCache::NodeState& ClusterCache::node_entry(const std::string& name) {
   return it->second;
 }
 
+NamespaceUsage ClusterCache::ns_usage(const std::string& ns) const {
+  auto it = ns_usage_.find(ns);
+  return it == ns_usage_.end() ? NamespaceUsage{} : it->second;
+}
+
 void ClusterCache::charge(const std::string& uid, const PodCharge& p) {
   ++version_;
+  if (!p.charges.empty()) {
+    NamespaceUsage& u = ns_usage_[p.ns];
+    for (const fit::DeviceCharge& c : p.charges) {
+      u.mem_mib += c.mem_mib;
+      u.cores += c.cores;
+    }
+  }
   NodeState& n = node_entry(p.node);
   n.pods.insert(uid);
   if (n.registered) {
@@ -51,6 +63,13 @@ void ClusterCache::charge(const std::string& uid, const PodCharge& p) {
 
 void ClusterCache::uncharge(const std::string& uid, const PodCharge& p) {
   ++version_;
+  if (auto u = ns_usage_.find(p.ns); u != ns_usage_.end() && !p.charges.empty()) {
+    for (const fit::DeviceCharge& c : p.charges) {
+      u->second.mem_mib -= c.mem_mib;
+      u->second.cores -= c.cores;
+    }
+    if (u->second.mem_mib <= 0 && u->second.cores <= 0) ns_usage_.erase(u);
+  }
   auto it = nodes_.find(p.node);
   if (it == nodes_.end()) return;
   NodeState& n = it->second;

@@ -56,6 +56,13 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
+// What a namespace's pods hold (bound, placed or reserved), for quotas:
+// memory in MiB and cores in percent, summed over every GPU.
+struct NamespaceUsage {
+  int64_t mem_mib = 0;
+  int64_t cores = 0;
+};
+
 class ClusterCache {
  public:
   struct NodeState {
@@ -91,6 +98,13 @@ class ClusterCache {
     void for_each_pod(F&& f) const {
       for (const auto& [uid, p] : c_.pods_)
         f(uid, p);
+    }
+    // Zero usage for a namespace holding nothing.
+    NamespaceUsage namespace_usage(const std::string& ns) const { return c_.ns_usage(ns); }
+    template <class F>
+    void for_each_namespace(F&& f) const {
+      for (const auto& [ns, u] : c_.ns_usage_)
+        f(ns, u);
     }
     size_t node_count() const { return c_.registered_; }
     size_t pod_count() const { return c_.pods_.size(); }
@@ -132,6 +146,7 @@ class ClusterCache {
   void set_pod_unlocked(const std::string& uid, PodCharge charge);
   bool remove_pod_unlocked(const std::string& uid);
   const PodCharge* pod_unlocked(const std::string& uid) const;
+  NamespaceUsage ns_usage(const std::string& ns) const;
 
   struct Stats {
     uint64_t node_events = 0;
@@ -153,7 +168,8 @@ class ClusterCache {
   std::unordered_map<std::string, NodeState, StringHash, std::equal_to<>> nodes_;
   std::unordered_map<std::string, PodCharge> pods_;
   std::unordered_map<std::string, uint32_t> models_;  // "type\0mode" → id
-  uint64_t version_ = 0;                              // View::version(); under mu_
+  std::unordered_map<std::string, NamespaceUsage> ns_usage_;
+  uint64_t version_ = 0;  // View::version(); under mu_
   size_t registered_ = 0;
   Stats stats_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <string_view>
 
 #include "common/log.hpp"
 #include "deviceplugin/annotations.hpp"
@@ -79,8 +80,20 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
   std::vector<Counts> counts(pool_ ? pool_->shares() : 1, Counts{});
   std::vector<float> scores(n, -1);  // for prioritize, through memo_
   uint64_t version = 0;
+  // Namespace quota: a fixed request is judged once for every node; one by
+  // gpumem-percentage on each node, once its GPUs are chosen.
+  const bool quota = quotas_ != nullptr && quotas_->any();
+  const QuotaRequest need = quota ? quota_request(prepared.request()) : QuotaRequest{};
+  std::string quota_refusal;
   cache_.read([&](const ClusterCache::View& view) {
     version = view.version();
+    const NamespaceUsage used = quota ? view.namespace_usage(pod.meta.ns) : NamespaceUsage{};
+    if (quota) {
+      QuotaRequest fixed = need;
+      fixed.mem_percent = false;
+      quota_refusal = quotas_->check(pod.meta.ns, used, fixed);
+      if (!quota_refusal.empty()) return 0;
+    }
     // The shared lock is held by this thread for the whole request; the
     // pool's threads read under it.
     auto body = [&](size_t begin, size_t end, size_t share) {
@@ -93,7 +106,20 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
           ++c[fit::kReasonCount + 1];
           continue;
         }
-        fit::NodeFit f = fit::fit_pod(node->devices, prepared, s);
+        fit::Placement placement;
+        fit::NodeFit f = fit::fit_pod(node->devices, prepared, s,
+                                      quota && need.mem_percent ? &placement : nullptr);
+        if (f.fits && quota && need.mem_percent) {
+          QuotaRequest exact = need;
+          exact.mem_mib = 0;
+          for (const fit::DeviceCharge& ch : fit::pod_charges(
+                   fit::to_pod_devices(node->devices, prepared, placement), req->kinds))
+            exact.mem_mib += ch.mem_mib;
+          if (std::string why = quotas_->check(pod.meta.ns, used, exact); !why.empty()) {
+            reasons[i] = std::move(why);
+            continue;
+          }
+        }
         if (f.fits) {
           verdict[i] = 1;
           scores[i] = node->score;
@@ -112,6 +138,17 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
     }
     return 0;
   });
+  if (!quota_refusal.empty()) {
+    // The namespace, not a node, is full: every node says so.
+    for (size_t i = 0; i < n; ++i)
+      out.failed.emplace(node_names[i], quota_refusal);
+    if (metrics_) {
+      metrics_->node_rejected(kReasonQuota, n);
+      metrics_->failure(Verb::kFilter, "NoNodeFits");
+    }
+    if (events_) filter_event(pod, out);
+    return out;
+  }
   out.nodes.reserve(n);
   std::vector<float> kept_scores;
   kept_scores.reserve(n);
@@ -142,7 +179,53 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
       metrics_->node_rejected("NodeUnregistered", total[fit::kReasonCount + 1]);
     if (out.nodes.empty()) metrics_->failure(Verb::kFilter, "NoNodeFits");
   }
+  if (events_) filter_event(pod, out);
   return out;
+}
+
+void Extender::filter_event(const k8s::Pod& pod, const FilterResult& out) {
+  // Upstream's wording, one line per reason: "<k> nodes <reason>(<nodes>)".
+  constexpr size_t kNamesShown = 5, kReasonsShown = 10;
+  const PodRef ref{pod.meta.ns, pod.meta.name, pod.meta.uid};
+  auto names = [&](const std::vector<std::string>& v, size_t total) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i)
+      s += (i ? "," : "") + v[i];
+    if (total > v.size()) s += ",...";
+    return s;
+  };
+  if (!out.nodes.empty()) {
+    std::vector<std::string> shown(out.nodes.begin(),
+                                   out.nodes.begin() + std::min(out.nodes.size(), kNamesShown));
+    events_->record(ref, EventType::kNormal, kReasonFilteringSucceed,
+                    std::to_string(out.nodes.size()) + " nodes fit(" +
+                        names(shown, out.nodes.size()) + "), " + std::to_string(out.failed.size()) +
+                        " nodes not fit");
+    return;
+  }
+  struct Group {
+    size_t count = 0;
+    std::vector<std::string> nodes;
+  };
+  std::map<std::string, Group> groups;
+  for (const auto& [node, reason] : out.failed) {
+    Group& g = groups[reason];
+    if (g.nodes.size() < kNamesShown) g.nodes.push_back(node);
+    ++g.count;
+  }
+  // Most common reasons first.
+  std::vector<std::pair<std::string, Group>> sorted(groups.begin(), groups.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.count > b.second.count; });
+  std::string msg;
+  for (size_t i = 0; i < sorted.size() && i < kReasonsShown; ++i) {
+    if (i) msg += "; ";
+    msg += std::to_string(sorted[i].second.count) + " nodes " + sorted[i].first + "(" +
+           names(sorted[i].second.nodes, sorted[i].second.count) + ")";
+  }
+  if (sorted.size() > kReasonsShown) msg += "; ...";
+  if (msg.empty()) msg = "no nodes to filter";
+  events_->record(ref, EventType::kWarning, kReasonFilteringFailed, msg);
 }
 
 Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
@@ -251,6 +334,19 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
     PodCharge charge;
     charge.node = node_name;
     charge.charges = fit::pod_charges(devices, req.kinds);
+    if (quotas_ != nullptr && quotas_->any()) {
+      // Checked with the reservation, under the same lock: two binds of one
+      // namespace cannot both take its last room.
+      QuotaRequest exact;
+      for (const fit::DeviceCharge& ch : charge.charges) {
+        exact.mem_mib += ch.mem_mib;
+        exact.cores += ch.cores;
+      }
+      if (std::string why = quotas_->check(r.ns, c.ns_usage(r.ns), exact); !why.empty()) {
+        fit_error = "pod " + r.ns + "/" + r.name + ": " + why;
+        return 0;
+      }
+    }
     charge.reserved = true;
     charge.ns = r.ns;
     charge.name = r.name;
@@ -319,6 +415,10 @@ BindOutcome Extender::place(const BindRequest& r) {
   auto fail = [&](const char* reason, std::string message) {
     if (metrics_) metrics_->failure(Verb::kBind, reason);
     log::warn("bind %s to %s: %s", who.c_str(), r.node.c_str(), message.c_str());
+    // A follower refuses every bind by design; that is no news for the pod.
+    if (events_ && std::string_view(reason) != "NotLeader") {
+      events_->record({r.ns, r.name, r.uid}, EventType::kWarning, kReasonBindingFailed, message);
+    }
     return BindOutcome{std::move(message), ""};
   };
   if (!is_leader_()) {
@@ -386,6 +486,12 @@ BindOutcome Extender::place(const BindRequest& r) {
   size_t others_no_fit = 0;
   const char* moved_because = "NoFit";
   auto bound = [&](const std::string& node, const char* why) {
+    if (events_) {
+      events_->record({r.ns, r.name, uid}, EventType::kNormal, kReasonBindingSucceed,
+                      "Successfully binding node [" + node + "] to " + who);
+      // Upstream's pod label, by which its node monitor lists a node's pods.
+      events_->label_pod(r.ns, r.name, {{dp::kAssignedNode, node}});
+    }
     if (node == r.node) {
       log::info("bound %s to %s", who.c_str(), node.c_str());
     } else {

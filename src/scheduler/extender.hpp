@@ -38,9 +38,11 @@
 #include "k8s/objects.hpp"
 #include "scheduler/cache.hpp"
 #include "scheduler/config.hpp"
+#include "scheduler/events.hpp"
 #include "scheduler/metrics.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/pod_request.hpp"
+#include "scheduler/quota.hpp"
 #include "scheduler/score_memo.hpp"
 
 namespace hami::scheduler {
@@ -119,6 +121,12 @@ class Extender {
   // Splits filter and prioritize over many nodes across the pool's threads;
   // without one, the request's own thread does all.
   void set_pool(ParallelFor* pool) { pool_ = pool; }
+  // Where filter and bind record Events (FilteringFailed, ..., BindingSucceed)
+  // and bind sets the pod label hami.io/vgpu-node; none: no events.
+  void set_events(EventRecorder* events) { events_ = events; }
+  // Namespace quotas on gpumem/gpucores: filter fails every node, and bind
+  // refuses, for a pod that would take its namespace over one.
+  void set_quotas(const QuotaTracker* quotas) { quotas_ = quotas; }
   // Wall clock for vgpu-time/bind-time; tests inject one.
   void set_clock(std::function<std::chrono::system_clock::time_point()> f) { now_ = std::move(f); }
 
@@ -172,9 +180,12 @@ class Extender {
   BindBackend* backend_;
   Metrics* metrics_;
   ParallelFor* pool_ = nullptr;
+  EventRecorder* events_ = nullptr;
+  const QuotaTracker* quotas_ = nullptr;
   std::function<bool()> is_leader_;
   std::function<std::chrono::system_clock::time_point()> now_;
   ScoreMemo memo_;  // filter's scores for the prioritize that follows
+  void filter_event(const k8s::Pod& pod, const FilterResult& out);
   std::mutex seen_mu_;
   std::unordered_map<std::string, Seen> seen_;  // by UID, cleared past kMaxSeen
   // Binds now waiting for a lock; a WaiterSlot counts one while it lives.

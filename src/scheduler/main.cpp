@@ -29,11 +29,13 @@
 #include "k8s/paths.hpp"
 #include "k8s/reflector.hpp"
 #include "scheduler/cache.hpp"
+#include "scheduler/events.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/k8s_backend.hpp"
 #include "scheduler/node_selector.hpp"
 #include "scheduler/parallel.hpp"
+#include "scheduler/quota.hpp"
 #include "scheduler/server.hpp"
 #include "scheduler/stale_locks.hpp"
 
@@ -266,6 +268,21 @@ int main(int argc, char** argv) try {
   Metrics metrics;
   K8sBindBackend backend(*client, cfg.node_lock_timeout);
   Extender extender(cache, cfg, &backend, &metrics);
+  // Events and pod labels, written off the request path.
+  EventRecorder events(&*client, {.component = cfg.scheduler_name, .instance = identity});
+  extender.set_events(&events);
+  metrics.set_events(&events);
+  QuotaTracker quotas(cfg.resources);
+  extender.set_quotas(&quotas);
+  metrics.set_quotas(&quotas);
+  so.quotas = &quotas;
+  // Upstream's leader label on this replica's own pod, which its chart's
+  // Service selects (hami.io/scheduler-role=leader).
+  const char* own_pod = std::getenv("POD_NAME");
+  auto set_role = [&](bool leader) {
+    if (own_pod == nullptr || *own_pod == 0 || pod_ns == nullptr || *pod_ns == 0) return;
+    events.label_pod(pod_ns, own_pod, {{"hami.io/scheduler-role", leader ? "leader" : "follower"}});
+  };
   // One request's nodes split over every core (the request's thread + these).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   ParallelFor pool(cores - 1);
@@ -311,9 +328,16 @@ int main(int argc, char** argv) try {
                                    feed.pod_deleted(p);
                                    stale.pod_gone(p);
                                  }});
+  // Namespace quotas on gpumem/gpucores (limits.nvidia.com/gpumem, ...).
+  hami::k8s::Reflector resource_quotas(
+      *client, hami::k8s::core_path("resourcequotas"), {},
+      {.on_add = [&](const json& q) { quotas.quota_changed(q); },
+       .on_update = [&](const json&, const json& q) { quotas.quota_changed(q); },
+       .on_delete = [&](const json& q) { quotas.quota_deleted(q); }});
   backend.set_node_source([&](const std::string& n) { return nodes.get("", n); });
   nodes.start();
   pods.start();
+  resource_quotas.start();
 
   if (leader_elect) {
     elector.emplace(*client,
@@ -328,19 +352,25 @@ int main(int argc, char** argv) try {
                         .on_started_leading =
                             [&] {
                               metrics.set_leader(true);
+                              set_role(true);
                               hami::log::info("%s: leading; binding", identity.c_str());
                             },
                         .on_stopped_leading =
                             [&] {
                               metrics.set_leader(false);
+                              set_role(false);
                               hami::log::info("%s: not leading; bind refused", identity.c_str());
                             }});
     extender.set_leader_check([&] { return elector->is_leader(); });
+    set_role(false);
     elector->start();
   } else {
     metrics.set_leader(true);
+    set_role(true);
   }
-  so.ready = [&] { return nodes.has_synced() && pods.has_synced(); };
+  so.ready = [&] {
+    return nodes.has_synced() && pods.has_synced() && resource_quotas.has_synced();
+  };
   SchedulerServer server(extender, cfg, metrics, cache, so);
   if (auto r = server.start(); !r) {
     std::cerr << "hami-scheduler: " << r.error().message << "\n";
@@ -351,6 +381,7 @@ int main(int argc, char** argv) try {
   hami::log::info("signal %d: shutting down", sig);
   server.stop();
   if (elector) elector->stop();
+  resource_quotas.stop();
   pods.stop();
   nodes.stop();
   return 0;

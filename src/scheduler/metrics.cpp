@@ -1,5 +1,12 @@
 #include "scheduler/metrics.hpp"
 
+#include <array>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "common/build_info.hpp"
 #include "common/prometheus_text.hpp"
 
 namespace hami::scheduler {
@@ -116,95 +123,246 @@ std::string Metrics::render(const ClusterCache& cache) const {
       out.sample("hami_scheduler_bind_redirects_total", {{"reason", reason}}, n);
     }
   }
+  if (events_ != nullptr) events_->render(out);
   out.family("hami_scheduler_leader", "1 when this replica is the leader (binds).");
   out.sample("hami_scheduler_leader", {}, static_cast<int64_t>(leader_.load() ? 1 : 0));
 
-  // Upstream's per-GPU gauges (§3.10), with its const label zone="vGPU".
+  // Upstream's gauges (§3.10), with its const label zone="vGPU".
   PrometheusText gpu;
   gpu.set_const_labels({{"zone", "vGPU"}});
+  struct DevRow {
+    std::string node, uuid, index, type;
+    int64_t total_mem = 0, used_mem = 0;  // MiB
+    int32_t total_cores = 0, used_cores = 0, tenants = 0;
+  };
+  struct PodRow {
+    std::string ns, node, pod, uuid;
+    int64_t mem = 0;  // MiB
+    int32_t cores = 0, total_cores = 0;
+  };
+  std::vector<DevRow> devs;
+  std::vector<PodRow> pods;
+  // Per namespace and quota resource: used, and the limit where one is set.
+  struct QuotaRow {
+    std::string ns, resource;
+    int64_t used = 0;
+    std::optional<int64_t> limit;
+  };
+  std::map<std::pair<std::string, std::string>, QuotaRow> quota_rows;
   cache.read([&](const ClusterCache::View& view) {
+    if (quotas_ != nullptr) {
+      const fit::ResourceConfig& rc = quotas_->resources();
+      auto row = [&](const std::string& ns, const std::string& res) -> QuotaRow& {
+        QuotaRow& q = quota_rows[{ns, res}];
+        q.ns = ns;
+        q.resource = res;
+        return q;
+      };
+      // As upstream: every namespace holding GPUs has both series.
+      view.for_each_namespace([&](const std::string& ns, const NamespaceUsage& u) {
+        row(ns, rc.memory_name).used = u.mem_mib;
+        row(ns, rc.cores_name).used = u.cores;
+      });
+      for (const QuotaTracker::Limit& l : quotas_->limits()) {
+        QuotaRow& q = row(l.ns, l.resource);
+        q.limit = l.limit;
+        const NamespaceUsage u = view.namespace_usage(l.ns);
+        q.used = l.resource == rc.memory_name ? u.mem_mib : u.cores;
+      }
+    }
     out.family("hami_scheduler_cached_nodes", "Nodes with registered GPUs in the cache.");
     out.sample("hami_scheduler_cached_nodes", {}, static_cast<uint64_t>(view.node_count()));
     out.family("hami_scheduler_cached_pods", "Pods charged (or reserved) in the cache.");
     out.sample("hami_scheduler_cached_pods", {}, static_cast<uint64_t>(view.pod_count()));
-    struct Family {
-      const char* name;
-      const char* help;
-    };
-    static constexpr Family kFamilies[] = {
-        {"hami_gpu_memory_limit_bytes", "GPU memory registered, in bytes."},
-        {"hami_gpu_core_limit_ratio", "GPU cores registered (100 = the whole GPU)."},
-        {"hami_gpu_memory_allocated_bytes", "GPU memory allocated to pods, in bytes."},
-        {"hami_gpu_shared_count", "Containers sharing the GPU."},
-        {"hami_gpu_core_allocated_ratio", "GPU cores allocated to pods (percent)."},
-        {"hami_node_gpu_memory_allocated_ratio",
-         "Allocated / registered GPU memory, as a 0..1 fraction (as upstream)."},
-    };
-    for (size_t f = 0; f < std::size(kFamilies); ++f) {
-      gpu.family(kFamilies[f].name, kFamilies[f].help);
-      view.for_each_node([&](const fit::NodeDevices& n) {
-        for (const fit::GpuDevice& d : n.devices) {
-          const std::string index = std::to_string(d.index);
-          const std::string cores = std::to_string(d.used_cores);
-          const int64_t mib = 1 << 20;
-          switch (f) {
-            case 0:
-              gpu.sample(kFamilies[f].name,
-                         {{"node", n.name},
-                          {"device_uuid", d.uuid},
-                          {"device_index", index},
-                          {"device_type", d.type}},
-                         static_cast<int64_t>(d.total_mem_mib) * mib);
-              break;
-            case 1:
-              gpu.sample(kFamilies[f].name,
-                         {{"node", n.name},
-                          {"device_uuid", d.uuid},
-                          {"device_index", index},
-                          {"device_type", d.type}},
-                         static_cast<int64_t>(d.total_cores));
-              break;
-            case 2:
-              gpu.sample(kFamilies[f].name,
-                         {{"node", n.name},
-                          {"device_uuid", d.uuid},
-                          {"device_index", index},
-                          {"device_cores", cores},
-                          {"device_type", d.type}},
-                         static_cast<int64_t>(d.used_mem_mib) * mib);
-              break;
-            case 3:
-              gpu.sample(kFamilies[f].name,
-                         {{"node", n.name},
-                          {"device_uuid", d.uuid},
-                          {"device_index", index},
-                          {"device_type", d.type}},
-                         static_cast<int64_t>(d.used_tenants));
-              break;
-            case 4:
-              gpu.sample(kFamilies[f].name,
-                         {{"node", n.name},
-                          {"device_uuid", d.uuid},
-                          {"device_index", index},
-                          {"device_type", d.type}},
-                         static_cast<int64_t>(d.used_cores));
-              break;
-            default:
-              gpu.sample(kFamilies[f].name,
-                         {{"node", n.name},
-                          {"device_uuid", d.uuid},
-                          {"device_index", index},
-                          {"device_type", d.type}},
-                         d.total_mem_mib > 0 ? static_cast<double>(d.used_mem_mib) /
-                                                   static_cast<double>(d.total_mem_mib)
-                                             : 0.0);
+    view.for_each_node([&](const fit::NodeDevices& n) {
+      for (const fit::GpuDevice& d : n.devices) {
+        devs.push_back({n.name, d.uuid, std::to_string(d.index), d.type, d.total_mem_mib,
+                        d.used_mem_mib, d.total_cores, d.used_cores, d.used_tenants});
+      }
+    });
+    view.for_each_pod([&](const std::string&, const PodCharge& p) {
+      const fit::NodeDevices* node = view.node(p.node);
+      for (const fit::DeviceCharge& c : p.charges) {
+        if (c.uuid.empty()) continue;  // as upstream: no UUID, no series
+        int32_t total = 0;
+        if (node != nullptr) {
+          for (const fit::GpuDevice& d : node->devices) {
+            if (d.uuid == c.uuid) total = d.total_cores;
           }
         }
-      });
-    }
+        pods.push_back({p.ns, p.node, p.name, c.uuid, c.mem_mib, c.cores, total});
+      }
+    });
     return 0;
   });
+  // Allocated cores as a percentage of the GPU's (upstream normalises so a
+  // vendor counting compute units reads like one counting percent).
+  auto percent = [](int32_t used, int32_t total) -> int64_t {
+    if (total <= 0) return 0;
+    return static_cast<int64_t>(std::ceil(static_cast<double>(used) * 100.0 / total));
+  };
+  constexpr int64_t kMiB = 1 << 20;
+  auto dev_labels = [](const DevRow& d) {
+    return std::array<MetricLabel, 4>{MetricLabel{"node", d.node},
+                                      {"device_uuid", d.uuid},
+                                      {"device_index", d.index},
+                                      {"device_type", d.type}};
+  };
+  gpu.family("hami_gpu_memory_limit_bytes", "GPU memory registered, in bytes.");
+  for (const DevRow& d : devs)
+    gpu.sample("hami_gpu_memory_limit_bytes", dev_labels(d), d.total_mem * kMiB);
+  gpu.family("hami_gpu_core_limit_ratio", "GPU cores registered, percent (100 = the whole GPU).");
+  for (const DevRow& d : devs)
+    gpu.sample("hami_gpu_core_limit_ratio", dev_labels(d), int64_t{d.total_cores > 0 ? 100 : 0});
+  gpu.family("hami_gpu_memory_allocated_bytes",
+             "GPU memory allocated to pods, in bytes; device_cores holds the GPU's total cores.");
+  for (const DevRow& d : devs) {
+    const std::string cores = std::to_string(d.total_cores);
+    gpu.sample("hami_gpu_memory_allocated_bytes",
+               {{"node", d.node},
+                {"device_uuid", d.uuid},
+                {"device_index", d.index},
+                {"device_cores", cores},
+                {"device_type", d.type}},
+               d.used_mem * kMiB);
+  }
+  gpu.family("hami_gpu_shared_count", "Containers sharing the GPU.");
+  for (const DevRow& d : devs)
+    gpu.sample("hami_gpu_shared_count", dev_labels(d), int64_t{d.tenants});
+  gpu.family("hami_gpu_core_allocated_ratio", "GPU cores allocated to pods, percent.");
+  for (const DevRow& d : devs)
+    gpu.sample("hami_gpu_core_allocated_ratio", dev_labels(d),
+               percent(d.used_cores, d.total_cores));
+  gpu.family("hami_node_gpu_overview",
+             "GPU memory allocated to pods, in bytes, with the GPU's total cores and memory (MiB) "
+             "as labels.");
+  for (const DevRow& d : devs) {
+    const std::string cores = std::to_string(d.total_cores);
+    const std::string mem = std::to_string(d.total_mem);
+    gpu.sample("hami_node_gpu_overview",
+               {{"node", d.node},
+                {"device_uuid", d.uuid},
+                {"device_index", d.index},
+                {"device_cores", cores},
+                {"device_memory_limit", mem},
+                {"device_type", d.type}},
+               d.used_mem * kMiB);
+  }
+  gpu.family("hami_node_gpu_memory_allocated_ratio",
+             "Allocated / registered GPU memory, as a 0..1 fraction (as upstream).");
+  for (const DevRow& d : devs) {
+    if (d.total_mem <= 0) continue;
+    gpu.sample("hami_node_gpu_memory_allocated_ratio", dev_labels(d),
+               static_cast<double>(d.used_mem) / static_cast<double>(d.total_mem));
+  }
+  // Per pod and GPU: what the pod holds there, its containers collapsed as
+  // upstream's pod manager holds them (so container_index is always 0).
+  auto pod_labels = [](const PodRow& p) {
+    return std::array<MetricLabel, 5>{MetricLabel{"namespace", p.ns},
+                                      {"node", p.node},
+                                      {"pod", p.pod},
+                                      {"container_index", "0"},
+                                      {"device_uuid", p.uuid}};
+  };
+  gpu.family("hami_vgpu_memory_allocated_bytes", "GPU memory a pod holds on the GPU, in bytes.");
+  for (const PodRow& p : pods)
+    gpu.sample("hami_vgpu_memory_allocated_bytes", pod_labels(p), p.mem * kMiB);
+  gpu.family("hami_vgpu_core_allocated_ratio", "GPU cores a pod holds on the GPU, percent.");
+  for (const PodRow& p : pods)
+    gpu.sample("hami_vgpu_core_allocated_ratio", pod_labels(p), percent(p.cores, p.total_cores));
+
+  gpu.family("hami_resource_quota_used",
+             "What a namespace's pods hold of a quota resource (gpumem in MiB, gpucores in "
+             "percent); limit is the quota's limit, 0 when none.");
+  for (const auto& [k, q] : quota_rows) {
+    const std::string limit = std::to_string(q.limit.value_or(0));
+    gpu.sample("hami_resource_quota_used",
+               {{"namespace", q.ns}, {"quota_name", q.resource}, {"limit", limit}}, q.used);
+  }
+  gpu.family("hami_resource_quota_limit",
+             "A namespace's ResourceQuota limit on a quota resource (the smallest where several).");
+  for (const auto& [k, q] : quota_rows) {
+    if (q.limit)
+      gpu.sample("hami_resource_quota_limit", {{"namespace", q.ns}, {"quota_name", q.resource}},
+                 *q.limit);
+  }
+
+  if (legacy_.load()) {
+    gpu.family("QuotaUsed", "Legacy name of hami_resource_quota_used.");
+    for (const auto& [k, q] : quota_rows) {
+      const std::string limit = std::to_string(q.limit.value_or(0));
+      gpu.sample("QuotaUsed",
+                 {{"quotanamespace", q.ns}, {"quotaName", q.resource}, {"limit", limit}}, q.used);
+    }
+    // Upstream's pre-2.5 names (--legacy-metrics), raw core counts.
+    auto legacy_dev = [](const DevRow& d) {
+      return std::array<MetricLabel, 4>{MetricLabel{"nodeid", d.node},
+                                        {"deviceuuid", d.uuid},
+                                        {"deviceidx", d.index},
+                                        {"devicetype", d.type}};
+    };
+    auto simple = [&](const char* name, const char* help, auto value) {
+      gpu.family(name, help);
+      for (const DevRow& d : devs)
+        gpu.sample(name, legacy_dev(d), value(d));
+    };
+    simple("GPUDeviceMemoryLimit", "Legacy name of hami_gpu_memory_limit_bytes.",
+           [&](const DevRow& d) { return d.total_mem * kMiB; });
+    simple("GPUDeviceCoreLimit", "Legacy name of hami_gpu_core_limit_ratio (raw cores).",
+           [](const DevRow& d) { return int64_t{d.total_cores}; });
+    gpu.family("GPUDeviceMemoryAllocated", "Legacy name of hami_gpu_memory_allocated_bytes.");
+    for (const DevRow& d : devs) {
+      const std::string cores = std::to_string(d.total_cores);
+      gpu.sample("GPUDeviceMemoryAllocated",
+                 {{"nodeid", d.node},
+                  {"deviceuuid", d.uuid},
+                  {"deviceidx", d.index},
+                  {"devicecores", cores},
+                  {"devicetype", d.type}},
+                 d.used_mem * kMiB);
+    }
+    simple("GPUDeviceSharedNum", "Legacy name of hami_gpu_shared_count.",
+           [](const DevRow& d) { return int64_t{d.tenants}; });
+    simple("GPUDeviceCoreAllocated", "Legacy name of hami_gpu_core_allocated_ratio (raw cores).",
+           [](const DevRow& d) { return int64_t{d.used_cores}; });
+    gpu.family("nodeGPUOverview", "Legacy name of hami_node_gpu_overview.");
+    for (const DevRow& d : devs) {
+      const std::string cores = std::to_string(d.total_cores);
+      const std::string mem = std::to_string(d.total_mem);
+      gpu.sample("nodeGPUOverview",
+                 {{"nodeid", d.node},
+                  {"deviceuuid", d.uuid},
+                  {"deviceidx", d.index},
+                  {"devicecores", cores},
+                  {"devicememorylimit", mem},
+                  {"devicetype", d.type}},
+                 d.used_mem * kMiB);
+    }
+    gpu.family("nodeGPUMemoryPercentage", "Legacy name of hami_node_gpu_memory_allocated_ratio.");
+    for (const DevRow& d : devs) {
+      if (d.total_mem <= 0) continue;
+      gpu.sample("nodeGPUMemoryPercentage",
+                 {{"nodeid", d.node}, {"deviceuuid", d.uuid}, {"deviceidx", d.index}},
+                 static_cast<double>(d.used_mem) / static_cast<double>(d.total_mem));
+    }
+    auto legacy_pod = [](const PodRow& p) {
+      return std::array<MetricLabel, 5>{MetricLabel{"podnamespace", p.ns},
+                                        {"nodename", p.node},
+                                        {"podname", p.pod},
+                                        {"containeridx", "0"},
+                                        {"deviceuuid", p.uuid}};
+    };
+    gpu.family("vGPUMemoryAllocated", "Legacy name of hami_vgpu_memory_allocated_bytes.");
+    for (const PodRow& p : pods)
+      gpu.sample("vGPUMemoryAllocated", legacy_pod(p), p.mem * kMiB);
+    gpu.family("vGPUCoreAllocated", "Legacy name of hami_vgpu_core_allocated_ratio (raw cores).");
+    for (const PodRow& p : pods)
+      gpu.sample("vGPUCoreAllocated", legacy_pod(p), int64_t{p.cores});
+  }
+  PrometheusText build;
+  render_build_info(build);
   std::string body = out.take();
+  body += build.text();
   body += gpu.text();
   return body;
 }

@@ -2,8 +2,9 @@
 // The scheduler's own metrics, served on --metrics-bind-address: request
 // latency histograms per verb (filter, prioritize, bind, webhook), decisions
 // and failures by reason (what upstream lacks, HAMi#2458), and per-GPU
-// allocation gauges under upstream's §3.10 names, built at scrape time from
-// the cache.
+// allocation gauges under upstream's §3.10 names (per GPU, per pod, the node
+// overview; the pre-2.5 names too with set_legacy), built at scrape time
+// from the cache, and hami_build_info.
 //
 //   Metrics m;
 //   auto t0 = std::chrono::steady_clock::now();
@@ -24,6 +25,8 @@
 #include <string_view>
 
 #include "scheduler/cache.hpp"
+#include "scheduler/events.hpp"
+#include "scheduler/quota.hpp"
 
 namespace hami::scheduler {
 
@@ -43,6 +46,13 @@ class Metrics {
   // ("NoFit", "NodeLock").
   void redirect(std::string_view reason);
   void set_leader(bool leader) { leader_.store(leader); }
+  // Also upstream's pre-2.5 metric names (--legacy-metrics).
+  void set_legacy(bool legacy) { legacy_.store(legacy); }
+  // Its counters join the body (set before serving).
+  void set_events(const EventRecorder* events) { events_ = events; }
+  // hami_resource_quota_used / _limit come from these limits and the
+  // cache's namespace usage (set before serving).
+  void set_quotas(const QuotaTracker* quotas) { quotas_ = quotas; }
 
   std::string render(const ClusterCache& cache) const;
 
@@ -59,6 +69,9 @@ class Metrics {
   };
   std::array<Histogram, static_cast<size_t>(Verb::kCount)> hist_;
   std::atomic<bool> leader_{false};
+  std::atomic<bool> legacy_{false};
+  const EventRecorder* events_ = nullptr;
+  const QuotaTracker* quotas_ = nullptr;
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, uint64_t> failures_;  // (verb, reason)
   std::map<std::string, uint64_t> rejections_;

@@ -16,7 +16,9 @@ SchedulerServer::SchedulerServer(Extender& extender, const SchedulerConfig& conf
       config_(config),
       metrics_(metrics),
       cache_(cache),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  metrics_.set_legacy(config_.legacy_metrics);
+}
 
 SchedulerServer::~SchedulerServer() {
   stop();
@@ -145,7 +147,7 @@ std::vector<http::Route> SchedulerServer::routes() {
                  timed(
                      metrics_, Verb::kWebhook, res,
                      [&] {
-                       res.set_content(admit(req.body, config_), kJson);
+                       res.set_content(admit(req.body, config_, options_.quotas), kJson);
                        return true;
                      },
                      [](const std::string& e) {

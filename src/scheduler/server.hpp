@@ -32,6 +32,7 @@
 #include "scheduler/config.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/metrics.hpp"
+#include "scheduler/quota.hpp"
 
 namespace hami::scheduler {
 
@@ -49,6 +50,8 @@ struct ServerOptions {
   // /readyz answers 503, and filter and bind an error, until this is true
   // (the caches have synced).
   std::function<bool()> ready = [] { return true; };
+  // Namespace quotas the webhook enforces (a pod alone over one is refused).
+  const QuotaTracker* quotas = nullptr;
 };
 
 class SchedulerServer {

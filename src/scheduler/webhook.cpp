@@ -113,7 +113,8 @@ std::string json_pointer_escape(std::string_view token) {
   return out;
 }
 
-AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config) {
+AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
+                             const QuotaTracker* quotas, const std::string& ns) {
   AdmissionDecision d;
   auto deny = [&](std::string why) {
     d.allowed = false;
@@ -246,10 +247,31 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config) {
          {"path", "/spec/schedulerName"},
          {"value", config.scheduler_name}});
   }
+  if (quotas != nullptr && quotas->any()) {
+    // Judged on the pod as it will be created (the GPU count injected).
+    json mutated = pod;
+    try {
+      mutated = pod.patch(d.patch);
+    } catch (const json::exception&) {
+      // Our own patch always applies; if not, judge the pod as sent.
+    }
+    auto final_pod = k8s::Pod::from_json(mutated);
+    const std::string& pod_ns = typed->meta.ns.empty() ? ns : typed->meta.ns;
+    if (final_pod && !pod_ns.empty()) {
+      auto req = pod_request(*final_pod, config);
+      if (req && req->prepared) {
+        QuotaRequest need = quota_request(req->prepared->request());
+        need.mem_percent = false;
+        if (std::string why = quotas->check(pod_ns, NamespaceUsage{}, need); !why.empty())
+          return deny("exceeding resource quota: " + why);
+      }
+    }
+  }
   return d;
 }
 
-std::string admit(std::string_view body, const SchedulerConfig& config) {
+std::string admit(std::string_view body, const SchedulerConfig& config,
+                  const QuotaTracker* quotas) {
   std::string api_version = "admission.k8s.io/v1";
   std::string uid;
   auto answer = [&](bool allowed, const std::string& message, const json& patch) {
@@ -287,7 +309,9 @@ std::string admit(std::string_view body, const SchedulerConfig& config) {
   if (const json* u = member(*req, "uid"); u && u->is_string()) uid = u->get<std::string>();
   const json* object = member(*req, "object");
   if (object == nullptr) return answer(false, "AdmissionReview: request has no object", {});
-  AdmissionDecision d = mutate_pod(*object, config);
+  std::string ns;
+  if (const json* n = member(*req, "namespace"); n && n->is_string()) ns = n->get<std::string>();
+  AdmissionDecision d = mutate_pod(*object, config, quotas, ns);
   return answer(d.allowed, d.message, d.patch);
 }
 

@@ -15,7 +15,12 @@
 //    Allocate would refuse, in their words (a quantity that is malformed or
 //    too large, a priority other than 0 or 1, a bad scheduling annotation),
 //    gpumem-percentage or gpucores outside 0..100, a privileged container, a
-//    pod with spec.nodeName already set.
+//    pod with spec.nodeName already set, and (given a QuotaTracker) a pod
+//    that alone asks for more gpumem or gpucores than its namespace's
+//    ResourceQuota allows ("exceeding resource quota: ...", upstream's words
+//    first; gpumem-percentage counts 0 here, as upstream: the GPU is not
+//    chosen yet). A pod that fits the quota alone but not beside the
+//    namespace's other pods is admitted and waits in filter until room frees.
 //
 // The changes are a JSONPatch (RFC 6902) with JSON-Pointer escaping (RFC 6901:
 // "~" → "~0", "/" → "~1", so nvidia.com/gpu is ".../limits/nvidia.com~1gpu").
@@ -33,6 +38,7 @@
 #include "common/json_limits.hpp"
 #include "common/result.hpp"
 #include "scheduler/config.hpp"
+#include "scheduler/quota.hpp"
 
 namespace hami::scheduler {
 
@@ -50,10 +56,13 @@ struct AdmissionDecision {
   nlohmann::json patch = nlohmann::json::array();
 };
 
-// The decision for one pod object (the request's `object`).
-AdmissionDecision mutate_pod(const nlohmann::json& pod, const SchedulerConfig& config);
+// The decision for one pod object (the request's `object`); `ns` stands in
+// for a pod without metadata.namespace (the request's namespace).
+AdmissionDecision mutate_pod(const nlohmann::json& pod, const SchedulerConfig& config,
+                             const QuotaTracker* quotas = nullptr, const std::string& ns = {});
 
 // The whole exchange: AdmissionReview in, AdmissionReview out (JSON text).
-std::string admit(std::string_view body, const SchedulerConfig& config);
+std::string admit(std::string_view body, const SchedulerConfig& config,
+                  const QuotaTracker* quotas = nullptr);
 
 }  // namespace hami::scheduler

@@ -156,7 +156,8 @@ TEST(Metrics, RendersValidTextWithUpstreamNames) {
         "hami_vgpu_memory_module_bytes", "hami_vgpu_memory_buffer_bytes",
         "hami_container_last_kernel_elapsed_seconds", "hami_build_info", "HostGPUMemoryUsage",
         "HostCoreUtilization", "vGPU_device_memory_usage_in_bytes",
-        "vGPU_device_memory_limit_in_bytes", "Device_utilization_desc_of_container"}) {
+        "vGPU_device_memory_limit_in_bytes", "Device_utilization_desc_of_container",
+        "Device_memory_desc_of_container", "Device_last_kernel_of_container"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
   }
   // Memory-controller utilisation carries no node label, as upstream.
@@ -179,6 +180,24 @@ TEST(Metrics, RendersValidTextWithUpstreamNames) {
                       "container=\"side\",vdevice_index=\"0\",device_uuid=\"GPU-a\",zone=\"vGPU\"} "
                       "100\n"),
             std::string::npos);
+  // Upstream's legacy node metrics name the node as nodeid.
+  EXPECT_NE(text.find("HostGPUMemoryUsage{nodeid=\"node-1\",deviceidx=\"0\",deviceuuid=\"GPU-a\","
+                      "devicetype=\"NVIDIA-NVIDIA H200\",zone=\"vGPU\"} 40\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("HostCoreUtilization{nodeid=\"node-1\",deviceidx=\"0\",deviceuuid=\"GPU-a\","
+                      "devicetype=\"NVIDIA-NVIDIA H200\",zone=\"vGPU\"} 55\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("Device_last_kernel_of_container{podnamespace=\"ns\",podname=\"p\\\"1\","
+                      "ctrname=\"main\",vdeviceid=\"0\",deviceuuid=\"GPU-a\",zone=\"vGPU\"} 10\n"),
+            std::string::npos);
+  // hami_build_info with upstream's labels and without the zone label.
+  const auto bi = text.find("hami_build_info{version=\"");
+  ASSERT_NE(bi, std::string::npos);
+  const std::string build = text.substr(bi, text.find('\n', bi) - bi);
+  for (const char* label : {"revision=", "build_date=", "go_version=", "compiler=", "platform="})
+    EXPECT_NE(build.find(label), std::string::npos) << build;
+  EXPECT_EQ(build.find("zone="), std::string::npos) << build;
   // Legacy names are only there when asked for.
   const std::string modern = render_metrics(sample_view(), {.version = "1.0"});
   EXPECT_EQ(modern.find("HostGPUMemoryUsage"), std::string::npos);

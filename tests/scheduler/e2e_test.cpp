@@ -108,7 +108,9 @@ class EndToEndTest : public ::testing::Test {
         {SCHEDULER_BINARY, "--kubeconfig=" + kubeconfig_,
          "--http_bind=127.0.0.1:" + std::to_string(port_), "--cert_file=" + root_.file("tls.crt"),
          "--key_file=" + root_.file("tls.key"), "--metrics-bind-address=127.0.0.1:0", "-v4"},
-        {{"KUBECONFIG", test::kUnset}}));
+        {{"KUBECONFIG", test::kUnset},
+         {"POD_NAME", "hami-scheduler-0"},
+         {"POD_NAMESPACE", "kube-system"}}));
     ASSERT_TRUE(wait_until([&] {
       auto r = client().Get("/readyz");
       return r && r->status == 200;
@@ -233,6 +235,89 @@ TEST_F(EndToEndTest, PodFromWebhookToAllocate) {
   EXPECT_THAT(
       f2["FailedNodes"][kNode].get<std::string>(),
       ::testing::StrEq("1/2 CardInsufficientMemory, 1/2 AllocatedCardsInsufficientRequest"));
+}
+
+// The daemon's wiring of point 3 and 4 of issue 24: ResourceQuotas watched,
+// the webhook and filter refusing with the quota named, Events on the pod
+// through the API, the pod label after bind and the leader's role label.
+TEST_F(EndToEndTest, QuotasEventsAndLabelsThroughTheDaemon) {
+  api_.put("pods", {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"metadata", {{"name", "hami-scheduler-0"}, {"namespace", "kube-system"}}},
+                    {"spec", {{"containers", {{{"name", "s"}, {"image", "x"}}}}}}});
+  api_.put("resourcequotas", {{"apiVersion", "v1"},
+                              {"kind", "ResourceQuota"},
+                              {"metadata", {{"name", "gpu"}, {"namespace", "team"}}},
+                              {"spec", {{"hard", {{"limits.nvidia.com/gpumem", "10000"}}}}}});
+  start();
+  if (HasFatalFailure()) return;
+  auto gpu_pod = [](const std::string& name, const std::string& mem) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", "team"}}},
+                {"spec",
+                 {{"schedulerName", "hami-scheduler"},
+                  {"containers",
+                   {{{"name", "main"},
+                     {"image", "cuda"},
+                     {"resources",
+                      {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", mem}}}}}}}}}},
+                {"status", {{"phase", "Pending"}}}};
+  };
+  // The scheduler labels its own pod as the leader (no --leader-elect).
+  ASSERT_TRUE(wait_until([&] {
+    auto p = api_.get("pods", "kube-system", "hami-scheduler-0");
+    return p &&
+           (*p)["metadata"].value("labels", json::object()).value("hami.io/scheduler-role", "") ==
+               "leader";
+  }));
+  // The webhook: alone over the quota.
+  const json review = {{"apiVersion", "admission.k8s.io/v1"},
+                       {"kind", "AdmissionReview"},
+                       {"request",
+                        {{"uid", "r"},
+                         {"namespace", "team"},
+                         {"operation", "CREATE"},
+                         {"object", gpu_pod("huge", "12000")}}}};
+  const json denied = post("/webhook", review);
+  EXPECT_FALSE(denied["response"]["allowed"]);
+  EXPECT_THAT(denied["response"]["status"]["message"].get<std::string>(),
+              ::testing::HasSubstr("exceeding resource quota: ResourceQuotaNotFit"));
+  // Bind one pod of 6000 MiB; a second of 6000 then passes the quota.
+  json first = api_.put("pods", gpu_pod("first", "6000"));
+  json f;
+  ASSERT_TRUE(wait_until([&] {
+    f = post("/filter", {{"Pod", first}, {"NodeNames", {kNode}}});
+    return f["NodeNames"] == json::array({kNode});
+  })) << f.dump();
+  const json bound = post("/bind", {{"PodName", "first"},
+                                    {"PodNamespace", "team"},
+                                    {"PodUID", first["metadata"]["uid"]},
+                                    {"Node", kNode}});
+  ASSERT_EQ(bound["Error"], "") << bound.dump();
+  json second = api_.put("pods", gpu_pod("second", "6000"));
+  f = post("/filter", {{"Pod", second}, {"NodeNames", {kNode}}});
+  EXPECT_EQ(f["NodeNames"], json::array());
+  EXPECT_THAT(f["FailedNodes"][kNode].get<std::string>(),
+              ::testing::HasSubstr("ResourceQuotaNotFit: namespace team ResourceQuota gpu limits "
+                                   "nvidia.com/gpumem to 10000; 6000 used + 6000 requested"));
+  // Events through the API server, and the pod label.
+  auto event = [&](const std::string& pod, const std::string& reason) -> std::optional<json> {
+    for (const json& e : api_.objects("events", "team")) {
+      if (e["involvedObject"]["name"] == pod && e["reason"] == reason) return e;
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(wait_until([&] { return event("second", "FilteringFailed").has_value(); }));
+  EXPECT_THAT((*event("second", "FilteringFailed"))["message"].get<std::string>(),
+              ::testing::HasSubstr("ResourceQuotaNotFit"));
+  ASSERT_TRUE(wait_until([&] { return event("first", "BindingSucceed").has_value(); }));
+  EXPECT_EQ((*event("first", "BindingSucceed"))["source"]["component"], "hami-scheduler");
+  ASSERT_TRUE(wait_until([&] {
+    auto p = api_.get("pods", "team", "first");
+    return p &&
+           (*p)["metadata"].value("labels", json::object()).value("hami.io/vgpu-node", "") == kNode;
+  }));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ const std::vector<ResourceType>& all() {
        {"involvedObject.kind", "involvedObject.name", "involvedObject.namespace",
         "involvedObject.uid", "reason", "type"}},
       {"", "v1", "configmaps", "ConfigMap", true, false, {}},
+      {"", "v1", "resourcequotas", "ResourceQuota", true, false, {}},
       {"coordination.k8s.io", "v1", "leases", "Lease", true, false, {}},
   };
   return types;

@@ -1,0 +1,124 @@
+// The scheduler's /metrics body: upstream's per-GPU, per-pod and overview
+// gauges with upstream's names, labels and units, hami_build_info, and the
+// pre-2.5 names only with set_legacy.
+#include "scheduler/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "scheduler/feed.hpp"
+#include "scheduler/helpers.hpp"
+
+namespace hami::scheduler {
+namespace {
+
+bool has(const std::string& body, const std::string& line) {
+  return body.find(line) != std::string::npos;
+}
+
+class SchedulerMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    feed.node_changed(test::sched_node("a", 2, 16000));
+    // Two pods on GPU-a-0: 3000 MiB / 30 cores and 1000 MiB / 25 cores.
+    feed.pod_changed(test::placed_pod("p1", "u1", "a", "GPU-a-0,NVIDIA,3000,30:;"));
+    feed.pod_changed(test::placed_pod("p2", "u2", "a", "GPU-a-0,NVIDIA,1000,25:;"));
+  }
+  ClusterCache cache;
+  CacheFeed feed{cache};
+  Metrics metrics;
+};
+
+TEST_F(SchedulerMetricsTest, UpstreamGaugesWithTheirLabels) {
+  const std::string body = metrics.render(cache);
+  // device_cores holds the GPU's total cores, as upstream, not the allocated.
+  EXPECT_TRUE(has(body,
+                  "hami_gpu_memory_allocated_bytes{node=\"a\",device_uuid=\"GPU-a-0\","
+                  "device_index=\"0\",device_cores=\"100\",device_type=\"NVIDIA-Tesla T4\","
+                  "zone=\"vGPU\"} 4194304000\n"))
+      << body;
+  EXPECT_TRUE(has(body,
+                  "hami_node_gpu_overview{node=\"a\",device_uuid=\"GPU-a-0\",device_index=\"0\","
+                  "device_cores=\"100\",device_memory_limit=\"16000\",device_type=\"NVIDIA-Tesla "
+                  "T4\",zone=\"vGPU\"} 4194304000\n"))
+      << body;
+  EXPECT_TRUE(has(body,
+                  "hami_node_gpu_overview{node=\"a\",device_uuid=\"GPU-a-1\",device_index=\"1\","
+                  "device_cores=\"100\",device_memory_limit=\"16000\",device_type=\"NVIDIA-Tesla "
+                  "T4\",zone=\"vGPU\"} 0\n"));
+  EXPECT_TRUE(has(body,
+                  "hami_gpu_core_allocated_ratio{node=\"a\",device_uuid=\"GPU-a-0\","
+                  "device_index=\"0\",device_type=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 55\n"));
+  EXPECT_TRUE(has(body,
+                  "hami_gpu_shared_count{node=\"a\",device_uuid=\"GPU-a-0\",device_index=\"0\","
+                  "device_type=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 2\n"));
+  EXPECT_TRUE(has(body,
+                  "hami_vgpu_memory_allocated_bytes{namespace=\"default\",node=\"a\",pod=\"p1\","
+                  "container_index=\"0\",device_uuid=\"GPU-a-0\",zone=\"vGPU\"} 3145728000\n"))
+      << body;
+  EXPECT_TRUE(has(body,
+                  "hami_vgpu_core_allocated_ratio{namespace=\"default\",node=\"a\",pod=\"p2\","
+                  "container_index=\"0\",device_uuid=\"GPU-a-0\",zone=\"vGPU\"} 25\n"));
+  // hami_build_info: upstream's six labels, no zone.
+  const auto at = body.find("hami_build_info{version=\"");
+  ASSERT_NE(at, std::string::npos) << body;
+  const std::string line = body.substr(at, body.find('\n', at) - at);
+  for (const char* label :
+       {"revision=\"", "build_date=\"", "go_version=\"", "compiler=\"gcc-", "platform=\"linux/"}) {
+    EXPECT_NE(line.find(label), std::string::npos) << label << " in " << line;
+  }
+  EXPECT_EQ(line.find("zone"), std::string::npos) << line;
+  EXPECT_EQ(line.substr(line.size() - 2), " 1");
+  // No legacy names unless asked for.
+  EXPECT_FALSE(has(body, "nodeGPUOverview"));
+  EXPECT_FALSE(has(body, "GPUDeviceMemoryLimit"));
+}
+
+TEST_F(SchedulerMetricsTest, LegacyNamesBehindTheFlag) {
+  metrics.set_legacy(true);
+  const std::string body = metrics.render(cache);
+  EXPECT_TRUE(has(body,
+                  "GPUDeviceMemoryLimit{nodeid=\"a\",deviceuuid=\"GPU-a-0\",deviceidx=\"0\","
+                  "devicetype=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 16777216000\n"))
+      << body;
+  EXPECT_TRUE(
+      has(body,
+          "GPUDeviceMemoryAllocated{nodeid=\"a\",deviceuuid=\"GPU-a-0\",deviceidx=\"0\","
+          "devicecores=\"100\",devicetype=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 4194304000\n"));
+  EXPECT_TRUE(has(body,
+                  "GPUDeviceCoreAllocated{nodeid=\"a\",deviceuuid=\"GPU-a-0\",deviceidx=\"0\","
+                  "devicetype=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 55\n"));
+  EXPECT_TRUE(has(body,
+                  "GPUDeviceSharedNum{nodeid=\"a\",deviceuuid=\"GPU-a-0\",deviceidx=\"0\","
+                  "devicetype=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 2\n"));
+  EXPECT_TRUE(has(body,
+                  "nodeGPUOverview{nodeid=\"a\",deviceuuid=\"GPU-a-0\",deviceidx=\"0\","
+                  "devicecores=\"100\",devicememorylimit=\"16000\",devicetype=\"NVIDIA-Tesla T4\","
+                  "zone=\"vGPU\"} 4194304000\n"));
+  EXPECT_TRUE(has(body,
+                  "nodeGPUMemoryPercentage{nodeid=\"a\",deviceuuid=\"GPU-a-0\",deviceidx=\"0\","
+                  "zone=\"vGPU\"} 0.25\n"));
+  EXPECT_TRUE(has(body,
+                  "vGPUMemoryAllocated{podnamespace=\"default\",nodename=\"a\",podname=\"p1\","
+                  "containeridx=\"0\",deviceuuid=\"GPU-a-0\",zone=\"vGPU\"} 3145728000\n"));
+  EXPECT_TRUE(has(body,
+                  "vGPUCoreAllocated{podnamespace=\"default\",nodename=\"a\",podname=\"p1\","
+                  "containeridx=\"0\",deviceuuid=\"GPU-a-0\",zone=\"vGPU\"} 30\n"));
+  // The modern names stay.
+  EXPECT_TRUE(has(body, "# TYPE hami_node_gpu_overview gauge\n"));
+}
+
+TEST_F(SchedulerMetricsTest, PodGoneLeavesNoSeries) {
+  feed.pod_deleted(test::placed_pod("p1", "u1", "a", "GPU-a-0,NVIDIA,3000,30:;"));
+  const std::string body = metrics.render(cache);
+  EXPECT_FALSE(has(body, "pod=\"p1\"")) << body;
+  EXPECT_TRUE(has(body, "pod=\"p2\""));
+  EXPECT_TRUE(has(body,
+                  "hami_node_gpu_memory_allocated_ratio{node=\"a\",device_uuid=\"GPU-a-0\","
+                  "device_index=\"0\",device_type=\"NVIDIA-Tesla T4\",zone=\"vGPU\"} 0.0625\n"))
+      << body;
+}
+
+}  // namespace
+}  // namespace hami::scheduler
