@@ -98,6 +98,10 @@ class ConnBase {
   virtual void close_now() = 0;
   // In Impl::waiting_ while the connection waits on its client.
   bool waiting = false;
+  // Set once by close_now. A closed connection never enters waiting_ again:
+  // a read that completed just before an eviction closed it still runs its
+  // handler, and the connection would stay listed after it is freed.
+  bool closed_ = false;
   std::list<ConnBase*>::iterator waiting_pos;
 };
 
@@ -113,7 +117,7 @@ class Server::Impl {
 
   // I/O thread only.
   void wait_begin(ConnBase* c) {
-    if (c->waiting) return;
+    if (c->waiting || c->closed_) return;
     c->waiting_pos = waiting_.insert(waiting_.end(), c);
     c->waiting = true;
   }
@@ -284,6 +288,7 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
   }
 
   void read_header() {
+    if (closed_) return;
     // The request has begun: from here it has request_timeout to arrive
     // whole, and it moves to the back of the eviction order.
     s_.wait_end(this);
@@ -466,7 +471,6 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
   std::string subject_;
   bool keep_alive_ = true;
   unsigned version_ = 11;
-  bool closed_ = false;
   std::vector<char> drain_;
   size_t drained_ = 0;
 };
