@@ -16,6 +16,7 @@
 
 #include "scheduler/helpers.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/free_port.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 #include "support/wait.hpp"
@@ -25,18 +26,6 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 json labelled(const std::string& name, json labels) {
   json n = sched_node(name);

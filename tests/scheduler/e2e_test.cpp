@@ -22,6 +22,7 @@
 
 #include "k8s/base64.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/free_port.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -42,20 +43,7 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
   return test::wait_until(pred, timeout, 10ms);
 }
 
-// A port the kernel just handed out and freed. Another process could take it
-// before the scheduler binds; the scheduler would then exit and the test says so.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
+using test::free_port;
 std::string annotation(const std::optional<json>& obj, const std::string& key) {
   if (!obj) return "<no object>";
   const json an = (*obj)["metadata"].value("annotations", json::object());

@@ -42,6 +42,7 @@
 
 #include "scheduler/helpers.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/free_port.hpp"
 #include "support/http_conn.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -58,17 +59,7 @@ using test::TlsClient;
 
 constexpr size_t kMiB = 1 << 20;
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using test::free_port;
 
 size_t rss_bytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
