@@ -120,6 +120,8 @@ class Server::Impl {
     if (c->waiting || c->closed_) return;
     c->waiting_pos = waiting_.insert(waiting_.end(), c);
     c->waiting = true;
+    // One that waits on its client can make room for the parked one.
+    if (parked_) asio::post(ioc, [this] { resume_accepting(); });
   }
   void wait_end(ConnBase* c) {
     if (!c->waiting) return;
@@ -130,6 +132,8 @@ class Server::Impl {
     wait_end(c);
     all_.erase(c);
     open.fetch_sub(1, std::memory_order_relaxed);
+    // Not from here: close_now may run inside on_accept's eviction.
+    if (parked_) asio::post(ioc, [this] { resume_accepting(); });
   }
   // Any thread. One trim at a time; a request that finds one running skips
   // it (that trim frees its memory or the next large request's will).
@@ -149,7 +153,9 @@ class Server::Impl {
 
   std::atomic<uint64_t> accepted{0}, open{0}, refused_full{0}, evicted_idle{0}, timed_out{0},
       too_large{0}, unauthorized{0}, bad_requests{0};
-  Alarm alarm_full{"connection refused: max connections reached and none idle"};
+  Alarm alarm_full{
+      "max connections reached and every one is busy: new connections wait in the listen "
+      "backlog until one closes"};
   Alarm alarm_timeout{"connection closed: a handshake, request, idle or write deadline passed"};
   Alarm alarm_large{"request refused: its header or body is over the limit"};
   Alarm alarm_auth{"request refused: no verified client certificate"};
@@ -162,6 +168,8 @@ class Server::Impl {
   friend class Conn;
   void do_accept();
   void on_accept(tcp::socket sock);
+  void start_connection(tcp::socket sock);
+  void resume_accepting();
 
   // Declared before the io_context: connections still queued in it when it
   // is destroyed unregister themselves here.
@@ -181,6 +189,9 @@ class Server::Impl {
  private:
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   tcp::acceptor acceptor_{ioc};
+  // Accepted while every connection was busy: it starts, and accepting
+  // resumes, once one closes or waits on its client. Meanwhile the kernel queues the next ones.
+  std::optional<tcp::socket> parked_;  // after ioc: destroyed before it
   asio::steady_timer accept_retry_{ioc};
   std::thread io_;
 };
@@ -582,8 +593,17 @@ void Server::Impl::do_accept() {
       return;
     }
     on_accept(std::move(sock));
-    do_accept();
+    if (!parked_) do_accept();
   });
+}
+
+void Server::Impl::resume_accepting() {
+  if (!parked_ || stopping_) return;
+  if (open.load(std::memory_order_relaxed) >= opt.max_connections && waiting_.empty()) return;
+  tcp::socket sock = std::move(*parked_);
+  parked_.reset();
+  on_accept(std::move(sock));
+  if (!parked_) do_accept();
 }
 
 void Server::Impl::on_accept(tcp::socket sock) {
@@ -592,15 +612,22 @@ void Server::Impl::on_accept(tcp::socket sock) {
   accepted.fetch_add(1, std::memory_order_relaxed);
   if (open.load(std::memory_order_relaxed) >= opt.max_connections) {
     if (waiting_.empty()) {
+      // Every connection has a request in our hands: refusing would fail a
+      // burst of legitimate calls (the API server's webhook calls when
+      // thousands of pods are created at once). Stop accepting instead.
       refused_full.fetch_add(1, std::memory_order_relaxed);
       alarm_full.raise(opt.name, "from " + peer_text(sock));
-      sock.close(ec);
+      parked_.emplace(std::move(sock));
       return;
     }
     // The connection that has waited longest on its client makes room.
     evicted_idle.fetch_add(1, std::memory_order_relaxed);
     waiting_.front()->close_now();
   }
+  start_connection(std::move(sock));
+}
+
+void Server::Impl::start_connection(tcp::socket sock) {
   open.fetch_add(1, std::memory_order_relaxed);
   if (ssl_) {
     auto c = std::make_shared<Conn<SslStream>>(*this, std::move(sock), &*ssl_);
@@ -621,6 +648,8 @@ void Server::Impl::stop() {
     beast::error_code ec;
     acceptor_.close(ec);
     accept_retry_.cancel();
+    if (parked_) parked_->close(ec);
+    parked_.reset();
     const std::vector<ConnBase*> conns(all_.begin(), all_.end());
     for (ConnBase* c : conns)
       c->close_now();

@@ -15,8 +15,10 @@
 //    (slow senders), or than handshake_timeout for TLS, or stay idle past
 //    idle_timeout, or not read the answer within write_timeout: the
 //    connection is closed;
-//  - open more than max_connections: the longest idle one is closed to make
-//    room, and a new one is refused only when none is idle;
+//  - open more than max_connections: the one that has waited longest on its
+//    client is closed to make room; when every one has a request in our
+//    hands, accepting pauses until one closes or waits on its client again
+//    (new connections wait in the kernel's listen backlog, not refused);
 //  - reach a route marked Auth::kClientCert without a TLS client certificate
 //    that verifies against client_ca_file (403).
 // Every accepted socket has TCP_NODELAY: an answer written in two pieces
@@ -119,7 +121,7 @@ struct ServerOptions {
 struct ServerStats {
   uint64_t accepted = 0;
   uint64_t open = 0;
-  uint64_t refused_full = 0;  // refused: max_connections, none idle to close
+  uint64_t refused_full = 0;  // max_connections all busy: accepting paused until one closes
   uint64_t evicted_idle = 0;  // closed to make room for a new connection
   uint64_t timed_out = 0;     // handshake, request, idle or write deadline passed
   uint64_t too_large = 0;     // 413 (body) or 431 (header)

@@ -292,6 +292,31 @@ TEST_F(HttpServerTest, AtCapacityTheLongestWaitingConnectionMakesRoom) {
   EXPECT_EQ(s.stats().evicted_idle, 1u);
 }
 
+// When every connection has a request in our hands (a burst: the API server
+// calls the webhook once per pod created), a new connection waits in the
+// listen backlog and is served once one finishes; refusing it failed pod
+// creations ("failed calling webhook: EOF").
+TEST_F(HttpServerTest, AtCapacityWithEveryConnectionBusyANewOneWaitsItsTurn) {
+  Server& s = start({.bind = "127.0.0.1:0", .max_connections = 4});
+  std::vector<HttpConn> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(HttpConn::open_raw(s.port()));
+    ASSERT_TRUE(busy.back().send("POST /wait HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"));
+  }
+  ASSERT_TRUE(test::wait_until([&] { return waiting_ == 4; }, 3s));
+  HttpConn late = HttpConn::open_raw(s.port());
+  ASSERT_TRUE(late.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"));
+  ASSERT_TRUE(test::wait_until([&] { return s.stats().refused_full >= 1; }, 3s));
+  release_ = true;
+  for (HttpConn& c : busy)
+    EXPECT_TRUE(c.read_reply(3s));
+  auto r = late.read_reply(3s);
+  ASSERT_TRUE(r) << "the new connection was refused: " << late.error();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "{}");
+  EXPECT_TRUE(healthy(std::nullopt));
+}
+
 // At capacity every new connection evicts the longest waiting one while
 // kept-alive TLS clients keep sending (kube-scheduler's and the API server's
 // clients leave many connections idle): a request that completes just as its
