@@ -107,7 +107,7 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds write_timeout{10000};
   size_t max_header_bytes = 16 * 1024;
-  size_t max_connections = 512;
+  size_t max_connections = 4096;
   int backlog = 1024;              // the kernel caps it at net.core.somaxconn
   unsigned workers = 4;            // for the computing routes
   unsigned blocking_workers = 16;  // for routes marked blocking (small bodies)
