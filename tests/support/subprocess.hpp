@@ -25,6 +25,20 @@ struct ProcessResult {
 using Env = std::vector<std::pair<std::string, std::string>>;
 // An Env value that removes the variable instead of setting it.
 inline constexpr const char* kUnset = "\x01unset";
+// `base` with each of `extra`'s variables set over it (added when absent).
+inline Env with_overrides(Env base, const Env& extra) {
+  for (const auto& kv : extra) {
+    bool replaced = false;
+    for (auto& cur : base) {
+      if (cur.first == kv.first) {
+        cur.second = kv.second;
+        replaced = true;
+      }
+    }
+    if (!replaced) base.push_back(kv);
+  }
+  return base;
+}
 
 ProcessResult run_process(const std::vector<std::string>& argv, const Env& env = {});
 

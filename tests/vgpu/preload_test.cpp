@@ -110,17 +110,7 @@ class Preload : public ::testing::Test {
              {"SIMGPU_KERNEL_NS", test::kUnset},
              {"SIMGPU_GRAPH_NS", test::kUnset},
              {"SIMGPU_FAIL", test::kUnset}};
-    for (const auto& kv : extra) {
-      bool replaced = false;
-      for (auto& cur : e) {
-        if (cur.first == kv.first) {
-          cur.second = kv.second;
-          replaced = true;
-        }
-      }
-      if (!replaced) e.push_back(kv);
-    }
-    return e;
+    return test::with_overrides(std::move(e), extra);
   }
 
   static std::vector<std::string> argv(std::vector<std::string> ops) {

@@ -61,17 +61,7 @@ class Tamper : public ::testing::Test {
              {"CUDA_DEVICE_SM_LIMIT", test::kUnset},
              {"GPU_CORE_UTILIZATION_POLICY", test::kUnset},
              {"SIMGPU_FAIL", test::kUnset}};
-    for (const auto& kv : extra) {
-      bool replaced = false;
-      for (auto& cur : e) {
-        if (cur.first == kv.first) {
-          cur.second = kv.second;
-          replaced = true;
-        }
-      }
-      if (!replaced) e.push_back(kv);
-    }
-    return e;
+    return test::with_overrides(std::move(e), extra);
   }
   std::vector<std::string> argv(std::vector<std::string> ops) const {
     ops.insert(ops.begin(), CUDA_CLIENT);
