@@ -15,6 +15,7 @@
 #include "region/region.hpp"
 #include "region/snapshot.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/free_port.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 
@@ -105,17 +106,7 @@ TEST_F(AgentDaemon, ExportsUtilisationOfARealCudaProcess) {
   client.finish();
 }
 
-int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
+using test::free_port;
 
 TEST_F(AgentDaemon, BadFlagsAreUsageErrors) {
   auto r = test::run_process(agent_argv({"--interval", "1.5s"}), gpu_env());

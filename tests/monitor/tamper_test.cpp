@@ -23,6 +23,7 @@
 #include "region/control_file.hpp"
 #include "region/layout_v1.hpp"
 #include "region/region.hpp"
+#include "support/free_port.hpp"
 #include "support/subprocess.hpp"
 #include "support/tamper.hpp"
 #include "support/temp_dir.hpp"
@@ -237,21 +238,12 @@ TEST_F(AgentTamper, ProcessesTheLibraryNeverSawAreCheckedByTheirCgroup) {
             std::string::npos);
 }
 
+using test::free_port;
+
 // Issue 23.6: 8,000 state files in one container directory made a 219 MB
 // /metrics with duplicate series and 3 GB resident. One state file per
 // container is read, the listing is bounded, memory stays flat and comes back
 // when the files go away.
-int free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
 
 uint64_t rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
