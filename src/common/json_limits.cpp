@@ -10,6 +10,8 @@ Result<void> check_json_limits(std::string_view text, const JsonLimits& limits) 
   const char* const end = p + text.size();
   int depth = 0;
   size_t values = 0;
+  // Inside a number or literal: its first byte counted it.
+  bool in_scalar = false;
   auto too_many = [&]() -> Result<void> {
     return Error{"JSON has more than " + std::to_string(limits.max_values) + " values (at byte " +
                  std::to_string(p - text.data()) + ")"};
@@ -17,6 +19,8 @@ Result<void> check_json_limits(std::string_view text, const JsonLimits& limits) 
   while (p < end) {
     switch (*p) {
       case '"': {
+        in_scalar = false;
+        if (++values > limits.max_values) return too_many();
         // To the closing quote: one not escaped by an odd run of backslashes.
         const char* q = p + 1;
         for (;;) {
@@ -33,6 +37,7 @@ Result<void> check_json_limits(std::string_view text, const JsonLimits& limits) 
       }
       case '{':
       case '[':
+        in_scalar = false;
         if (++values > limits.max_values) return too_many();
         if (++depth > limits.max_depth) {
           return Error{"JSON nested deeper than " + std::to_string(limits.max_depth) +
@@ -42,12 +47,21 @@ Result<void> check_json_limits(std::string_view text, const JsonLimits& limits) 
       case '}':
       case ']':
         if (depth > 0) --depth;
+        in_scalar = false;
         break;
       case ',':
       case ':':
-        if (++values > limits.max_values) return too_many();
+      case ' ':
+      case '\t':
+      case '\n':
+      case '\r':
+        in_scalar = false;
         break;
       default:
+        if (!in_scalar) {
+          in_scalar = true;
+          if (++values > limits.max_values) return too_many();
+        }
         break;
     }
     ++p;

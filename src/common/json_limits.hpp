@@ -22,8 +22,8 @@ namespace hami {
 
 struct JsonLimits {
   int max_depth = 64;  // objects and arrays, one inside the other
-  // Values counted from outside strings: every object and array, and one
-  // per ',' and ':' (so a key and its value count as two).
+  // Values as the parser builds them: objects, arrays, strings (keys
+  // included), numbers and literals.
   size_t max_values = 1'000'000;
 };
 
