@@ -160,6 +160,9 @@ EOF
 A [dead link](missing.md) and a [dead anchor](guide.md#no-such-heading).
 The path `src/fit/gone.cpp` does not exist.
 Facts from `shared/reference/hami-k8s.md` and ../shared/DESIGN.md.
+A [reference][gone] to nowhere.
+
+[gone]: ../docs/gone.md
 EOF
   for _ in $(seq 2100); do printf 'word '; done >>"$tmp/docs/broken.md"
   out=$(check_tree "$tmp" 2>&1)
@@ -176,9 +179,10 @@ EOF
   expect "docs/broken.md:3: link to a missing heading: guide.md#no-such-heading"
   expect "docs/broken.md:4: names a path that does not exist: src/fit/gone.cpp"
   expect "docs/broken.md:5: cites a file outside the repository (shared/)"
+  expect "docs/broken.md:8: link to a missing file: ../docs/gone.md"
   expect "docs/broken.md: 2" # word count
-  if [ "$(grep -c '^docs/broken.md' <<<"$out")" -ne 5 ]; then
-    echo "self-test: FAIL: expected exactly 5 problems in docs/broken.md"
+  if [ "$(grep -c '^docs/broken.md' <<<"$out")" -ne 6 ]; then
+    echo "self-test: FAIL: expected exactly 6 problems in docs/broken.md"
     fails=$((fails + 1))
   fi
   if grep -E '^(README.md|docs/guide.md)' <<<"$out"; then
