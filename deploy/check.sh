@@ -6,7 +6,7 @@
 # from $HAMI_UPSTREAM_CHART or ../shared/reference/upstream-hami-chart-2.10,
 # skipped when absent; deploy/helm/tests/upstream-common-values.yaml), and
 # checks the manifests, the Dockerfiles and the Grafana dashboard
-# (deploy/tools/check_chart.py; docs/install.md lists every check).
+# (deploy/tools/check_chart.py; docs/install.md sums up the checks).
 #
 #   deploy/check.sh                 install what is missing, build, check
 #   deploy/check.sh --self-test     run the checks on deliberately broken copies

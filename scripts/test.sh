@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: installs what it needs, then builds and
-# runs the unit and integration tests in Release and under ASan+UBSan, the
-# deployment checks, the concurrent parts under TSan, the end-to-end scenarios
-# on a real Kubernetes control plane, and a bounded fuzzing run.
+# The whole test suite, as CI runs it: installs what it needs, checks the
+# docs' links and paths, then builds and runs the unit and integration tests
+# in Release and under ASan+UBSan, the deployment checks, the concurrent
+# parts under TSan, the end-to-end scenarios on a real Kubernetes control
+# plane, and a bounded fuzzing run.
 #   scripts/test.sh            everything
 #   FUZZ_SECONDS=0 scripts/test.sh   skip the bounded fuzzing run
 #   E2E=0 scripts/test.sh            skip the end-to-end run on a real control plane
@@ -14,6 +15,12 @@ jobs=$(nproc)
 start=$SECONDS
 
 step() { printf '\n=== %s (%ds)\n' "$*" $((SECONDS - start)); }
+
+# Cheap, so first: every link and repository path the docs name exists, no
+# page cites files outside the repository or runs over 2,000 words.
+step "docs check (links, paths, length)"
+scripts/check-docs.sh --self-test
+scripts/check-docs.sh
 
 for preset in release asan; do
   step "build $preset"

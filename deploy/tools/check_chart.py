@@ -2,7 +2,7 @@
 """Checks the Helm chart, the image Dockerfiles and the Grafana dashboard
 against the code. deploy/check.sh installs what this needs, builds the
 renderer (deploy/tools/helm-render) and runs it; docs/install.md, "How CI
-checks the chart", lists what is checked.
+checks the chart", sums up what is checked.
 
   check_chart.py --renderer BIN [--repo DIR] [--build-dir DIR] [--work DIR]
   check_chart.py --renderer BIN --self-test

@@ -4,8 +4,8 @@ operator may install with upstream's values.yaml: nothing in it is ignored
 silently. Each key below that is present is named in NOTES (why it is not
 needed), and a value that would change the install if ignored fails the
 render with what to do instead. Keys this chart supports keep upstream's
-shape and meaning and are not listed here. docs/install.md, "Installing with
-upstream's values", has the same list.
+shape and meaning and are not listed here (docs/install.md, "Installing with
+upstream's values", points here).
 
 Returns JSON: a list of "key: why" lines. Called by NOTES.txt and (for the
 fails) by device-config.yaml.
