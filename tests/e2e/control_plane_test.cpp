@@ -42,6 +42,7 @@
 #include "k8s/paths.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
+#include "support/upstream_plugin/upstream_device_plugin.hpp"
 #include "support/wait.hpp"
 
 namespace hami::e2e {
@@ -725,8 +726,157 @@ class ControlPlaneTest : public ::testing::Test {
     return grants;
   }
 
+  // The Events of reason `reason` about pod `p` (by UID: a rerun in the
+  // same namespace finds the events of the pods of the same name before it).
+  std::vector<json> events_of(const json& p, const std::string& reason) {
+    std::vector<json> out;
+    auto evs = client().list(
+        k8s::core_path("events", ns_),
+        {.field_selector = "involvedObject.uid=" + p["metadata"]["uid"].get<std::string>()});
+    if (!evs) return out;
+    for (const json& e : evs->items)
+      if (e.value("reason", "") == reason) out.push_back(e);
+    return out;
+  }
+
+  // node-upstream, a node running upstream HAMi's device plugin (the
+  // double of tests/support/upstream_plugin), for one test: the node as
+  // kubelet publishes it, upstream's registration, our scheduler's cache
+  // at four nodes. stop_upstream_node() undoes all of it, so the other
+  // tests see only the fixture's three nodes.
+  struct UpstreamNode {
+    std::optional<k8s::Client> client;  // as user hami-device-plugin, as upstream's runs
+    std::unique_ptr<test::UpstreamDevicePlugin> plugin;
+    bool published = false;
+  };
+  static constexpr const char* kUpstreamNode = "node-upstream";
+  static std::vector<test::UpstreamGpu> upstream_gpus() {
+    return {{"GPU-e2e000ff-0000-4000-8000-000000000001", "Tesla V100-PCIE-32GB", 32768, 0, 0},
+            {"GPU-e2e000ff-0000-4000-8000-000000000002", "Tesla V100-PCIE-32GB", 32768, 1, 1}};
+  }
+  std::string start_upstream_node(UpstreamNode& u, test::UpstreamOptions options) {
+    NodeSpec spec{kUpstreamNode, {}};
+    for (const test::UpstreamGpu& g : upstream_gpus())
+      spec.gpus.push_back({g.uuid, g.nvml_name, g.mib});
+    if (std::string e = publish_node(client(), spec); !e.empty()) return e;
+    u.published = true;
+    auto cfg = k8s::Config::from_kubeconfig(c_->plugin_kubeconfig);
+    if (!cfg) return "device plugin kubeconfig: " + cfg.error().message;
+    auto cl = k8s::Client::from_config(*cfg);
+    if (!cl) return "client: " + cl.error().message;
+    u.client.emplace(std::move(*cl));
+    u.plugin = std::make_unique<test::UpstreamDevicePlugin>(&*u.client, kUpstreamNode,
+                                                            upstream_gpus(), options);
+    if (std::string e = u.plugin->start(); !e.empty()) return e;
+    if (!wait_until([&] { return metric_sum("hami_scheduler_cached_nodes") == 4; }, 30s))
+      return "hami-scheduler does not count node-upstream's GPUs (cached nodes: " +
+             std::to_string(metric_sum("hami_scheduler_cached_nodes")) + ")";
+    return "";
+  }
+  void stop_upstream_node(UpstreamNode& u) {
+    auto pods = client().list(k8s::pod_path(ns_));
+    if (pods)
+      for (const json& p : pods->items)
+        delete_pod(p["metadata"]["name"]);
+    EXPECT_TRUE(wait_until(
+        [&] {
+          auto l = client().list(k8s::pod_path(ns_));
+          return l && l->items.empty();
+        },
+        30s));
+    u.plugin.reset();
+    if (!u.published) return;
+    auto d = client().del(k8s::node_path(kUpstreamNode));
+    EXPECT_TRUE(d || d.error().not_found()) << d.error().message;
+    EXPECT_TRUE(wait_until([&] { return metric_sum("hami_scheduler_cached_nodes") == 3; }, 30s))
+        << "hami-scheduler still counts node-upstream";
+  }
+  json pinned(json p) const {
+    p["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", kUpstreamNode}};
+    return p;
+  }
+  // Waits until upstream's Allocate has run for the pod and, when it
+  // succeeded, the pod's bind-phase says so; returns the pod as it is then.
+  std::optional<std::pair<json, test::UpstreamAllocation>> upstream_served(
+      const UpstreamNode& u, const std::string& name) {
+    std::optional<std::pair<json, test::UpstreamAllocation>> out;
+    std::string last = "never read";
+    const bool ok = wait_until(
+        [&] {
+          auto a = u.plugin->allocation(ns_, name);
+          auto p = get_pod(name);
+          if (p) last = p->dump();
+          if (!a || !p) return false;
+          if (a->error.empty() && annotation(*p, "hami.io/bind-phase") != "success") return false;
+          out.emplace(*p, *a);
+          return true;
+        },
+        60s);
+    EXPECT_TRUE(ok) << "upstream's plugin never allocated " << ns_ << "/" << name << "; last seen "
+                    << last;
+    return ok ? out : std::nullopt;
+  }
+  // What both sides agree on for a pod served on node-upstream: bound
+  // there, our annotations as upstream's plugin reads them, every device it
+  // took one that it registered, bind-phase success, our BindingSucceed
+  // Event and upstream's hami.io/vgpu-node label.
+  void expect_upstream_protocol(const json& pod, const test::UpstreamAllocation& a) {
+    const std::string name = pod["metadata"]["name"];
+    SCOPED_TRACE("pod " + name);
+    EXPECT_EQ(a.error, "");
+    EXPECT_EQ(a.phase, "success");
+    EXPECT_EQ(pod["spec"].value("nodeName", ""), kUpstreamNode);
+    EXPECT_EQ(annotation(pod, "hami.io/vgpu-node"), kUpstreamNode);
+    EXPECT_THAT(annotation(pod, "hami.io/bind-time"), ::testing::MatchesRegex("[0-9]+"));
+    EXPECT_EQ(annotation(pod, "hami.io/bind-phase"), "success");
+    // What the plugin decoded from to-allocate is what we recorded as allocated.
+    const auto grants = decode_devices(annotation(pod, "hami.io/vgpu-devices-allocated"));
+    ASSERT_FALSE(grants.empty()) << annotation(pod, "hami.io/vgpu-devices-allocated");
+    ASSERT_GE(a.slots.size(), grants.size()) << a.to_allocate;
+    for (size_t i = 0; i < grants.size(); ++i) {
+      ASSERT_EQ(a.slots[i].size(), grants[i].size()) << "slot " << i << ": " << a.to_allocate;
+      for (size_t j = 0; j < grants[i].size(); ++j) {
+        EXPECT_EQ(a.slots[i][j].uuid, grants[i][j].uuid);
+        EXPECT_EQ(a.slots[i][j].mem_mib, grants[i][j].mib);
+        EXPECT_EQ(a.slots[i][j].cores, grants[i][j].cores);
+        // The vendor's common word, which PodAllocationTrySuccess looks for.
+        EXPECT_EQ(a.slots[i][j].type, "NVIDIA");
+      }
+    }
+    // Consumed: every slot emptied, none dropped.
+    EXPECT_EQ(annotation(pod, "hami.io/vgpu-devices-to-allocate"),
+              std::string(a.slots.size(), ';'));
+    for (const auto& [container, devices] : a.served)
+      for (const test::UpstreamDevice& d : devices)
+        EXPECT_TRUE(d.uuid == upstream_gpus()[0].uuid || d.uuid == upstream_gpus()[1].uuid)
+            << container << ": " << d.uuid;
+    std::vector<json> ev;
+    EXPECT_TRUE(wait_until([&] { return !(ev = events_of(pod, "BindingSucceed")).empty(); }, 30s));
+    if (!ev.empty()) {
+      EXPECT_EQ(ev[0]["message"],
+                "Successfully binding node [node-upstream] to " + ns_ + "/" + name);
+    }
+    std::string label;
+    EXPECT_TRUE(wait_until(
+        [&] {
+          auto p = get_pod(name);
+          label =
+              p ? (*p)["metadata"].value("labels", json::object()).value("hami.io/vgpu-node", "")
+                : "";
+          return label == kUpstreamNode;
+        },
+        30s))
+        << label;
+  }
+
   Cluster* c_ = nullptr;
   std::string ns_;
+};
+
+// Runs `f` when the scope ends, ASSERTs included.
+struct OnExit {
+  std::function<void()> f;
+  ~OnExit() { f(); }
 };
 
 TEST_F(ControlPlaneTest, MemoryAndCoresSliceIsMutatedPlacedAndAllocated) {
@@ -861,16 +1011,6 @@ TEST_F(ControlPlaneTest, QuotaRefusalsEventsAndPodLabel) {
   ASSERT_TRUE(first);
   const json second = create(pod("second", {container("main", {{"nvidia.com/gpumem", "6000"}})}));
 
-  auto events_of = [&](const json& p, const std::string& reason) {
-    std::vector<json> out;
-    auto evs = client().list(
-        k8s::core_path("events", ns_),
-        {.field_selector = "involvedObject.uid=" + p["metadata"]["uid"].get<std::string>()});
-    if (!evs) return out;
-    for (const json& e : evs->items)
-      if (e.value("reason", "") == reason) out.push_back(e);
-    return out;
-  };
   std::vector<json> ev;
   ASSERT_TRUE(
       wait_until([&] { return !(ev = events_of(first->pod, "BindingSucceed")).empty(); }, 30s));
@@ -906,6 +1046,122 @@ TEST_F(ControlPlaneTest, QuotaRefusalsEventsAndPodLabel) {
   auto placed = wait_placed("second", 90s);
   ASSERT_TRUE(placed);
   expect_protocol(*placed);
+}
+
+// Issue 24 point 6, a mixed install: node-upstream runs upstream HAMi's
+// NVIDIA device plugin (v2.10; tests/support/upstream_plugin makes its API
+// requests with its annotation values byte for byte), the other nodes ours.
+// Our scheduler reads upstream's registration, places and binds the node's
+// pods, and upstream's Allocate consumes what our scheduler wrote and
+// releases the node lock; a pod too big for the node waits with our reason.
+TEST_F(ControlPlaneTest, UpstreamDevicePluginNodeIsServed) {
+  UpstreamNode up;
+  OnExit cleanup{[&] { stop_upstream_node(up); }};
+  ASSERT_EQ(start_upstream_node(up, {}), "");
+  auto node = client().get(k8s::node_path(kUpstreamNode));
+  ASSERT_TRUE(node);
+  // Upstream v2.10's MarshalNodeDevices output for these GPUs, and no
+  // handshake: upstream's plugin writes none, our scheduler asks for none.
+  EXPECT_EQ(annotation(*node, "hami.io/node-nvidia-register"),
+            R"([{"id":"GPU-e2e000ff-0000-4000-8000-000000000001","count":10,"devmem":32768,)"
+            R"("devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB","mode":"hami-core",)"
+            R"("health":true},{"id":"GPU-e2e000ff-0000-4000-8000-000000000002","index":1,)"
+            R"("count":10,"devmem":32768,"devcore":100,"type":"NVIDIA-Tesla V100-PCIE-32GB",)"
+            R"("numa":1,"mode":"hami-core","health":true}])");
+  EXPECT_EQ(annotation(*node, "hami.io/node-handshake"), "<absent>");
+
+  create(pinned(pod("one", {container("main", {{kRes, "1"},
+                                               {"nvidia.com/gpumem", "3000"},
+                                               {"nvidia.com/gpucores", "30"}})})));
+  create(pinned(pod("two", {container("main", {{kRes, "2"},
+                                               {"nvidia.com/gpumem", "4000"},
+                                               {"nvidia.com/gpucores", "20"}})})));
+  create(
+      pinned(pod("multi",
+                 {container("app", {{"nvidia.com/gpumem", "2000"}, {"nvidia.com/gpucores", "10"}}),
+                  container("no-gpu")},
+                 {}, {container("init")})));
+  // No V100 here has 40,000 MiB (node-a's A100s would, but the pod is pinned).
+  const json big =
+      create(pinned(pod("big", {container("main", {{"nvidia.com/gpumem", "40000"}})})));
+
+  auto one = upstream_served(up, "one");
+  ASSERT_TRUE(one);
+  expect_upstream_protocol(one->first, one->second);
+  ASSERT_EQ(one->second.served.size(), 1u);
+  EXPECT_EQ(one->second.served[0].first, "main");
+  ASSERT_EQ(one->second.served[0].second.size(), 1u);
+  EXPECT_EQ(one->second.served[0].second[0].mem_mib, 3000);
+  EXPECT_EQ(one->second.served[0].second[0].cores, 30);
+
+  auto two = upstream_served(up, "two");
+  ASSERT_TRUE(two);
+  expect_upstream_protocol(two->first, two->second);
+  ASSERT_EQ(two->second.served.size(), 1u);
+  const auto& pair = two->second.served[0].second;
+  ASSERT_EQ(pair.size(), 2u);
+  EXPECT_NE(pair[0].uuid, pair[1].uuid) << "two slices of one GPU";
+  for (const test::UpstreamDevice& d : pair) {
+    EXPECT_EQ(d.mem_mib, 4000);
+    EXPECT_EQ(d.cores, 20);
+  }
+
+  auto multi = upstream_served(up, "multi");
+  ASSERT_TRUE(multi);
+  expect_upstream_protocol(multi->first, multi->second);
+  // Slots: init, app, no-gpu, and the piece after the last ';'.
+  EXPECT_EQ(multi->second.slots.size(), 4u) << multi->second.to_allocate;
+  ASSERT_EQ(multi->second.served.size(), 1u);
+  EXPECT_EQ(multi->second.served[0].first, "app");
+  ASSERT_EQ(multi->second.served[0].second.size(), 1u);
+  EXPECT_EQ(multi->second.served[0].second[0].mem_mib, 2000);
+  EXPECT_EQ(multi->second.served[0].second[0].cores, 10);
+
+  // Every lock released by upstream's plugin, and our cache charges the
+  // node's GPUs with what upstream's plugin allocated.
+  std::string held;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto n = client().get(k8s::node_path(kUpstreamNode));
+        held = n ? annotation(*n, "hami.io/mutex.lock") : "<no node>";
+        return held == "<absent>";
+      },
+      10s))
+      << "node-upstream still locked: " << held;
+  EXPECT_TRUE(wait_until([&] { return metric_sum("hami_gpu_shared_count") == 4; }, 20s))
+      << metric_sum("hami_gpu_shared_count");
+
+  std::vector<json> ev;
+  ASSERT_TRUE(wait_until([&] { return !(ev = events_of(big, "FilteringFailed")).empty(); }, 30s));
+  EXPECT_EQ(ev[0]["type"], "Warning");
+  EXPECT_THAT(ev[0]["message"].get<std::string>(), HasSubstr("2/2 CardInsufficientMemory"));
+  EXPECT_THAT(ev[0]["message"].get<std::string>(), HasSubstr(kUpstreamNode));
+  ASSERT_TRUE(wait_until([&] { return !(ev = events_of(big, "FailedScheduling")).empty(); }, 30s));
+  EXPECT_THAT(ev[0]["message"].get<std::string>(), HasSubstr("CardInsufficientMemory"));
+  auto b = get_pod("big");
+  ASSERT_TRUE(b);
+  EXPECT_EQ((*b)["spec"].value("nodeName", ""), "") << "a pod too big for node-upstream was placed";
+  EXPECT_FALSE(up.plugin->allocation(ns_, "big"));
+}
+
+// Releases before v2.10 also wrote "devicepairscore":{} into each device
+// of the registration (a struct Go's omitempty never omits).
+TEST_F(ControlPlaneTest, UpstreamPre210RegistrationIsRead) {
+  UpstreamNode up;
+  OnExit cleanup{[&] { stop_upstream_node(up); }};
+  ASSERT_EQ(start_upstream_node(up, {.pair_score_field = true}), "");
+  auto node = client().get(k8s::node_path(kUpstreamNode));
+  ASSERT_TRUE(node);
+  EXPECT_THAT(annotation(*node, "hami.io/node-nvidia-register"),
+              HasSubstr(R"("mode":"hami-core","health":true,"devicepairscore":{}})"));
+  create(pinned(pod("one", {container("main", {{"nvidia.com/gpumem", "30000"},
+                                               {"nvidia.com/gpucores", "50"}})})));
+  auto one = upstream_served(up, "one");
+  ASSERT_TRUE(one);
+  expect_upstream_protocol(one->first, one->second);
+  ASSERT_EQ(one->second.served.size(), 1u);
+  ASSERT_EQ(one->second.served[0].second.size(), 1u);
+  EXPECT_EQ(one->second.served[0].second[0].mem_mib, 30000);
 }
 
 // A batch of pods that only the two A100 nodes take; `policy` for both the
