@@ -137,8 +137,8 @@ class DevicePluginTest : public ::testing::Test {
     api_.put("nodes", n);
   }
 
-  // A pod after upstream's scheduler has filtered and bound it (hami-k8s.md
-  // §3.6, §3.8): decision annotations, bind-phase allocating, bound to the node.
+  // A pod after upstream's scheduler has filtered and bound it: its decision
+  // annotations, bind-phase allocating, bound to the node.
   json scheduled_pod(const std::string& name, const std::string& devices, json containers,
                      json init_containers = json::array()) {
     json p = {{"apiVersion", "v1"},
@@ -460,7 +460,7 @@ TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
 TEST_F(DevicePluginTest, AllocateServesInitAndAppContainersInOrder) {
   start_plugin();
   wait_registered();
-  // hami-k8s.md §3.6's example: an init container without GPU, two app containers.
+  // Upstream's encoding example: an init container without GPU, two app containers.
   scheduled_pod(
       "p2", std::string(";") + kA + ",NVIDIA,2500,25:;" + kB + ",NVIDIA,2500,25:;",
       json::array(

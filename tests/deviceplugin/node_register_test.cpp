@@ -29,7 +29,7 @@ TEST(NodeRegister, DecodeRoundTripsAndReadsUpstreamText) {
   auto back = decode_node_devices(encode_node_devices(d));
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(*back, d);
-  // The example of hami-k8s.md §2.4, with a field we do not model.
+  // Upstream's registration JSON, with a field we do not model.
   auto up = decode_node_devices(
       R"([{"id":"GPU-x","index":1,"count":10,"devmem":32768,"devcore":100,)"
       R"("type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true,)"

@@ -179,8 +179,8 @@ EOF
 
 KUBECTL() { "$BIN/kubectl" --kubeconfig "$D/admin.kubeconfig" "$@"; }
 
-# Our components run as their own users with upstream's chart permissions
-# (hami-k8s.md §6.4), so a missing permission fails here as in a cluster.
+# Our components run as their own users with the permissions upstream's chart
+# grants them, so a missing permission fails here as in a cluster.
 apply_rbac_and_webhook() {
   local ca_b64
   ca_b64=$(base64 -w0 <"$PKI/ca.crt")

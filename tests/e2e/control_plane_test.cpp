@@ -84,7 +84,7 @@ struct Grant {
   int cores;
 };
 
-// Per container, init containers first (hami-k8s.md §3.6).
+// Per container, init containers first (upstream's encoding).
 std::vector<std::vector<Grant>> decode_devices(const std::string& text) {
   std::vector<std::vector<Grant>> out;
   std::stringstream containers(text);

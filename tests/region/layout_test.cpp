@@ -1,4 +1,4 @@
-// Every size and offset of upstream HAMi-core's v1.2 layout (hami-core.md §4.2),
+// Every size and offset of upstream HAMi-core's v1.2 layout (x86-64),
 // checked on the struct we map and on the descriptor readers use.
 #include <gtest/gtest.h>
 
@@ -107,7 +107,7 @@ TEST(LayoutDescriptors, V1MatchesStruct) {
   EXPECT_EQ(l.slot.status, 1928u);
 }
 
-// Older eras (hami-core.md §4.3): sizes and the offsets that move.
+// Older eras of upstream's layout: sizes and the offsets that move.
 TEST(LayoutDescriptors, OlderEras) {
   const Layout& initial = layout(LayoutId::kInitial2024);
   EXPECT_EQ(initial.region_size, 804680u);

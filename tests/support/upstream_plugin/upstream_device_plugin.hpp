@@ -10,7 +10,7 @@
 //   order, omitempty), never with our own encoder, so that reading it is a
 //   real compatibility check. No handshake annotation (removed upstream in
 //   PR #1499).
-// - Allocate (upstream plugin/server.go, hami-k8s.md §2.6), run when a pod
+// - Allocate (upstream plugin/server.go), run when a pod
 //   with hami.io/bind-phase=allocating is bound to the node, as kubelet
 //   would call it: the pending pod found through the node lock
 //   hami.io/mutex.lock = "<RFC3339>,<ns>,<name>" (or, without one, upstream's
