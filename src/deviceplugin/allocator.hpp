@@ -1,6 +1,6 @@
 #pragma once
 // Allocate and GetPreferredAllocation with upstream's annotation protocol
-// (hami-k8s.md §2.6): find the pod being admitted (pending_pod.hpp), take its
+// (docs/device-plugin.md): find the pod being admitted (pending_pod.hpp), take its
 // next containers' devices from hami.io/vgpu-devices-to-allocate, plan and
 // prepare each container (container_plan.hpp, host_files.hpp), write the
 // annotation back with those entries emptied and, when none is left, set

@@ -1,6 +1,6 @@
 #pragma once
 // The state file's byte layout, exactly as upstream HAMi-core v1.2 lays it out on
-// x86-64 (reference: shared/reference/hami-core.md §4.2), so HAMi's Go monitor and
+// x86-64 (docs/state-file.md), so HAMi's Go monitor and
 // existing tools read our files and we read theirs. These are plain structs for
 // mmap: every counter is accessed through std::atomic_ref, never as a plain field
 // from two processes at once.

@@ -12,7 +12,7 @@ namespace {
 // The two pre-version eras share a header: flag@0, sm_init_flag@4, owner_pid@8,
 // sem@16 (32 bytes), device_num@48, uuids@56, limit@1592, sm_limit@1720,
 // procs@1848; the tail after the slots is proc_num, utilization_switch,
-// recent_kernel, priority (i32 each). Sizes computed in hami-core.md §4.3.
+// recent_kernel, priority (i32 each); tests/region/layout_test.cpp pins the sizes.
 constexpr Layout make_unversioned(LayoutId id, std::string_view name, std::string_view desc,
                                   size_t slot_size, std::optional<size_t> util) {
   const size_t procs = 1848;

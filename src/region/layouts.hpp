@@ -1,7 +1,7 @@
 #pragma once
 // Every state-file layout upstream HAMi-core has shipped, described as field
 // offsets, and the rule that tells them apart from a file's size and header
-// (reference: hami-core.md §4.3). Readers (vgpu inspect, the node agent) use the
+// (docs/state-file.md). Readers (vgpu inspect, the node agent) use the
 // descriptors to read any era; only the v1 layout (1.1 and 1.2 share it) is ever
 // written. Detection never guesses: a size/version pair that two eras could
 // share is refused with a reason.
