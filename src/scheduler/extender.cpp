@@ -4,6 +4,7 @@
 #include <array>
 #include <mutex>
 #include <string_view>
+#include <tuple>
 
 #include "common/log.hpp"
 #include "deviceplugin/annotations.hpp"
@@ -356,29 +357,44 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
   return fit_error;
 }
 
-std::vector<std::string> Extender::alternatives(const std::vector<std::string>& fitting,
-                                                const std::string& chosen, fit::NodePolicy policy,
-                                                size_t limit) {
-  std::vector<std::pair<float, size_t>> ranked;
+Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fitting,
+                                              const std::string& chosen,
+                                              const fit::PreparedPod& prepared,
+                                              const std::string& who, size_t limit) {
+  Alternatives out;
+  const fit::NodePolicy policy = prepared.options().node_policy;
+  // (locked, rank, index): unlocked first, then the best under the policy.
+  std::vector<std::tuple<bool, float, size_t>> ranked;
   ranked.reserve(fitting.size());
   cache_.read([&](const ClusterCache::View& view) {
+    fit::FitScratch& s = scratch();
     for (size_t i = 0; i < fitting.size(); ++i) {
       if (fitting[i] == chosen) continue;
-      const float score = view.node_score(fitting[i]);
-      if (score < 0) continue;  // unregistered since
+      ++out.others;
+      const ClusterCache::NodeState* node = view.node_state(fitting[i]);
+      if (node == nullptr || !fit::fit_pod(node->devices, prepared, s).fits) {
+        ++out.no_fit;  // or unregistered since
+        continue;
+      }
       // Binpack prefers the busiest node, spread the idlest: rank so that
       // the best comes first either way.
-      ranked.emplace_back(policy == fit::NodePolicy::kSpread ? score : -score, i);
+      ranked.emplace_back(false, policy == fit::NodePolicy::kSpread ? node->score : -node->score,
+                          i);
     }
     return 0;
   });
+  if (lock_holder_) {
+    for (auto& [locked, rank, i] : ranked) {
+      const std::string holder = lock_holder_(fitting[i]);
+      locked = !holder.empty() && holder != who;
+    }
+  }
   // Ties keep filter's order (kube-scheduler's node order).
   const size_t n = std::min(limit, ranked.size());
   std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n), ranked.end());
-  std::vector<std::string> out;
-  out.reserve(n);
+  out.nodes.reserve(n);
   for (size_t i = 0; i < n; ++i)
-    out.push_back(fitting[ranked[i].second]);
+    out.nodes.push_back(fitting[std::get<2>(ranked[i])]);
   return out;
 }
 
@@ -476,10 +492,10 @@ BindOutcome Extender::place(const BindRequest& r) {
   // place depends on other pods' (affinity, spread, host ports) stays where
   // kube-scheduler put it: only kube-scheduler can judge another node.
   std::vector<std::string> order = {r.node};
+  Alternatives more;
   if (config_.bind_redirect && !pod.placement_depends_on_other_pods) {
-    auto more =
-        alternatives(fitting, r.node, req->prepared->options().node_policy, kMaxBindNodes - 1);
-    order.insert(order.end(), more.begin(), more.end());
+    more = alternatives(fitting, r.node, *req->prepared, who, kMaxBindNodes - 1);
+    order.insert(order.end(), more.nodes.begin(), more.nodes.end());
   }
   std::string first_error;          // why kube-scheduler's choice was not used
   std::vector<std::string> locked;  // fitting, but another pod held the lock
@@ -548,12 +564,13 @@ BindOutcome Extender::place(const BindRequest& r) {
     }
   }
   std::string msg = first_error;
-  if (order.size() > 1) {
+  if (more.others > 0) {
     const size_t others_locked = locked.size() - (!locked.empty() && locked.front() == r.node);
-    msg += "; of the " + std::to_string(order.size() - 1) +
-           " best other nodes it fitted in filter, " + std::to_string(others_no_fit) +
-           " no longer fit and " + std::to_string(others_locked) +
-           " are locked by pods being allocated";
+    const size_t untried = more.others - more.no_fit - (order.size() - 1);
+    msg += "; of the " + std::to_string(more.others) + " other nodes it fitted in filter, " +
+           std::to_string(more.no_fit + others_no_fit) + " no longer fit and " +
+           std::to_string(others_locked) + " are locked by pods being allocated";
+    if (untried > 0) msg += " (" + std::to_string(untried) + " more not tried)";
   }
   if (!locked.empty()) {
     return fail("NodeLock", msg +

@@ -127,6 +127,11 @@ class Extender {
   // Namespace quotas on gpumem/gpucores: filter fails every node, and bind
   // refuses, for a pod that would take its namespace over one.
   void set_quotas(const QuotaTracker* quotas) { quotas_ = quotas; }
+  // Who holds a node's lock as the node watch last showed it ("<ns>/<pod>",
+  // "" for none): bind tries unlocked nodes before locked ones.
+  void set_lock_holders(std::function<std::string(const std::string& node)> f) {
+    lock_holder_ = std::move(f);
+  }
   // Wall clock for vgpu-time/bind-time; tests inject one.
   void set_clock(std::function<std::chrono::system_clock::time_point()> f) { now_ = std::move(f); }
 
@@ -165,11 +170,19 @@ class Extender {
   // the allocation annotation in `encoded`.
   std::string reserve(const std::string& uid, const BindRequest& r, const std::string& node,
                       const SchedulingRequest& req, std::string* encoded);
-  // The nodes of `fitting` other than `chosen`, best first under `policy`
-  // by the cache's current scores; at most `limit`.
-  std::vector<std::string> alternatives(const std::vector<std::string>& fitting,
-                                        const std::string& chosen, fit::NodePolicy policy,
-                                        size_t limit);
+  // The nodes of `fitting` other than `chosen` where `prepared` fits now,
+  // best first under the pod's node policy by the cache's current scores,
+  // those the node watch shows locked by another pod after the rest; at
+  // most `limit`. Fit is checked first because, under binpack, the best
+  // scored nodes are the fullest: by bind time the ones filter liked best
+  // are often the ones other binds have just filled.
+  struct Alternatives {
+    std::vector<std::string> nodes;
+    size_t others = 0;  // nodes of `fitting` other than `chosen`
+    size_t no_fit = 0;  // of those, where the pod no longer fits
+  };
+  Alternatives alternatives(const std::vector<std::string>& fitting, const std::string& chosen,
+                            const fit::PreparedPod& prepared, const std::string& who, size_t limit);
   // Locks `node` and binds there with the annotations; "" or the error.
   std::string lock_and_bind(const BindRequest& r, const std::string& uid, const std::string& node,
                             const std::string& encoded, std::chrono::milliseconds wait,
@@ -183,6 +196,7 @@ class Extender {
   EventRecorder* events_ = nullptr;
   const QuotaTracker* quotas_ = nullptr;
   std::function<bool()> is_leader_;
+  std::function<std::string(const std::string&)> lock_holder_;
   std::function<std::chrono::system_clock::time_point()> now_;
   ScoreMemo memo_;  // filter's scores for the prioritize that follows
   void filter_event(const k8s::Pod& pod, const FilterResult& out);

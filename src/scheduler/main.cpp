@@ -296,6 +296,7 @@ int main(int argc, char** argv) try {
   StaleLocks stale([&](const std::string& node, const std::string& ns, const std::string& pod) {
     if (extender_leads()) backend.unlock_node(node, ns, pod);
   });
+  extender.set_lock_holders([&](const std::string& node) { return stale.holder(node); });
   hami::k8s::Reflector nodes(*client, hami::k8s::node_path(), {},
                              {.on_add =
                                   [&](const json& n) {

@@ -113,6 +113,12 @@ void StaleLocks::pod_gone(const json& pod) {
   bound_to_.erase(*ns + "/" + *name);
 }
 
+std::string StaleLocks::holder(const std::string& node) const {
+  std::lock_guard lk(mu_);
+  auto it = holder_of_.find(node);
+  return it == holder_of_.end() ? std::string() : it->second;
+}
+
 size_t StaleLocks::locks() const {
   std::lock_guard lk(mu_);
   return holder_of_.size();

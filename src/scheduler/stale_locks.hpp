@@ -7,7 +7,8 @@
 // device plugin ever releases it, and the node stays locked until a bind
 // there takes it over or the lock expires (--node-lock-timeout). This
 // follows node locks and our pods' nodes from the watches and reports each
-// lock whose pod is bound elsewhere, once, for the daemon to release.
+// lock whose pod is bound elsewhere, once, for the daemon to release. What
+// it follows also tells bind which nodes are locked right now (holder()).
 //
 //   StaleLocks stale([&](const std::string& node, const std::string& ns,
 //                        const std::string& pod) { backend.unlock_node(node, ns, pod); });
@@ -40,6 +41,8 @@ class StaleLocks {
   void pod_gone(const nlohmann::json& pod);
 
   size_t locks() const;  // locks naming a pod, as last seen
+  // Who holds `node`'s lock as last seen: "<ns>/<pod>", or "" for none.
+  std::string holder(const std::string& node) const;
 
  private:
   void check(const std::string& holder);  // mu_ held; may queue a release

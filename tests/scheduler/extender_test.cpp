@@ -381,6 +381,63 @@ TEST_F(ExtenderTest, RedirectChoosesAmongTheBestNodesNotTheFirstListed) {
   EXPECT_EQ(b.node, "n79");
 }
 
+// Under binpack the nodes filter liked best are the fullest, so by bind time
+// other binds have often filled them: bind looks for room among all the
+// nodes filter kept, not only the best 16 by score.
+TEST_F(ExtenderTest, RedirectFindsRoomPastTheNodesFilledSinceFilter) {
+  std::vector<std::string> nodes;
+  for (int i = 0; i < 40; ++i) {
+    std::string n("n");
+    n.append(std::to_string(i));
+    feed.node_changed(sched_node(n, 1, 16000));
+    nodes.push_back(n);
+  }
+  // n0..n19 half used, n20..n39 idle: binpack ranks n0..n19 first.
+  for (int i = 0; i < 20; ++i) {
+    const std::string n = nodes[static_cast<size_t>(i)];
+    feed.pod_changed(
+        test::placed_pod("half-" + n, "uh-" + n, n, "GPU-" + n + "-0,NVIDIA,8000,50:;"));
+  }
+  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8000"}}, "u1",
+               {{"hami.io/node-scheduler-policy", "binpack"}});
+  ASSERT_EQ(ext.filter(pod_of(p), nodes).nodes.size(), 40u);
+  // Other binds fill n0..n19 before this one arrives.
+  for (int i = 0; i < 20; ++i) {
+    const std::string n = nodes[static_cast<size_t>(i)];
+    feed.pod_changed(
+        test::placed_pod("rest-" + n, "ur-" + n, n, "GPU-" + n + "-0,NVIDIA,8000,50:;"));
+  }
+  BindOutcome b = ext.place({"default", "p", "u1", "n0"});
+  EXPECT_EQ(b.error, "");
+  EXPECT_GE(b.node.size(), 3u);
+  EXPECT_GE(std::stoi(b.node.substr(1)), 20) << b.node << " was full";
+  EXPECT_EQ(metrics.redirects("NoFit"), 1u);
+}
+
+// The node watch shows which nodes other pods hold locked: bind tries the
+// others first instead of spending its attempts on locks.
+TEST_F(ExtenderTest, RedirectTriesNodesTheWatchShowsUnlockedFirst) {
+  feed.node_changed(sched_node("c", 2, 16000));
+  feed.pod_changed(test::placed_pod("busy-b", "ubb", "b", "GPU-b-0,NVIDIA,8000,50:;"));
+  feed.pod_changed(test::placed_pod("busy-c", "ubc", "c", "GPU-c-0,NVIDIA,4000,20:;"));
+  ext.set_lock_holders([](const std::string& node) {
+    return node == "a" || node == "b" ? std::string("default/other") : std::string();
+  });
+  backend.set_lock("a", "default/other");
+  backend.set_lock("b", "default/other");
+  std::vector<std::string> tried;
+  backend.on_lock = [&](const std::string& node) { tried.push_back(node); };
+  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u1",
+               {{"hami.io/node-scheduler-policy", "binpack"}});
+  ASSERT_EQ(ext.filter(pod_of(p), std::vector<std::string>{"a", "b", "c"}).nodes.size(), 3u);
+  BindOutcome b = ext.place({"default", "p", "u1", "a"});
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.node, "c");
+  // kube-scheduler's choice, then straight to c: b, busier but locked, is
+  // not tried.
+  EXPECT_EQ(tried, (std::vector<std::string>{"a", "c"}));
+}
+
 // Anti-affinity, topology spread or a host port: whether another node is
 // right depends on other pods, which only kube-scheduler weighs. Such a pod
 // is not moved; it fails with the lock's holder, as without redirects.
@@ -422,7 +479,7 @@ TEST_F(ExtenderTest, NoRoomAnywhereGivesAReasonToActOn) {
   ASSERT_EQ(ext.place({"default", "q", "u2", "a"}).node, "b");
   const std::string err = ext.bind({"default", "r", "u3", "a"});
   EXPECT_EQ(err,
-            "pod no longer fits node a: 2/2 CardInsufficientMemory; of the 1 best other nodes "
+            "pod no longer fits node a: 2/2 CardInsufficientMemory; of the 1 other nodes "
             "it fitted in filter, 1 no longer fit and 0 are locked by pods being allocated; "
             "kube-scheduler tries again when GPUs are freed or nodes added");
   EXPECT_EQ(metrics.failures(Verb::kBind, "NoFit"), 1u);

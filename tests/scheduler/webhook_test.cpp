@@ -267,7 +267,7 @@ TEST(WebhookTest, DeepOrHugeBodiesAreRefusedBeforeTheParse) {
   EXPECT_EQ(out["response"]["status"]["message"],
             "AdmissionReview: JSON nested deeper than 64 levels (at byte 341)");
   std::string wide = R"({"request":{"uid":"x","object":[)";
-  for (int i = 0; i < 600000; ++i)
+  for (int i = 0; i < 1200000; ++i)
     wide += "{},";
   wide += "{}]}}";
   out = json::parse(admit(wide, cfg));
