@@ -357,6 +357,26 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
   return fit_error;
 }
 
+namespace {
+// Longer than the node watch takes to show a lock.
+constexpr auto kRecentLock = std::chrono::seconds(1);
+}  // namespace
+
+void Extender::note_locked(const std::string& node) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lk(recent_mu_);
+  if (recent_locks_.size() >= 4096) {
+    std::erase_if(recent_locks_, [&](const auto& e) { return now - e.second > kRecentLock; });
+  }
+  recent_locks_[node] = now;
+}
+
+bool Extender::locked_recently(const std::string& node) {
+  std::lock_guard lk(recent_mu_);
+  auto it = recent_locks_.find(node);
+  return it != recent_locks_.end() && std::chrono::steady_clock::now() - it->second < kRecentLock;
+}
+
 Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fitting,
                                               const std::string& chosen,
                                               const fit::PreparedPod& prepared,
@@ -383,8 +403,11 @@ Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fi
     }
     return 0;
   });
-  if (lock_holder_) {
-    for (auto& [locked, rank, i] : ranked) {
+  for (auto& [locked, rank, i] : ranked) {
+    // No pod binding here holds another node's lock: a recent lock of ours
+    // is another pod's.
+    locked = locked_recently(fitting[i]);
+    if (!locked && lock_holder_) {
       const std::string holder = lock_holder_(fitting[i]);
       locked = !holder.empty() && holder != who;
     }
@@ -408,6 +431,7 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
     *contended = lock.error().contended;
     return lock.error().message;
   }
+  note_locked(node);
   const auto unix_now = std::to_string(
       std::chrono::duration_cast<std::chrono::seconds>(now_().time_since_epoch()).count());
   const std::map<std::string, std::string> annotations = {

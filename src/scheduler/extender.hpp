@@ -202,6 +202,13 @@ class Extender {
   void filter_event(const k8s::Pod& pod, const FilterResult& out);
   std::mutex seen_mu_;
   std::unordered_map<std::string, Seen> seen_;  // by UID, cleared past kMaxSeen
+  // Nodes this process locked in the last moment, by when: the node watch
+  // shows a lock only some milliseconds after it is taken, and concurrent
+  // binds would otherwise all pick the same node the watch shows free.
+  void note_locked(const std::string& node);
+  bool locked_recently(const std::string& node);
+  std::mutex recent_mu_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> recent_locks_;
   // Binds now waiting for a lock; a WaiterSlot counts one while it lives.
   std::atomic<int> lock_waiters_{0};
   class WaiterSlot {

@@ -438,6 +438,28 @@ TEST_F(ExtenderTest, RedirectTriesNodesTheWatchShowsUnlockedFirst) {
   EXPECT_EQ(tried, (std::vector<std::string>{"a", "c"}));
 }
 
+// The watch shows a lock some milliseconds after it is taken: a bind right
+// after another does not pick the node that one has just locked.
+TEST_F(ExtenderTest, RedirectSkipsANodeAnotherBindHasJustLocked) {
+  feed.node_changed(sched_node("c", 2, 16000));
+  feed.pod_changed(test::placed_pod("busy-c", "ubc", "c", "GPU-c-0,NVIDIA,4000,20:;"));
+  ext.set_lock_holders([](const std::string&) { return std::string(); });  // the watch lags
+  backend.set_lock("a", "default/other");
+  std::vector<std::string> tried;
+  backend.on_lock = [&](const std::string& node) { tried.push_back(node); };
+  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u1",
+               {{"hami.io/node-scheduler-policy", "binpack"}});
+  json q = add("q", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u2",
+               {{"hami.io/node-scheduler-policy", "binpack"}});
+  const std::vector<std::string> nodes{"a", "b", "c"};
+  ASSERT_EQ(ext.filter(pod_of(p), nodes).nodes.size(), 3u);
+  ASSERT_EQ(ext.filter(pod_of(q), nodes).nodes.size(), 3u);
+  EXPECT_EQ(ext.place({"default", "p", "u1", "a"}).node, "c");
+  tried.clear();
+  EXPECT_EQ(ext.place({"default", "q", "u2", "a"}).node, "b");
+  EXPECT_EQ(tried, (std::vector<std::string>{"a", "b"}));
+}
+
 // Anti-affinity, topology spread or a host port: whether another node is
 // right depends on other pods, which only kube-scheduler weighs. Such a pod
 // is not moved; it fails with the lock's holder, as without redirects.
