@@ -515,12 +515,10 @@ BindOutcome Extender::place(const BindRequest& r) {
   // the other nodes filter found fitting follow, best first. A pod whose
   // place depends on other pods' (affinity, spread, host ports) stays where
   // kube-scheduler put it: only kube-scheduler can judge another node.
-  std::vector<std::string> order = {r.node};
+  const bool may_redirect = config_.bind_redirect && !pod.placement_depends_on_other_pods &&
+                            std::any_of(fitting.begin(), fitting.end(),
+                                        [&](const std::string& n) { return n != r.node; });
   Alternatives more;
-  if (config_.bind_redirect && !pod.placement_depends_on_other_pods) {
-    more = alternatives(fitting, r.node, *req->prepared, who, kMaxBindNodes - 1);
-    order.insert(order.end(), more.nodes.begin(), more.nodes.end());
-  }
   std::string first_error;          // why kube-scheduler's choice was not used
   std::vector<std::string> locked;  // fitting, but another pod held the lock
   size_t others_no_fit = 0;
@@ -542,13 +540,14 @@ BindOutcome Extender::place(const BindRequest& r) {
     return BindOutcome{"", node};
   };
   bool waited = false;
-  for (const std::string& node : order) {
-    const bool chosen = node == r.node;
+  // Binds on `node` if it fits and its lock is free (or frees within the
+  // wait): the outcome when bound or failed for good, nullopt to go on.
+  auto try_node = [&](const std::string& node, bool chosen) -> std::optional<BindOutcome> {
     std::string encoded;
     if (std::string e = reserve(uid, r, node, *req, &encoded); !e.empty()) {
       if (chosen) first_error = std::move(e);
       others_no_fit += !chosen;
-      continue;
+      return std::nullopt;
     }
     // The lock of kube-scheduler's choice is worth waiting for: binpack
     // sends a batch of pods to one node, and its device plugin releases each
@@ -558,7 +557,7 @@ BindOutcome Extender::place(const BindRequest& r) {
     std::optional<WaiterSlot> slot;
     if (chosen && config_.node_lock_wait.count() > 0) {
       slot.emplace(lock_waiters_);
-      if (order.size() == 1 || slot->count() <= kMaxLockWaiters) wait = config_.node_lock_wait;
+      if (!may_redirect || slot->count() <= kMaxLockWaiters) wait = config_.node_lock_wait;
       if (wait.count() == 0) slot.reset();
     }
     waited = waited || wait.count() > 0;
@@ -572,6 +571,16 @@ BindOutcome Extender::place(const BindRequest& r) {
       moved_because = "NodeLock";
     }
     locked.push_back(node);
+    return std::nullopt;
+  };
+  if (auto done = try_node(r.node, true)) return *done;
+  if (may_redirect) {
+    // Ranked only now: waiting for the chosen node's lock may have taken
+    // seconds, in which other binds filled or locked the nodes that were
+    // best before it.
+    more = alternatives(fitting, r.node, *req->prepared, who, kMaxBindNodes - 1);
+    for (const std::string& node : more.nodes)
+      if (auto done = try_node(node, false)) return *done;
   }
   // Every node that fits is locked right now: wait for the best one's lock
   // (unless that was kube-scheduler's choice, waited for already).
@@ -590,7 +599,7 @@ BindOutcome Extender::place(const BindRequest& r) {
   std::string msg = first_error;
   if (more.others > 0) {
     const size_t others_locked = locked.size() - (!locked.empty() && locked.front() == r.node);
-    const size_t untried = more.others - more.no_fit - (order.size() - 1);
+    const size_t untried = more.others - more.no_fit - more.nodes.size();
     msg += "; of the " + std::to_string(more.others) + " other nodes it fitted in filter, " +
            std::to_string(more.no_fit + others_no_fit) + " no longer fit and " +
            std::to_string(others_locked) + " are locked by pods being allocated";
