@@ -277,15 +277,8 @@ std::vector<std::string> Extender::best_fitting(const std::vector<std::string>& 
   for (size_t i = 0; i < nodes.size(); ++i)
     ranked[i] = {policy == fit::NodePolicy::kSpread ? scores[i] : -scores[i],
                  static_cast<uint32_t>(i)};
-  // The best, and a few of the worst: under binpack the best are the
-  // busiest, which other binds fill and lock too; the idlest are the room
-  // left when all of those are taken.
-  const auto best = ranked.begin() + static_cast<std::ptrdiff_t>(kMaxRememberedNodes - kSpareNodes);
-  std::nth_element(ranked.begin(), best, ranked.end());
-  const auto worst = ranked.end() - static_cast<std::ptrdiff_t>(kSpareNodes);
-  std::nth_element(best, worst, ranked.end());
-  std::move(worst, ranked.end(), best);
-  const auto cut = best + static_cast<std::ptrdiff_t>(kSpareNodes);
+  const auto cut = ranked.begin() + static_cast<std::ptrdiff_t>(kMaxRememberedNodes);
+  std::nth_element(ranked.begin(), cut, ranked.end());
   // In kube-scheduler's order, which alternatives() keeps among equals.
   std::sort(ranked.begin(), cut, [](const auto& a, const auto& b) { return a.second < b.second; });
   std::vector<std::string> out;

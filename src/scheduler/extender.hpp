@@ -108,8 +108,6 @@ inline constexpr int kMaxLockWaiters = 4;
 // filter keeps this many of a pod's fitting nodes, its best, for bind to
 // choose from when kube-scheduler's choice is taken.
 inline constexpr size_t kMaxRememberedNodes = 64;
-// Of those, this many are the worst under the pod's policy (see best_fitting).
-inline constexpr size_t kSpareNodes = 16;
 
 inline constexpr int kMaxExtenderPriority = 10;
 
@@ -162,8 +160,7 @@ class Extender {
     std::vector<std::string> fitting;
   };
   void remember(const k8s::Pod& pod, std::vector<std::string> fitting);
-  // The kMaxRememberedNodes - kSpareNodes best of filter's fitting nodes
-  // under `policy` and the kSpareNodes worst
+  // The kMaxRememberedNodes best of filter's fitting nodes under `policy`
   // (all of them when fewer): a pending pod's copy stays small.
   static std::vector<std::string> best_fitting(const std::vector<std::string>& nodes,
                                                const std::vector<float>& scores,

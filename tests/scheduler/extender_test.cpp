@@ -460,34 +460,6 @@ TEST_F(ExtenderTest, RedirectSkipsANodeAnotherBindHasJustLocked) {
   EXPECT_EQ(tried, (std::vector<std::string>{"a", "b"}));
 }
 
-// Under binpack the busiest nodes are the ones other binds lock: filter also
-// keeps a few of the idlest, the room left when every busy one is locked.
-TEST_F(ExtenderTest, WhenEveryBusyNodeIsLockedBindFindsAnIdleOne) {
-  std::vector<std::string> nodes;
-  for (int i = 0; i < 80; ++i) {
-    std::string n("n");
-    n.append(std::to_string(i));
-    feed.node_changed(sched_node(n, 1, 16000));
-    nodes.push_back(n);
-    if (i < 70) {
-      feed.pod_changed(
-          test::placed_pod("busy-" + n, "ub-" + n, n, "GPU-" + n + "-0,NVIDIA,1000,10:;"));
-      backend.set_lock(n, "default/other");
-    }
-  }
-  ext.set_lock_holders([](const std::string& node) {
-    return std::stoi(node.substr(1)) < 70 ? std::string("default/other") : std::string();
-  });
-  config.node_lock_wait = std::chrono::milliseconds(0);
-  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u1",
-               {{"hami.io/node-scheduler-policy", "binpack"}});
-  ASSERT_EQ(ext.filter(pod_of(p), nodes).nodes.size(), 80u);
-  BindOutcome b = ext.place({"default", "p", "u1", "n0"});
-  EXPECT_EQ(b.error, "");
-  ASSERT_GE(b.node.size(), 2u);
-  EXPECT_GE(std::stoi(b.node.substr(1)), 70) << b.node << " was locked";
-}
-
 // Anti-affinity, topology spread or a host port: whether another node is
 // right depends on other pods, which only kube-scheduler weighs. Such a pod
 // is not moved; it fails with the lock's holder, as without redirects.
