@@ -32,6 +32,8 @@ EventRecorder::~EventRecorder() {
   {
     std::lock_guard lk(mu_);
     stop_ = true;
+    stop_deadline_ = std::chrono::steady_clock::now() + kShutdownBudget;
+    stopping_ = true;
   }
   cv_.notify_all();
   worker_.join();
@@ -112,6 +114,14 @@ void EventRecorder::run() {
       return stop_ || !queue_.empty() || !labels_.empty() || flush_requests_ > flushes_done_;
     });
     while (!queue_.empty() || !labels_.empty()) {
+      if (stop_ && std::chrono::steady_clock::now() > stop_deadline_) {
+        stats_.dropped += queue_.size() + labels_.size();
+        log::warn("shutting down: %zu events and %zu pod label patches not written", queue_.size(),
+                  labels_.size());
+        queue_.clear();
+        labels_.clear();
+        break;
+      }
       std::deque<Item>& from = labels_.empty() ? queue_ : labels_;
       Item it = std::move(from.front());
       from.pop_front();
@@ -135,7 +145,7 @@ void EventRecorder::run() {
 }
 
 void EventRecorder::take_token() {
-  if (options_.qps <= 0) return;
+  if (options_.qps <= 0 || stopping_) return;
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
     tokens_ = std::min<double>(
@@ -209,8 +219,11 @@ void EventRecorder::handle(Item& it) {
 }
 
 void EventRecorder::flush_due(bool force) {
-  for (Series& s : series_)
+  for (Series& s : series_) {
+    // stop_deadline_ is written before stopping_ is set, under mu_.
+    if (stopping_ && std::chrono::steady_clock::now() > stop_deadline_) return;
     write(s, force);
+  }
 }
 
 void EventRecorder::write(Series& s, bool force) {

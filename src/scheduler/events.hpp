@@ -28,6 +28,7 @@
 //
 // Thread-safe.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -71,7 +72,10 @@ class EventRecorder {
  public:
   // client may be null: everything is counted as dropped (no API server).
   EventRecorder(k8s::Client* client, EventOptions options);
-  ~EventRecorder();  // flushes, then stops the worker
+  // Writes what it can within kShutdownBudget, unpaced, drops (and counts)
+  // the rest, then stops the worker.
+  ~EventRecorder();
+  static constexpr std::chrono::seconds kShutdownBudget{2};
   EventRecorder(const EventRecorder&) = delete;
   EventRecorder& operator=(const EventRecorder&) = delete;
 
@@ -138,6 +142,11 @@ class EventRecorder {
   // paced events must not hold (or drop) them.
   std::deque<Item> labels_;
   bool stop_ = false;
+  // Set with stop_: writes are no longer paced, and what is left past
+  // stop_deadline_ is dropped, so a backlog cannot hold the process's exit
+  // (at 20 writes a second, a full queue would take almost a minute).
+  std::atomic<bool> stopping_{false};
+  std::chrono::steady_clock::time_point stop_deadline_;
   uint64_t flush_requests_ = 0, flushes_done_ = 0;
   Stats stats_;
 

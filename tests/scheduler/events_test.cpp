@@ -194,5 +194,32 @@ TEST_F(SchedulerEventsTest, FullQueueDropsInsteadOfWaiting) {
   EXPECT_NE(out.text().find(line + "\n"), std::string::npos) << out.text();
 }
 
+// A backlog must not hold the scheduler's exit: Kubernetes kills a pod that
+// has not stopped within its grace period. Paced at 1 write a second and with
+// the API server taking 200 ms per write, 40 queued events would take 40 s;
+// the recorder writes for its budget, unpaced, and drops the rest.
+TEST_F(SchedulerEventsTest, ShutdownWritesWhatItCanInItsBudgetAndDropsTheRest) {
+  api().inject({.verb = "create",
+                .path_prefix = "/api/v1/namespaces/default/events",
+                .status = 0,
+                .count = 100,
+                .delay = 200ms});
+  std::optional<EventRecorder> slow;
+  slow.emplace(&client(), EventOptions{.qps = 1, .burst = 1});
+  for (int i = 0; i < 40; ++i) {
+    PodRef ref{"default", "p", "u"};
+    ref.name += std::to_string(i);
+    ref.uid += std::to_string(i);
+    slow->record(ref, EventType::kNormal, "BindingSucceed", "m");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  slow.reset();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, EventRecorder::kShutdownBudget + 3s);
+  const size_t written = events_with("BindingSucceed").size();
+  EXPECT_GT(written, 1u) << "nothing written unpaced within the budget";
+  EXPECT_LT(written, 40u);
+}
+
 }  // namespace
 }  // namespace hami::scheduler
