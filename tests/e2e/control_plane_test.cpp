@@ -385,17 +385,7 @@ class ControlPlaneTest : public ::testing::Test {
     if (!c_) return;
     // The next test starts on idle GPUs: every pod gone, and the
     // scheduler's cache (its metrics) back to nothing allocated.
-    auto pods = client().list(k8s::pod_path(ns_));
-    if (pods)
-      for (const json& p : pods->items)
-        delete_pod(p["metadata"]["name"]);
-    EXPECT_TRUE(wait_until(
-        [&] {
-          auto l = client().list(k8s::pod_path(ns_));
-          return l && l->items.empty();
-        },
-        30s))
-        << "pods of " << ns_ << " not deleted";
+    EXPECT_TRUE(delete_all_pods()) << "pods of " << ns_ << " not deleted";
     if (c_->scheduler.running()) {
       EXPECT_TRUE(wait_until([&] { return metric_sum("hami_gpu_shared_count") == 0; }, 30s))
           << "the scheduler still counts GPUs in use after every pod was deleted";
@@ -594,6 +584,20 @@ class ControlPlaneTest : public ::testing::Test {
     EXPECT_TRUE(r || r.error().not_found()) << r.error().message;
   }
 
+  // Deletes every pod of the test's namespace; true once none is left (30 s).
+  bool delete_all_pods() {
+    auto pods = client().list(k8s::pod_path(ns_));
+    if (pods)
+      for (const json& p : pods->items)
+        delete_pod(p["metadata"]["name"]);
+    return wait_until(
+        [&] {
+          auto l = client().list(k8s::pod_path(ns_));
+          return l && l->items.empty();
+        },
+        30s);
+  }
+
   // The pod once bound and admitted by its node's kubelet stand-in.
   struct Placed {
     json pod;
@@ -774,16 +778,7 @@ class ControlPlaneTest : public ::testing::Test {
     return "";
   }
   void stop_upstream_node(UpstreamNode& u) {
-    auto pods = client().list(k8s::pod_path(ns_));
-    if (pods)
-      for (const json& p : pods->items)
-        delete_pod(p["metadata"]["name"]);
-    EXPECT_TRUE(wait_until(
-        [&] {
-          auto l = client().list(k8s::pod_path(ns_));
-          return l && l->items.empty();
-        },
-        30s));
+    EXPECT_TRUE(delete_all_pods()) << "pods of " << ns_ << " not deleted";
     u.plugin.reset();
     if (!u.published) return;
     auto d = client().del(k8s::node_path(kUpstreamNode));
