@@ -19,11 +19,27 @@ timed them (torch.profiler's trace), as a fraction of the profiled wall time
 ("busy"). Prints one JSON
 line; t0/t1 (Unix seconds) bound the measured phase, p0/p1 the profiled one,
 so NVML samples can be lined up with them.
+
+With --switch-ab CONTROL (a control file of libvgpu.so's, which must run under
+GPU_CORE_UTILIZATION_POLICY=default with VGPU_CONTROL_FILE=CONTROL), it
+measures instead what pacing alone does to the program, in one process:
+--rounds rounds of three --phase-second phases in a random order each, the
+share enforced ("on", the file's utilization_switch = 1) and not ("off",
+"off2", 0; launches are charged the same in all three). Reports each
+condition's rate and p50 and, per round, on/off (the A/B) and off2/off (the
+A/A).
+
+With --serve it warms up, prints "ready" and then runs a phase per line read
+on stdin ("phase SECONDS"), answering each with a JSON line (requests or
+steps, elapsed seconds, latencies in ms), until "quit": bench/sm_limit/turns.py
+takes turns between such processes.
 """
 import argparse
 import json
 import os
+import random
 import statistics
+import struct
 import tempfile
 import time
 
@@ -121,12 +137,79 @@ def busy_fraction(prof, wall_s):
     return busy / 1e6 / wall_s, len(kernels)
 
 
+SWITCH_OFFSET = 16  # i32 utilization_switch in the 64-byte control file
+
+
+def switch_ab(step, control, rounds, phase_s):
+    """Interleaved phases of one process with the share enforced or not."""
+    fd = os.open(control, os.O_WRONLY)
+    sync = torch.cuda.synchronize
+    conds = ("on", "off", "off2")
+    lat = {c: [] for c in conds}
+    rate = {c: [] for c in conds}
+    order = []
+    for _ in range(rounds):
+        seq = list(conds)
+        random.shuffle(seq)
+        order.append(seq)
+        for c in seq:
+            os.pwrite(fd, struct.pack("<i", 1 if c == "on" else 0), SWITCH_OFFSET)
+            n, start = 0, time.perf_counter()
+            while True:
+                s = time.perf_counter()
+                step()
+                sync()
+                now = time.perf_counter()
+                lat[c].append((now - s) * 1e3)
+                n += 1
+                if now - start >= phase_s:
+                    break
+            rate[c].append(n / (now - start))
+    os.pwrite(fd, struct.pack("<i", 1), SWITCH_OFFSET)
+    os.close(fd)
+    ab = [on / off for on, off in zip(rate["on"], rate["off"])]
+    aa = [o2 / off for o2, off in zip(rate["off2"], rate["off"])]
+    return {"rounds": rounds, "phase_s": phase_s, "order": order,
+            "rate": {c: statistics.median(rate[c]) for c in conds},
+            "p50_ms": {c: statistics.median(lat[c]) for c in conds},
+            "ab": ab, "aa": aa,
+            "ab_median": statistics.median(ab), "aa_median": statistics.median(aa),
+            "p50_ratio": statistics.median(lat["on"]) / statistics.median(lat["off"]),
+            "p50_aa": statistics.median(lat["off2"]) / statistics.median(lat["off"])}
+
+
+def serve(step):
+    """Phases on request, so several processes can take turns on the GPU."""
+    import sys
+    sync = torch.cuda.synchronize
+    print("ready", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            return
+        phase_s = float(words[1])
+        lat, start = [], time.perf_counter()
+        while True:
+            s = time.perf_counter()
+            step()
+            sync()
+            now = time.perf_counter()
+            lat.append((now - s) * 1e3)
+            if now - start >= phase_s:
+                break
+        print(json.dumps({"n": len(lat), "elapsed": now - start, "lat": lat}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workload")
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--profile", type=float, default=0)
     ap.add_argument("--warmup", type=float, default=3)
+    ap.add_argument("--switch-ab", metavar="CONTROL")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--phase", type=float, default=2.0)
+    ap.add_argument("--serve", action="store_true")
     args = ap.parse_args()
     step = build(args.workload)
     sync = torch.cuda.synchronize
@@ -134,6 +217,14 @@ def main():
     while time.perf_counter() < end:
         step()
     sync()
+    if args.serve:
+        serve(step)
+        return
+    if args.switch_ab:
+        out = {"workload": args.workload}
+        out.update(switch_ab(step, args.switch_ab, args.rounds, args.phase))
+        print(json.dumps(out), flush=True)
+        return
 
     per_second = [0] * (int(args.seconds) + 1)
     lat = []

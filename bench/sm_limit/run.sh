@@ -9,13 +9,18 @@
 #   graph     a CUDA-graph replay loop at 30 %: the same
 #   train     ResNet-50 and GPT-2 training steps at 30 %: CUPTI busy fraction
 #   under     GPT-2 `generate` at 30 % and ResNet-50 training (batch 16) at 60 %, whose
-#             own GPU time is below the share: speed and latency against the
-#             same program without libvgpu.so, interleaved, SM_ROUNDS rounds
+#             own GPU time is below the share: (1) in one process, phases with
+#             the share enforced and not (the control file's switch, policy
+#             `default`), interleaved, with an A/A; (2) three processes
+#             taking turns (turns.py): the limited program (`force`), the
+#             same program without libvgpu.so, and that one again (the A/A),
+#             SM_ROUNDS rounds of 2-s phases
 #   pair      two containers of GEMM loops at 30 and 60 % at once: CUPTI busy
 #             fraction and rate of each, and `vgpu top --once` and the node
 #             agent's hami_container_device_utilization_ratio every second
 #   overhead  launch rate with nothing configured and with a share of 100,
-#             against the driver's own function in the same process
+#             against the driver's own function in the same process; and
+#             with a share of 30 charged but not paced (reported, not judged)
 # Writes OUTDIR/sm-raw.jsonl (one line per run), nvml.tsv, the libraries'
 # exit lines (sm-logs.txt) and the verdicts (sm-summary.txt, also printed).
 set -uo pipefail
@@ -23,7 +28,7 @@ cd "$(dirname "$0")/../.." || exit 1
 out=${1:-${OUT:-/tmp/sm-results}}
 mkdir -p "$out"
 parts=" ${SM_PARTS:-gemm graph train under pair overhead} "
-rounds=${SM_ROUNDS:-3}
+rounds=${SM_ROUNDS:-10}
 want() { [[ $parts == *" $1 "* ]]; }
 export PYTHONUNBUFFERED=1
 
@@ -62,8 +67,9 @@ run() {
   shift 3
   local env=()
   if [ "$limit" != 0 ]; then
-    env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$limit" GPU_CORE_UTILIZATION_POLICY=force
+    env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT="$limit" GPU_CORE_UTILIZATION_POLICY="${POLICY:-force}"
          LIBCUDA_LOG_LEVEL=3 CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/$tag-$w-$limit-$RANDOM.cache")
+    [ -n "${CONTROL:-}" ] && env+=(VGPU_CONTROL_FILE="$CONTROL")
   fi
   local line
   line=$(env "${env[@]}" python3 bench/sm_limit/models.py "$w" "$@" 2> "$work/err" | tail -1)
@@ -94,14 +100,27 @@ if want under; then
   # ResNet-50 at batch 16 (SM_UNDER_RESNET_BATCH): its own GPU time must be
   # below the share for this part to mean anything (batch 32 is busy ~65 %).
   export RESNET_BATCH=${SM_UNDER_RESNET_BATCH:-16}
+  # The control file libvgpu.so reads the switch from (region/control_file.hpp):
+  # magic, version 1, size 64, utilization_switch 1, blocked 0.
+  export CONTROL=$work/control
+  python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<8sIIiiQ32x", b"HAMICTL1", 1, 64, 1, 0, 0))' \
+    "$CONTROL"
   for w in gpt2_generate:30 resnet_train:60; do
     run ref-under "${w%%:*}" 0 --seconds 3 --profile 3 --warmup 3  # its own GPU time, unlimited
+    POLICY=default run under-ab "${w%%:*}" "${w##*:}" --warmup 4 --switch-ab "$CONTROL" \
+      --rounds "${SM_AB_ROUNDS:-10}" --phase 2
   done
-  for r in $(seq "$rounds"); do
-    for w in gpt2_generate:30 resnet_train:60; do
-      run "under-r$r" "${w%%:*}" 0 --seconds 8 --warmup 3
-      run "under-r$r" "${w%%:*}" "${w##*:}" --seconds 8 --warmup 3
-    done
+  unset CONTROL
+  for w in gpt2_generate:30 resnet_train:60; do
+    line=$(python3 bench/sm_limit/turns.py "${w%%:*}" --lib "$lib" --share "${w##*:}" \
+      --rounds "$rounds" --phase 2 --logs "$logs" --work "$work" 2> "$work/err" | tail -1)
+    if [ -n "$line" ]; then
+      echo "{\"tag\": \"under-turns\", \"limit\": ${w##*:}, \"result\": $line}" >> "$raw"
+      echo "under-turns $w: $line" | cut -c1-200
+    else
+      echo "turns $w failed:" >&2
+      tail -5 "$work/err" >&2
+    fi
   done
   unset RESNET_BATCH
 fi
@@ -140,12 +159,19 @@ if want overhead; then
   ab=$out/overhead-raw.tsv
   printf 'round\tcondition\thooked\tdriver\tdriver2\thooked_is_driver\n' > "$ab"
   field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<< "$line"; }
+  # sm30: a share of 30 that is charged but not paced (policy default, the
+  # control file's switch 0): what charging alone costs a launch.
+  python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<8sIIiiQ32x", b"HAMICTL1", 1, 64, 0, 0, 0))' \
+    "$work/control-off"
   for r in $(seq 10); do
-    for c in $(printf '%s\n' unset sm100 | shuf); do
+    for c in $(printf '%s\n' unset sm100 sm30 | shuf); do
       case $c in
         unset) env=(LD_PRELOAD="$lib") ;;
         sm100) env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=100
                     CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/ab-$RANDOM.cache") ;;
+        sm30) env=(LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=30 GPU_CORE_UTILIZATION_POLICY=default
+                   VGPU_CONTROL_FILE="$work/control-off"
+                   CUDA_DEVICE_MEMORY_SHARED_CACHE="$work/ab-$RANDOM.cache") ;;
       esac
       line=$(env "${env[@]}" "$bin/hook_bench" launch_ab)
       printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$c" "$(field hooked)" "$(field driver)" \
