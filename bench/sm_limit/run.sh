@@ -11,10 +11,10 @@
 #   under     GPT-2 `generate` at 30 % and ResNet-50 training (batch 16) at 60 %, whose
 #             own GPU time is below the share: (1) in one process, phases with
 #             the share enforced and not (the control file's switch, policy
-#             `default`), interleaved, with an A/A; (2) three processes
-#             taking turns (turns.py): the limited program (`force`), the
-#             same program without libvgpu.so, and that one again (the A/A),
-#             SM_ROUNDS rounds of 2-s phases
+#             `default`), interleaved, with an A/A; (2) processes taking
+#             turns (turns.py): SM_TURN_COPIES (2) of the limited program
+#             (`force`) and of the same program without libvgpu.so, and one
+#             more bare one (the A/A), SM_ROUNDS rounds of 2-s phases
 #   pair      two containers of GEMM loops at 30 and 60 % at once: CUPTI busy
 #             fraction and rate of each, and `vgpu top --once` and the node
 #             agent's hami_container_device_utilization_ratio every second
@@ -113,7 +113,8 @@ if want under; then
   unset CONTROL
   for w in gpt2_generate:30 resnet_train:60; do
     line=$(python3 bench/sm_limit/turns.py "${w%%:*}" --lib "$lib" --share "${w##*:}" \
-      --rounds "$rounds" --phase 2 --logs "$logs" --work "$work" 2> "$work/err" | tail -1)
+      --rounds "$rounds" --phase 2 --copies "${SM_TURN_COPIES:-2}" --logs "$logs" --work "$work" \
+      2> "$work/err" | tail -1)
     if [ -n "$line" ]; then
       echo "{\"tag\": \"under-turns\", \"limit\": ${w##*:}, \"result\": $line}" >> "$raw"
       echo "under-turns $w: $line" | cut -c1-200
