@@ -26,12 +26,12 @@ measures instead what pacing alone does to the program, in one process:
 --rounds rounds of three --phase-second phases in a random order each, the
 share enforced ("on", the file's utilization_switch = 1) and not ("off",
 "off2", 0; launches are charged the same in all three). Reports each
-condition's rate and p50 and, per round, on/off (the A/B) and off2/off (the
-A/A).
+condition's rate and p50, per round on/off (the A/B) and off2/off (the A/A),
+and each phase's Unix start and end (to line NVML samples up with).
 
 With --serve it warms up, prints "ready" and then runs a phase per line read
 on stdin ("phase SECONDS"), answering each with a JSON line (requests or
-steps, elapsed seconds, latencies in ms), until "quit": bench/sm_limit/turns.py
+steps, elapsed seconds, latencies in ms, Unix start and end), until "quit": bench/sm_limit/turns.py
 takes turns between such processes.
 """
 import argparse
@@ -147,6 +147,7 @@ def switch_ab(step, control, rounds, phase_s):
     conds = ("on", "off", "off2")
     lat = {c: [] for c in conds}
     rate = {c: [] for c in conds}
+    windows = {c: [] for c in conds}
     order = []
     for _ in range(rounds):
         seq = list(conds)
@@ -154,6 +155,7 @@ def switch_ab(step, control, rounds, phase_s):
         order.append(seq)
         for c in seq:
             os.pwrite(fd, struct.pack("<i", 1 if c == "on" else 0), SWITCH_OFFSET)
+            t0 = time.time()
             n, start = 0, time.perf_counter()
             while True:
                 s = time.perf_counter()
@@ -165,11 +167,12 @@ def switch_ab(step, control, rounds, phase_s):
                 if now - start >= phase_s:
                     break
             rate[c].append(n / (now - start))
+            windows[c].append((t0, time.time()))
     os.pwrite(fd, struct.pack("<i", 1), SWITCH_OFFSET)
     os.close(fd)
     ab = [on / off for on, off in zip(rate["on"], rate["off"])]
     aa = [o2 / off for o2, off in zip(rate["off2"], rate["off"])]
-    return {"rounds": rounds, "phase_s": phase_s, "order": order,
+    return {"rounds": rounds, "phase_s": phase_s, "order": order, "windows": windows,
             "rate": {c: statistics.median(rate[c]) for c in conds},
             "p50_ms": {c: statistics.median(lat[c]) for c in conds},
             "ab": ab, "aa": aa,
@@ -188,6 +191,7 @@ def serve(step):
         if not words or words[0] == "quit":
             return
         phase_s = float(words[1])
+        t0 = time.time()
         lat, start = [], time.perf_counter()
         while True:
             s = time.perf_counter()
@@ -197,7 +201,8 @@ def serve(step):
             lat.append((now - s) * 1e3)
             if now - start >= phase_s:
                 break
-        print(json.dumps({"n": len(lat), "elapsed": now - start, "lat": lat}), flush=True)
+        print(json.dumps({"n": len(lat), "elapsed": now - start, "lat": lat, "t0": t0,
+                          "t1": time.time()}), flush=True)
 
 
 def main():
@@ -257,6 +262,8 @@ def main():
             wall = time.perf_counter() - start
             p1 = time.time()
         busy, nk = busy_fraction(prof, wall)
+        if os.environ.get("TRACE_OUT"):  # the whole trace, for a closer look
+            prof.export_chrome_trace(os.environ["TRACE_OUT"])
         out.update({"busy": 100.0 * busy, "kernels": nk, "profiled_s": wall, "p0": p0, "p1": p1})
     print(json.dumps(out), flush=True)
 

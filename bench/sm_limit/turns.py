@@ -15,8 +15,8 @@ bare.
 Prints one JSON line: per condition the median of its phases' rates and its
 requests' p50; per round the limited processes' mean rate over the mean of
 the bare ones other than bare2 (the A/B), and bare2 over bare (the A/A); and
-the p50 of all limited requests over that of those bare ones. The libraries'
-own lines go to --logs.
+the p50 of all limited requests over that of those bare ones; and each
+phase's Unix start and end. The libraries' own lines go to --logs.
 """
 import argparse
 import json
@@ -67,6 +67,7 @@ def main():
                 sys.exit(f"{name} did not start:\n{errs[name].read()[-2000:]}")
         rates = {n: [] for n in procs}
         lat = {n: [] for n in procs}
+        windows = {n: [] for n in procs}
         order = []
         for _ in range(args.rounds):
             seq = list(procs)
@@ -79,6 +80,7 @@ def main():
                 r = json.loads(p.stdout.readline())
                 rates[name].append(r["n"] / r["elapsed"])
                 lat[name].extend(r["lat"])
+                windows[name].append((r["t0"], r["t1"]))
     finally:
         for p in procs.values():
             try:
@@ -102,7 +104,7 @@ def main():
     p50_lim = statistics.median(x for n in lims for x in lat[n])
     p50_bare = statistics.median(x for n in bare for x in lat[n])
     print(json.dumps({"workload": args.workload, "share": args.share, "rounds": args.rounds,
-                      "phase_s": args.phase, "order": order,
+                      "phase_s": args.phase, "order": order, "windows": windows,
                       "rate": {n: statistics.median(v) for n, v in rates.items()},
                       "p50_ms": p50, "ab": ab, "aa": aa,
                       "ab_median": statistics.median(ab), "aa_median": statistics.median(aa),
