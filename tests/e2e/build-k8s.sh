@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end tests need from Debian and builds
-# kube-apiserver, kube-scheduler and kubectl 1.20.2 from Debian's source
-# package `kubernetes`, once: the binaries are cached outside the clone so a
-# second run on the same machine skips the build.
+# kube-apiserver, kube-scheduler and kubectl 1.20.2 (and kubelet, for a real
+# node) from Debian's source package `kubernetes`, once: the binaries are
+# cached outside the clone so a second run on the same machine skips the
+# build, and a binary added later is built alone.
 #
-#   tests/e2e/build-k8s.sh            install, build if the cache is stale
-#   tests/e2e/build-k8s.sh --print    print the cached bin directory and exit
+#   tests/e2e/build-k8s.sh                 install, build if the cache is stale
+#   tests/e2e/build-k8s.sh --with-kubelet  the same, kubelet included
+#   tests/e2e/build-k8s.sh --print         print the cached bin directory and exit
 #
 # HAMI_E2E_CACHE   cache directory (default ~/.cache/hami-e2e)
 # HAMI_E2E_JOBS    parallel Go compile jobs (default 2)
@@ -20,8 +22,15 @@ if [ "${1:-}" = "--print" ]; then
   exit 0
 fi
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
+fi
+WANT=(kube-apiserver kube-scheduler kubectl)
+if [ "${1:-}" = "--with-kubelet" ]; then
+  WANT+=(kubelet)
+elif [ -n "${1:-}" ]; then
+  printf 'build-k8s: unknown argument %s (see --help)\n' "$1" >&2
+  exit 2
 fi
 
 log() { printf 'build-k8s: %s\n' "$*" >&2; }
@@ -82,8 +91,16 @@ reflect2_version=$(dpkg-query -W -f='${Version}' golang-github-modern-go-reflect
 go_version=$(go env GOVERSION)
 stamp="kubernetes=$src_version reflect2=$reflect2_version $go_version"
 
-if [ -f "$BIN/STAMP" ] && [ "$(cat "$BIN/STAMP")" = "$stamp" ] &&
-  [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-scheduler" ] && [ -x "$BIN/kubectl" ]; then
+# What is cached was built from this stamp; anything else is rebuilt.
+if [ ! -f "$BIN/STAMP" ] || [ "$(cat "$BIN/STAMP")" != "$stamp" ]; then
+  rm -f "$BIN/STAMP"
+  for b in kube-apiserver kube-scheduler kubectl kubelet; do rm -f "$BIN/$b"; done
+fi
+build=()
+for b in "${WANT[@]}"; do
+  [ -x "$BIN/$b" ] || build+=("$b")
+done
+if [ ${#build[@]} -eq 0 ]; then
   log "cached: $BIN ($stamp)"
   exit 0
 fi
@@ -117,20 +134,20 @@ find "$r2" -maxdepth 1 -type f \( -name '*.go' -o -name '*.s' \) ! -name '*_test
   -exec cp {} "$tree/vendor/github.com/modern-go/reflect2/" \;
 
 logfile=$CACHE/build.log
-log "building kube-apiserver kube-scheduler kubectl (log: $logfile)"
+log "building ${build[*]} (log: $logfile)"
 cd "$tree"
 # KUBE_GIT_VERSION: a tarball has no git metadata; the version is what
 # `kubectl version` and discovery report.
 if ! nice -n 10 env GOFLAGS="-p=$JOBS" GOCACHE="$CACHE/gocache" \
   KUBE_GIT_VERSION="v1.20.2" KUBE_GIT_TREE_STATE=clean \
-  make WHAT="cmd/kube-apiserver cmd/kube-scheduler cmd/kubectl" >"$logfile" 2>&1; then
+  make WHAT="${build[*]/#/cmd/}" >"$logfile" 2>&1; then
   log "build failed; last lines of $logfile:"
   tail -30 "$logfile" >&2
   exit 1
 fi
 
 mkdir -p "$BIN"
-for b in kube-apiserver kube-scheduler kubectl; do
+for b in "${build[@]}"; do
   install -m 0755 "_output/bin/$b" "$BIN/$b"
 done
 echo "$stamp" >"$BIN/STAMP"

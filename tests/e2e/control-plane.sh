@@ -350,6 +350,7 @@ EOF
     --disable-admission-plugins=ServiceAccount \
     --allow-privileged=true \
     --event-ttl=1h \
+    --kubelet-preferred-address-types=InternalIP \
     --profiling=false
   wait_for kube-apiserver 90 curl -sf --cacert "$PKI/ca.crt" \
     -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$APISERVER_PORT/readyz"
