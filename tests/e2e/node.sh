@@ -8,6 +8,10 @@
 #   tests/e2e/node.sh stop           stop it by PID and remove the host state it made
 #   tests/e2e/node.sh status         what runs
 #   tests/e2e/node.sh env            print `export ...` lines for the shell
+#   tests/e2e/node.sh client-image BUILD_DIR
+#                                    import hami-e2e/cuda-client:1: BUILD_DIR's
+#                                    cuda-client and simulated driver and NVML,
+#                                    with busybox and the C/C++ runtime
 #
 # Needs root, the control plane running (HAMI_E2E_DIR, default
 # /tmp/hami-e2e), kubelet built (tests/e2e/build-k8s.sh --with-kubelet) and
@@ -379,8 +383,33 @@ export HAMI_E2E_CONTAINERD=$N/containerd.sock
 EOF
 }
 
+# The image a pod runs CUDA clients from: the test's cuda-client on the
+# simulated driver, which reads its GPUs from SIMGPU_* in the pod's env.
+# libvgpu.so comes from the device plugin's mounts, as in production.
+client_image() {
+  local build=${1:-}
+  [ -x "$build/tests/vgpu/cuda-client" ] || die "no $build/tests/vgpu/cuda-client: build the release preset first"
+  live_pid "$PIDS/containerd.pid" >/dev/null || die "the node is not running"
+  local sim=$build/tests/support/simgpu/lib args=() f a
+  args+=(--file "$build/tests/vgpu/cuda-client:/bin/cuda-client" --file /bin/busybox:/bin/busybox)
+  for a in sh cat echo env grep test true false sleep; do args+=(--link "busybox:/bin/$a"); done
+  for f in libcuda.so.1 libnvidia-ml.so.1 libsimgpu_core.so libnext_cuda.so; do
+    args+=(--file "$sim/$f:/usr/lib/hami-sim/$f")
+  done
+  args+=(--link libcuda.so.1:/usr/lib/hami-sim/libcuda.so --link libnvidia-ml.so.1:/usr/lib/hami-sim/libnvidia-ml.so)
+  # The C and C++ runtime the client and libvgpu.so link against, from this machine.
+  for f in $(ldd "$build/tests/vgpu/cuda-client" "$sim/libcuda.so.1" | awk '/=> \// {print $3} /^\t\/lib64/ {print $1}' | sort -u | grep -E '^/(lib|lib64|usr/lib)/'); do
+    args+=(--file "$f:$f")
+  done
+  python3 "$REPO/tests/e2e/node/make_image.py" hami-e2e/cuda-client:1 "$N/cuda-client.tar" \
+    "${args[@]}" --env LD_LIBRARY_PATH=/usr/lib/hami-sim --cmd /bin/sh
+  CTR images import "$N/cuda-client.tar" >/dev/null
+  log "imported hami-e2e/cuda-client:1"
+}
+
 case "${1:-}" in
 start) start "${2:-}" ;;
+client-image) client_image "${2:-}" ;;
 stop) stop ;;
 status) status ;;
 env) env_lines ;;

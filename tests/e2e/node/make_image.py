@@ -3,9 +3,10 @@ layer of the given files, in the archive format `docker save` writes, which
 `ctr images import` reads.
 
     python3 make_image.py NAME:TAG OUT.tar --file SRC:DEST [--file ...]
-                          [--link TARGET:DEST ...] [--cmd ARG ...]
+                          [--link TARGET:DEST ...] [--env KEY=VALUE ...] [--cmd ARG ...]
 
-Files keep their mode; DEST is a path inside the image. Directories on the
+Files keep their mode (a symbolic link SRC is followed); DEST is a path
+inside the image. Directories on the
 way are created. The image is for linux/amd64 (the host's architecture is
 not checked: the files are the host's own binaries).
 """
@@ -34,7 +35,7 @@ def layer_bytes(files, links):
                     tar.addfile(info)
         for src, dest in files:
             add_dirs(dest)
-            info = tar.gettarinfo(src, arcname=dest.strip("/"))
+            info = tar.gettarinfo(os.path.realpath(src), arcname=dest.strip("/"))
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             info.mtime = 0
@@ -56,6 +57,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--file", action="append", default=[], metavar="SRC:DEST")
     ap.add_argument("--link", action="append", default=[], metavar="TARGET:DEST")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--cmd", nargs="+", default=[])
     args = ap.parse_args()
     if ":" not in args.name:
@@ -70,7 +72,7 @@ def main():
     arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     config = json.dumps({
         "architecture": arch, "os": "linux",
-        "config": {"Cmd": args.cmd, "Env": ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"]},
+        "config": {"Cmd": args.cmd, "Env": ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"] + args.env},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created_by": "tests/e2e/node/make_image.py"}],
     }, sort_keys=True).encode()
