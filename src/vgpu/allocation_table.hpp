@@ -25,6 +25,9 @@ struct Allocation {
   uint64_t bytes = 0;
   // A stream-ordered allocation's pool, which is charged instead (bytes = 0).
   cuda::CUmemoryPool pool = nullptr;
+  // Placed in host memory under CUDA_OVERSUBSCRIBE (spill.hpp): still charged
+  // to `device`, and counted in the slot's spilled bytes until freed.
+  bool spilled = false;
 };
 
 class AllocationTable {
