@@ -22,11 +22,21 @@ void announce(const char* what, size_t bytes) {
       what, bytes);
 }
 
+// CUDA 12.2+ drivers name locations (and CUDA 13's cuda.h knows no other
+// form); older ones take a device ordinal, CU_DEVICE_CPU for the host.
+CUresult advise(const RealCuda& cu, CUdeviceptr p, size_t bytes, CUmem_advise advice,
+                CUmemLocation where) {
+  if (cu.cuMemAdvise_v2 != nullptr) return cu.cuMemAdvise_v2(p, bytes, advice, where);
+  const CUdevice device = where.type == CU_MEM_LOCATION_TYPE_HOST ? CU_DEVICE_CPU : where.id;
+  return call_real(cu.cuMemAdvise, p, bytes, advice, device);
+}
+
 }  // namespace
 
 CUresult linear(CUdeviceptr* dptr, size_t bytes) noexcept {
   const RealCuda& cu = real_cuda();
-  if (cu.cuMemAllocManaged == nullptr || cu.cuMemAdvise == nullptr || dptr == nullptr) {
+  if (cu.cuMemAllocManaged == nullptr || dptr == nullptr ||
+      (cu.cuMemAdvise == nullptr && cu.cuMemAdvise_v2 == nullptr)) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUdevice ordinal = -1;
@@ -38,8 +48,12 @@ CUresult linear(CUdeviceptr* dptr, size_t bytes) noexcept {
   if (rc != CUDA_SUCCESS) return rc;
   // Without its preferred location on the host, the driver would migrate the
   // pages to a GPU that has no room for them on first touch.
-  rc = cu.cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_DEVICE_CPU);
-  if (rc == CUDA_SUCCESS) rc = cu.cuMemAdvise(p, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, ordinal);
+  rc = advise(cu, p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+              CUmemLocation{CU_MEM_LOCATION_TYPE_HOST, 0});
+  if (rc == CUDA_SUCCESS) {
+    rc = advise(cu, p, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY,
+                CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, ordinal});
+  }
   if (rc != CUDA_SUCCESS) {
     log::error(
         "cannot place %zu bytes in host memory for device %d (cuMemAdvise: error %d); "

@@ -77,8 +77,8 @@ int rc(const std::string& out, const std::string& op, int nth = 0) {
 TEST_F(Spill, PastPhysicalMemoryWithinTheLimitGoesToTheHostAndIsReported) {
   Child c = spawn({"init", "ctx:0", "alloc:768m", "alloc:768m", "procmem:0", "meminfo", "nvml:0",
                    "simcalls:cuMemAdvise:preferred-host", "simcalls:cuMemAdvise:accessed-by",
-                   "mark", "await:" + dir_.file("a"), "free:1", "procmem:0", "mark",
-                   "await:" + dir_.file("b"), "free:0", "mark", "hold"});
+                   "simcalls:cuMemAdvise_v2", "mark", "await:" + dir_.file("a"), "free:1",
+                   "procmem:0", "mark", "await:" + dir_.file("b"), "free:0", "mark", "hold"});
   std::string out = to_mark(c);
   EXPECT_EQ(rc(out, "alloc:768m", 0), 0) << out;
   EXPECT_EQ(rc(out, "alloc:768m", 1), 0) << "within the limit, past the GPU: spilled\n" << out;
@@ -95,6 +95,7 @@ TEST_F(Spill, PastPhysicalMemoryWithinTheLimitGoesToTheHostAndIsReported) {
   // Managed memory preferring the host, mapped for the device.
   EXPECT_EQ(num(find_op(out, "simcalls:cuMemAdvise:preferred-host"), "n"), 1u);
   EXPECT_EQ(num(find_op(out, "simcalls:cuMemAdvise:accessed-by"), "n"), 1u);
+  EXPECT_EQ(num(find_op(out, "simcalls:cuMemAdvise_v2"), "n"), 2u) << "a CUDA 12.2+ driver's form";
 
   touch("a");
   out = to_mark(c);

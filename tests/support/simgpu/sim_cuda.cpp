@@ -462,6 +462,15 @@ CUresult cuMemAdvise(CUdeviceptr ptr, size_t count, int advice, CUdevice device)
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+// CUDA 12.2+: the location named instead of a device ordinal.
+CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, int advice, CUmemLocation location) {
+  simgpu::count("cuMemAdvise_v2");
+  if (location.type != CU_MEM_LOCATION_TYPE_HOST && location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  return cuMemAdvise(ptr, count, advice,
+                     location.type == CU_MEM_LOCATION_TYPE_HOST ? CU_DEVICE_CPU : location.id);
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (dptr == 0) return CUDA_SUCCESS;
   std::lock_guard lock(proc().mu);
@@ -1271,6 +1280,7 @@ const ProcEntry kProcs[] = {
     {"cuMemAllocPitch", 3020, false, F(cuMemAllocPitch_v2)},
     {"cuMemAllocManaged", 6000, false, F(cuMemAllocManaged)},
     {"cuMemAdvise", 8000, false, F(cuMemAdvise)},
+    {"cuMemAdvise", 12020, false, F(cuMemAdvise_v2)},
     {"cuMemAddressReserve", 10020, false, F(cuMemAddressReserve)},
     {"cuMemAddressFree", 10020, false, F(cuMemAddressFree)},
     {"cuMemMap", 10020, false, F(cuMemMap)},
