@@ -39,7 +39,7 @@ void record(vgpu::AllocationTable& table, uint64_t key, Runtime& rt, const Alloc
 void record_spilled(vgpu::AllocationTable& table, uint64_t key, Runtime& rt, int dev,
                     uint64_t charge) {
   rt.change_spilled(dev, charge, true);
-  record(table, key, rt, Allocation{dev, UsageKind::kData, charge, nullptr, /*spilled=*/true});
+  record(table, key, rt, Allocation{dev, UsageKind::kData, charge, Allocation::spilled_marker()});
 }
 
 // Whether the driver's answer lets CUDA_OVERSUBSCRIBE place it in host memory.
@@ -150,7 +150,7 @@ CUresult free_async(CUdeviceptr dptr, CUstream stream, Free&& real_free) {
   Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
   if (rt == nullptr) return real_free();
   const std::optional<Allocation> a = rt->pointers().find(dptr);
-  if (a && a->spilled) [[unlikely]] {
+  if (a && a->spilled()) [[unlikely]] {
     return free_tracked(rt->pointers(), dptr, rt,
                         [&] { return vgpu::spill::free_stream_ordered(dptr, stream); });
   }

@@ -56,7 +56,7 @@ class Runtime {
   bool reserve(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   void release(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   void release(const Allocation& a) noexcept {
-    if (a.spilled) [[unlikely]]
+    if (a.spilled()) [[unlikely]]
       change_spilled(a.device, a.bytes, false);
     release(a.device, a.kind, a.bytes);
   }
