@@ -227,5 +227,34 @@ TEST_F(Spill, AnUnreadableValueKeepsItOffAndSaysWhy) {
       << done.err;
 }
 
+TEST_F(Spill, AContextResetGivesSpilledMemoryBack) {
+  Child c = spawn({"init", "ctx:0", "alloc:768m", "alloc:768m", "mark", "await:" + dir_.file("go"),
+                   "reset:0", "mark", "hold"});
+  std::string out = to_mark(c);
+  EXPECT_EQ(usage_of(c.pid()).spilled, 768 * MiB) << out;
+  touch("go");
+  out = to_mark(c);
+  EXPECT_EQ(rc(out, "reset:0"), 0) << out;
+  const auto u = usage_of(c.pid());
+  EXPECT_EQ(u.total, 0u);
+  EXPECT_EQ(u.spilled, 0u);
+  c.close_stdin();
+  EXPECT_EQ(c.finish().exit_code, 0);
+}
+
+TEST_F(Spill, TheFirstSpillIsLoggedOnceAtWarningLevel) {
+  Child c = spawn({"init", "ctx:0", "alloc:900m", "alloc:128m", "alloc:128m", "mark", "hold"},
+                  {{"LIBCUDA_LOG_LEVEL", "2"}});
+  const std::string out = to_mark(c);
+  EXPECT_EQ(rc(out, "alloc:128m", 1), 0) << out;
+  c.close_stdin();
+  const auto done = c.finish();
+  const std::string needle = "placing it and later ones in host memory (CUDA_OVERSUBSCRIBE)";
+  const size_t first = done.err.find(needle);
+  ASSERT_NE(first, std::string::npos) << done.err;
+  EXPECT_EQ(done.err.find(needle, first + 1), std::string::npos) << "once per process\n"
+                                                                 << done.err;
+}
+
 }  // namespace
 }  // namespace hami::vgpu
