@@ -269,6 +269,7 @@ nlohmann::json render_inspect_json(const RegionSnapshot& snap, const PaceInfo* p
                       {"context_bytes", u.context},
                       {"module_bytes", u.module},
                       {"data_bytes", u.data},
+                      {"spilled_bytes", u.spilled},
                       {"nvml_used_bytes", s.nvml_used[d]},
                       {"sm_util_percent", s.sm_util[d]}});
     }

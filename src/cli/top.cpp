@@ -76,8 +76,12 @@ std::string render_top(const monitor::NodeView& v) {
           c->pod_name.empty()
               ? c->ref.pod_uid
               : (c->pod_namespace.empty() ? "" : c->pod_namespace + "/") + c->pod_name;
-      t.add({pod, c->ref.container, format_bytes(d->used), limit_text(d->memory_limit),
-             percent(d->sm_util), share(d->sm_limit), state(*c), processes(*c)});
+      // Spilled memory (CUDA_OVERSUBSCRIBE) is part of the usage, shown beside it.
+      const std::string memory =
+          d->spilled == 0 ? format_bytes(d->used)
+                          : format_bytes(d->used) + " (" + format_bytes(d->spilled) + " host)";
+      t.add({pod, c->ref.container, memory, limit_text(d->memory_limit), percent(d->sm_util),
+             share(d->sm_limit), state(*c), processes(*c)});
     }
     out += t.render("  ");
     out += "\n";

@@ -249,6 +249,7 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
           dev.context = add_sat(dev.context, s.used[d].context);
           dev.module = add_sat(dev.module, s.used[d].module);
           dev.data = add_sat(dev.data, s.used[d].data);
+          dev.spilled = add_sat(dev.spilled, s.used[d].spilled);
           if (proc.host_pid) {
             if (const ProcessIndex* procs = gpu_index.find(dev.uuid)) {
               auto it = procs->find(static_cast<uint32_t>(*proc.host_pid));

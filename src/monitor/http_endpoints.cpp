@@ -39,6 +39,7 @@ std::string view_json(const NodeView& v) {
                          {"context", d.context},
                          {"module", d.module},
                          {"data", d.data},
+                         {"spilled", d.spilled},
                          {"nvml_used", d.nvml_used},
                          {"sm_util", d.sm_util},
                          {"sm_from_gpu_time", d.sm_from_gpu_time}});

@@ -122,6 +122,10 @@ void container_metrics(PrometheusText& out, const NodeView& v, bool legacy) {
         [](const ContainerDevice& d) { return d.module; });
   bytes("hami_vgpu_memory_buffer_bytes", "Part of the usage taken by allocations.",
         [](const ContainerDevice& d) { return d.data; });
+  bytes("hami_container_device_memory_spilled_bytes",
+        "Part of the usage placed in host memory because the GPU had no room "
+        "(CUDA_OVERSUBSCRIBE).",
+        [](const ContainerDevice& d) { return d.spilled; });
   bytes("hami_container_device_nvml_memory_bytes",
         "Device memory NVML attributes to the container's processes (host PIDs resolved by the "
         "agent).",

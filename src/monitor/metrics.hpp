@@ -12,6 +12,7 @@
 //                  hami_vgpu_memory_{context,module,buffer}_bytes,
 //                  hami_container_last_kernel_elapsed_seconds (upstream),
 //                  hami_container_device_sm_limit_ratio, hami_container_device_nvml_memory_bytes,
+//                  hami_container_device_memory_spilled_bytes,
 //                  hami_container_processes, hami_container_active,
 //                  hami_container_utilization_switch, hami_container_blocked (ours)
 //  the agent       hami_monitor_* (passes, pass duration, problems, unresolved PIDs)

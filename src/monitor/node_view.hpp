@@ -28,6 +28,7 @@ struct ContainerDevice {
   uint64_t context = 0;
   uint64_t module = 0;
   uint64_t data = 0;
+  uint64_t spilled = 0;    // of data, the bytes in host memory (CUDA_OVERSUBSCRIBE)
   uint64_t nvml_used = 0;  // Σ NVML per-process memory of the container's processes
   // Percent of the GPU's time the container's kernels ran since the last
   // pass, from the GPU time its processes publish (sm_from_gpu_time), or

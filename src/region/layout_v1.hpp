@@ -49,7 +49,10 @@ struct DeviceMemory {
   uint64_t data_size;     // buffers
   uint64_t offset;        // never written upstream
   uint64_t total;         // what limit checks sum
-  uint64_t unused[3];
+  // Ours, in upstream's unused[0]: of data_size, the bytes libvgpu placed in
+  // host memory under CUDA_OVERSUBSCRIBE (vgpu/spill.hpp); 0 upstream.
+  uint64_t spilled_size;
+  uint64_t unused[2];
 };
 
 struct DeviceUtil {

@@ -61,6 +61,7 @@ uint64_t clear_usage(ProcSlot& s) {
     store(m.module_size, uint64_t{0});
     store(m.data_size, uint64_t{0});
     store(m.offset, uint64_t{0});
+    store(m.spilled_size, uint64_t{0});
   }
   for (int d = 0; d < kMaxDevices; ++d) {
     store(s.monitorused[d], uint64_t{0});
@@ -195,6 +196,15 @@ bool SlotRef::set_usage(int dev, uint64_t context, uint64_t data) {
   std::atomic_ref<uint64_t>(m.context_size).store(context, std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(m.data_size).store(data, std::memory_order_relaxed);
   store(m.total, context > UINT64_MAX - data ? UINT64_MAX : context + data);
+  return true;
+}
+
+uint64_t SlotRef::spilled(int dev) const {
+  return valid_device(dev) ? load(s_->used[dev].spilled_size) : 0;
+}
+bool SlotRef::set_spilled(int dev, uint64_t bytes) {
+  if (!valid_device(dev)) return false;
+  store(s_->used[dev].spilled_size, bytes);
   return true;
 }
 

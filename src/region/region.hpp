@@ -89,6 +89,9 @@ class SlotRef {
   // context + data): its own copy, kept where a tenant cannot write, wins over
   // whatever the file said.
   bool set_usage(int dev, uint64_t context, uint64_t data);
+  // The part of the data bytes that lives in host memory (CUDA_OVERSUBSCRIBE).
+  uint64_t spilled(int dev) const;
+  bool set_spilled(int dev, uint64_t bytes);
   uint64_t nvml_used(int dev) const;
   bool set_nvml_used(int dev, uint64_t bytes);
   uint64_t sm_util(int dev) const;

@@ -82,6 +82,7 @@ SlotSnapshot read_slot(const Reader& r, const Layout& l, int index) {
     const size_t u = base + so.used + so.used_stride * static_cast<size_t>(d);
     s.used[d] = DeviceMemoryUsage{r.at<uint64_t>(u), r.at<uint64_t>(u + 8), r.at<uint64_t>(u + 16),
                                   r.at<uint64_t>(u + 24), r.at<uint64_t>(u + 32)};
+    if (so.used_stride >= 48) s.used[d].spilled = r.at<uint64_t>(u + 40);
     s.nvml_used[d] = r.at<uint64_t>(base + so.monitorused + 8 * static_cast<size_t>(d));
     if (so.device_util) {
       const size_t util = base + *so.device_util + so.util_stride * static_cast<size_t>(d);

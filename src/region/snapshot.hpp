@@ -30,6 +30,8 @@ struct DeviceMemoryUsage {
   uint64_t data = 0;
   uint64_t offset = 0;
   uint64_t total = 0;
+  // Of data, the bytes in host memory (CUDA_OVERSUBSCRIBE); 0 where the layout has no room.
+  uint64_t spilled = 0;
 };
 
 // What the file says about whether a slot's owner lives.

@@ -24,7 +24,16 @@ struct Allocation {
   region::UsageKind kind = region::UsageKind::kData;
   uint64_t bytes = 0;
   // A stream-ordered allocation's pool, which is charged instead (bytes = 0).
+  // Or spilled_marker(): placed in host memory under CUDA_OVERSUBSCRIBE (spill.hpp),
+  // charged at `bytes` and counted as spilled until freed. A marker rather
+  // than a field of its own keeps every table entry, copied on each
+  // allocation and free, at 24 bytes.
   cuda::CUmemoryPool pool = nullptr;
+
+  static cuda::CUmemoryPool spilled_marker() noexcept {
+    return reinterpret_cast<cuda::CUmemoryPool>(uintptr_t{1});
+  }
+  bool spilled() const noexcept { return pool == spilled_marker(); }
 };
 
 class AllocationTable {

@@ -27,6 +27,7 @@ const char* kPolicyKey = "GPU_CORE_UTILIZATION_POLICY";
 const char* kSustainKey = "CUDA_DEVICE_SM_SUSTAIN_MS";
 const char* kStateFileKey = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
 const char* kUuidKey = "VGPU_DEVICE_UUID";
+const char* kOversubscribeKey = "CUDA_OVERSUBSCRIBE";
 constexpr size_t kMaxUuidLength = 95;  // what the state file's table holds
 
 std::string indexed(const char* key, int dev) {
@@ -35,7 +36,7 @@ std::string indexed(const char* key, int dev) {
 
 bool known_key(const std::string& key) {
   if (key == kMemoryKey || key == kSmKey || key == kPriorityKey || key == kPolicyKey ||
-      key == kSustainKey || key == kStateFileKey)
+      key == kSustainKey || key == kStateFileKey || key == kOversubscribeKey)
     return true;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (key == indexed(kMemoryKey, d) || key == indexed(kSmKey, d) || key == indexed(kUuidKey, d))
@@ -174,6 +175,30 @@ void resolve_obsolete(const Values& v, const std::string& where, Config& cfg) {
     cfg.warnings.push_back(where + kSustainKey +
                            " is no longer used (the SM share is charged the GPU time kernels "
                            "take as they run); ignored");
+  }
+}
+
+// Virtual device memory (spill.hpp). The device plugin sets it in the
+// environment; a limits file may set it too and then wins. It lets nothing past
+// the limit, so an unreadable value only keeps it off.
+void resolve_oversubscribe(const Values& v, const std::string& where, const ConfigSources& src,
+                           Config& cfg) {
+  std::string value;
+  std::string from = where;
+  if (auto it = v.find(kOversubscribeKey); it != v.end()) {
+    value = it->second;
+  } else if (auto env = src.env(kOversubscribeKey)) {
+    value = *env;
+    from.clear();
+  } else {
+    return;
+  }
+  if (value == "true" || value == "1") {
+    cfg.oversubscribe = true;
+  } else if (value != "false" && value != "0" && !value.empty()) {
+    cfg.errors.push_back(from + kOversubscribeKey + "=" + value +
+                         " is not true or false; device memory is not oversubscribed "
+                         "(allocations past the GPU's physical memory fail)");
   }
 }
 
@@ -326,6 +351,7 @@ Config load_config(const ConfigSources& src) {
   resolve_priority(values, where, cfg);
   resolve_policy(values, where, cfg);
   resolve_obsolete(values, where, cfg);
+  resolve_oversubscribe(values, where, src, cfg);
   return cfg;
 }
 

@@ -10,6 +10,9 @@
 //      CUDA_DEVICE_SM_LIMIT[_<i>], CUDA_TASK_PRIORITY, GPU_CORE_UTILIZATION_POLICY
 //      (upstream HAMi-core's names and formats).
 //
+// CUDA_OVERSUBSCRIBE (true/false) is read from the limits file when it has it,
+// otherwise from the environment, where the device plugin sets it.
+//
 // A limits file holds the same KEY=VALUE pairs, one per line, '#' comments,
 // and two more the device plugin writes: CUDA_DEVICE_MEMORY_SHARED_CACHE (the
 // state file: with a limits file present, the environment cannot point a
@@ -57,6 +60,9 @@ struct Config {
   // The control file to read the SM share's switch from, or empty: then the
   // state file's utilization_switch (upstream's, which the tenant can write).
   std::string control_file;
+  // CUDA_OVERSUBSCRIBE: an allocation within the limit that the GPU cannot
+  // back physically is placed in host memory the GPU can use (spill.hpp).
+  bool oversubscribe = false;
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
 

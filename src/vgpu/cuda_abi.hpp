@@ -105,6 +105,15 @@ inline constexpr unsigned int CUDA_ARRAY3D_DEFERRED_MAPPING = 0x80;
 using CUmemLocationType = int;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_INVALID = 0;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 1;
+inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_HOST = 2;  // CUDA 12.2+
+
+// Managed memory, for CUDA_OVERSUBSCRIBE (spill.hpp).
+inline constexpr unsigned int CU_MEM_ATTACH_GLOBAL = 0x1;
+using CUmem_advise = int;
+inline constexpr CUmem_advise CU_MEM_ADVISE_SET_PREFERRED_LOCATION = 3;
+inline constexpr CUmem_advise CU_MEM_ADVISE_SET_ACCESSED_BY = 5;
+inline constexpr int CU_DEVICE_CPU = -1;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
 
 struct CUuuid {
   char bytes[16];

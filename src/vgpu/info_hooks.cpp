@@ -5,6 +5,8 @@
 //   free  = min(total - used, physically free)   (never below zero)
 // so cuMemGetInfo, cuDeviceTotalMem, nvmlDeviceGetMemoryInfo (v1, v2) and
 // nvidia-smi agree. Devices without a limit report the driver's own numbers.
+// Under CUDA_OVERSUBSCRIBE the limit is the device's size whatever the GPU
+// holds (total = limit, free = total - used): what does not fit is spilled.
 #include <algorithm>
 #include <type_traits>
 
@@ -23,11 +25,12 @@ struct View {
   uint64_t free;
 };
 
-View virtual_view(uint64_t limit, uint64_t usage, uint64_t real_total, uint64_t real_free) {
+View virtual_view(uint64_t limit, uint64_t usage, uint64_t real_total, uint64_t real_free,
+                  bool oversubscribe) {
   View v;
-  v.total = std::min(limit, real_total);
+  v.total = oversubscribe ? limit : std::min(limit, real_total);
   v.used = std::min(usage, v.total);
-  v.free = std::min(v.total - v.used, real_free);
+  v.free = oversubscribe ? v.total - v.used : std::min(v.total - v.used, real_free);
   return v;
 }
 
@@ -44,7 +47,8 @@ nvmlReturn_t nvml_memory_info(nvmlReturn_t (*real)(nvmlDevice_t, Memory*), nvmlD
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
   rt->pools().shrink_all(*rt);
-  const View v = virtual_view(limit, rt->usage(dev), memory->total, memory->free);
+  const View v =
+      virtual_view(limit, rt->usage(dev), memory->total, memory->free, rt->oversubscribe());
   memory->total = v.total;
   memory->used = v.used;
   memory->free = v.free;
@@ -66,7 +70,7 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) noexcept {
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
   rt->pools().shrink_all(*rt);  // pools release memory at synchronisations we do not see
-  const View v = virtual_view(limit, rt->usage(dev), *total, *free);
+  const View v = virtual_view(limit, rt->usage(dev), *total, *free, rt->oversubscribe());
   *total = v.total;
   *free = v.free;
   return rc;
@@ -79,7 +83,7 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) noexcept {
   Runtime* rt = Runtime::accounting();
   if (rc != CUDA_SUCCESS || rt == nullptr || bytes == nullptr) return rc;
   const uint64_t limit = rt->limit(rt->devices().index_for_ordinal(dev));
-  if (limit != 0) *bytes = std::min<uint64_t>(limit, *bytes);
+  if (limit != 0) *bytes = rt->oversubscribe() ? limit : std::min<uint64_t>(limit, *bytes);
   return rc;
 }
 

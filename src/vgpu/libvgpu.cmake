@@ -19,6 +19,7 @@ add_library(vgpu_lib SHARED
   vgpu/pool_charges.cpp
   vgpu/runtime.cpp
   vgpu/memory_hooks.cpp
+  vgpu/spill.cpp
   vgpu/context_hooks.cpp
   vgpu/info_hooks.cpp
   vgpu/cuda_event_timer.cpp

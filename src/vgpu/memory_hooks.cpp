@@ -2,7 +2,9 @@
 // before the driver allocates (so the container can never be over its limit,
 // even for an instant), commits it when the driver succeeds, and withdraws it
 // when the driver fails. A free of a pointer or handle we never charged goes
-// to the driver unchanged.
+// to the driver unchanged. Under CUDA_OVERSUBSCRIBE, the driver's
+// out-of-memory for a charge that fits the limit is retried in host memory
+// (spill.hpp), on that error path only.
 #include <mutex>
 #include <optional>
 
@@ -11,6 +13,7 @@
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/real_driver.hpp"
 #include "vgpu/runtime.hpp"
+#include "vgpu/spill.hpp"
 
 namespace hami::cuda {
 namespace {
@@ -31,15 +34,36 @@ void record(vgpu::AllocationTable& table, uint64_t key, Runtime& rt, const Alloc
   }
 }
 
+// Records an allocation spill.hpp placed in host memory: charged as any other,
+// and counted as spilled until it is freed (Runtime::release undoes both).
+void record_spilled(vgpu::AllocationTable& table, uint64_t key, Runtime& rt, int dev,
+                    uint64_t charge) {
+  rt.change_spilled(dev, charge, true);
+  record(table, key, rt, Allocation{dev, UsageKind::kData, charge, Allocation::spilled_marker()});
+}
+
+// Whether the driver's answer lets CUDA_OVERSUBSCRIBE place it in host memory.
+bool may_spill(const Runtime& rt, CUresult rc) {
+  return rc == CUDA_ERROR_OUT_OF_MEMORY && rt.oversubscribe();
+}
+
+// For what a program asks for explicitly (managed memory): never moved.
+constexpr auto kNoSpill = [] { return CUDA_ERROR_OUT_OF_MEMORY; };
+
 // The common shape of an allocation whose size is known up front: reserve the
-// charge, let the driver allocate, withdraw it if the driver fails, otherwise
-// record it against the key the driver returned.
-template <class Allocate, class Key>
+// charge, let the driver allocate, withdraw it if the driver fails (unless
+// `spill` places it in host memory), otherwise record it against the key the
+// driver returned.
+template <class Allocate, class Key, class Spill>
 CUresult charged_alloc(Runtime& rt, vgpu::AllocationTable& table, int dev, uint64_t charge,
-                       Allocate&& allocate, Key&& key) {
+                       Allocate&& allocate, Key&& key, Spill&& spill) {
   if (!rt.reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = allocate();
-  if (rc != CUDA_SUCCESS) {
+  if (rc != CUDA_SUCCESS) [[unlikely]] {
+    if (may_spill(rt, rc) && spill() == CUDA_SUCCESS) {
+      record_spilled(table, key(), rt, dev, charge);
+      return CUDA_SUCCESS;
+    }
     rt.release(dev, UsageKind::kData, charge);
     return rc;
   }
@@ -82,8 +106,17 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
   const uint64_t request = vgpu::charge_for_linear(bytesize);
   if (!rt->reserve(guess, UsageKind::kData, request)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = real_alloc();
+  if (rc != CUDA_SUCCESS) [[unlikely]] {
+    // Spilled memory is managed, not the pool's: charged at the request, on
+    // the current context's device, and freed by free_async accordingly.
+    if (may_spill(*rt, rc) && vgpu::spill::linear(dptr, bytesize) == CUDA_SUCCESS) {
+      record_spilled(rt->pointers(), *dptr, *rt, guess, request);
+      return CUDA_SUCCESS;
+    }
+    rt->release(guess, UsageKind::kData, request);
+    return rc;
+  }
   rt->release(guess, UsageKind::kData, request);
-  if (rc != CUDA_SUCCESS) return rc;
 
   int dev = guess;
   int where = -1;
@@ -113,10 +146,14 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
 }
 
 template <class Free>
-CUresult free_async(CUdeviceptr dptr, Free&& real_free) {
+CUresult free_async(CUdeviceptr dptr, CUstream stream, Free&& real_free) {
   Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
   if (rt == nullptr) return real_free();
   const std::optional<Allocation> a = rt->pointers().find(dptr);
+  if (a && a->spilled()) [[unlikely]] {
+    return free_tracked(rt->pointers(), dptr, rt,
+                        [&] { return vgpu::spill::free_stream_ordered(dptr, stream); });
+  }
   const CUresult rc = free_tracked(rt->pointers(), dptr, rt, real_free);
   if (rc == CUDA_SUCCESS && a && a->pool != nullptr) {
     rt->pools().reconcile(*rt, a->pool, a->device, /*may_refuse=*/false);
@@ -134,7 +171,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) noexcept {
   if (rt == nullptr || bytesize == 0) return call_real(cu.cuMemAlloc_v2, dptr, bytesize);
   return charged_alloc(
       *rt, rt->pointers(), rt->current_device(nullptr), vgpu::charge_for_linear(bytesize),
-      [&] { return call_real(cu.cuMemAlloc_v2, dptr, bytesize); }, [&] { return *dptr; });
+      [&] { return call_real(cu.cuMemAlloc_v2, dptr, bytesize); }, [&] { return *dptr; },
+      [&] { return vgpu::spill::linear(dptr, bytesize); });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
@@ -151,7 +189,15 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   if (!rt->reserve(dev, UsageKind::kData, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc =
       call_real(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  if (rc != CUDA_SUCCESS) {
+  if (rc != CUDA_SUCCESS) [[unlikely]] {
+    // In host memory the pitch is ours to choose: the 512-byte rows reserved.
+    const size_t pitch = vgpu::round_up(WidthInBytes, 512);
+    if (may_spill(*rt, rc) && pPitch != nullptr &&
+        vgpu::spill::linear(dptr, pitch * Height) == CUDA_SUCCESS) {
+      *pPitch = pitch;
+      record_spilled(rt->pointers(), *dptr, *rt, dev, estimate);
+      return CUDA_SUCCESS;
+    }
     rt->release(dev, UsageKind::kData, estimate);
     return rc;
   }
@@ -174,8 +220,8 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
   if (rt == nullptr || bytesize == 0) return call_real(cu.cuMemAllocManaged, dptr, bytesize, flags);
   return charged_alloc(
       *rt, rt->pointers(), rt->current_device(nullptr), vgpu::charge_for_linear(bytesize),
-      [&] { return call_real(cu.cuMemAllocManaged, dptr, bytesize, flags); },
-      [&] { return *dptr; });
+      [&] { return call_real(cu.cuMemAllocManaged, dptr, bytesize, flags); }, [&] { return *dptr; },
+      kNoSpill);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
@@ -220,12 +266,13 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemo
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  return free_async(dptr, [&] { return call_real(cu.cuMemFreeAsync, dptr, hStream); });
+  return free_async(dptr, hStream, [&] { return call_real(cu.cuMemFreeAsync, dptr, hStream); });
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  return free_async(dptr, [&] { return call_real(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
+  return free_async(dptr, hStream,
+                    [&] { return call_real(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
 }
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) noexcept {
@@ -257,8 +304,8 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   }
   return charged_alloc(
       *rt, rt->vmm_handles(), rt->devices().index_for_ordinal(prop->location.id), size,
-      [&] { return call_real(cu.cuMemCreate, handle, size, prop, flags); },
-      [&] { return *handle; });
+      [&] { return call_real(cu.cuMemCreate, handle, size, prop, flags); }, [&] { return *handle; },
+      [&] { return vgpu::spill::vmm(handle, size, *prop, flags); });
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {

@@ -124,6 +124,7 @@ Runtime* Runtime::create() noexcept {
 
     auto* rt = new Runtime(std::move(*region), *slot);
     rt->limits_from_file_ = !cfg.limits_file.empty();
+    rt->oversubscribe_ = cfg.oversubscribe;
     for (int d = 0; d < kMaxDevices; ++d) {
       const uint64_t mine = opt.initial.memory_limit[d];
       if (rt->limits_from_file_) {
@@ -223,6 +224,27 @@ uint64_t Runtime::own_usage(int dev) const noexcept {
   const uint64_t ctx = own_context_[d].load(std::memory_order_relaxed);
   const uint64_t data = own_data_[d].load(std::memory_order_relaxed);
   return ctx > UINT64_MAX - data ? UINT64_MAX : ctx + data;
+}
+
+void Runtime::change_spilled(int dev, uint64_t bytes, bool add) noexcept {
+  if (dev < 0 || dev >= kMaxDevices || bytes == 0) return;
+  const auto d = static_cast<size_t>(dev);
+  while (own_lock_.test_and_set(std::memory_order_acquire)) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  const uint64_t cur = own_spilled_[d].load(std::memory_order_relaxed);
+  const uint64_t next =
+      add ? (cur > UINT64_MAX - bytes ? UINT64_MAX : cur + bytes) : (cur > bytes ? cur - bytes : 0);
+  own_spilled_[d].store(next, std::memory_order_relaxed);
+  region_.slot(slot_).set_spilled(dev, next);
+  own_lock_.clear(std::memory_order_release);
+}
+
+uint64_t Runtime::own_spilled(int dev) const noexcept {
+  if (dev < 0 || dev >= kMaxDevices) return 0;
+  return own_spilled_[static_cast<size_t>(dev)].load(std::memory_order_relaxed);
 }
 
 bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {

@@ -55,7 +55,17 @@ class Runtime {
   // container over its limit. dev < 0 (unknown device) is never refused.
   bool reserve(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
   void release(int dev, region::UsageKind kind, uint64_t bytes) noexcept;
-  void release(const Allocation& a) noexcept { release(a.device, a.kind, a.bytes); }
+  void release(const Allocation& a) noexcept {
+    if (a.spilled()) [[unlikely]]
+      change_spilled(a.device, a.bytes, false);
+    release(a.device, a.kind, a.bytes);
+  }
+  // CUDA_OVERSUBSCRIBE (spill.hpp): whether an allocation the GPU cannot back
+  // may go to host memory, and the part of this process's charge on `dev` that
+  // did, mirrored into its slot for the node agent.
+  bool oversubscribe() const noexcept { return oversubscribe_; }
+  void change_spilled(int dev, uint64_t bytes, bool add) noexcept;
+  uint64_t own_spilled(int dev) const noexcept;
   // What this process itself holds on `dev` (its own copy, not the file's).
   uint64_t own_usage(int dev) const noexcept;
   // Records memory the driver has already committed and that cannot be handed
@@ -123,6 +133,8 @@ class Runtime {
   std::atomic_flag own_lock_ = ATOMIC_FLAG_INIT;
   std::array<std::atomic<uint64_t>, kMaxDevices> own_context_{};
   std::array<std::atomic<uint64_t>, kMaxDevices> own_data_{};
+  std::array<std::atomic<uint64_t>, kMaxDevices> own_spilled_{};
+  bool oversubscribe_ = false;
   bool limits_from_file_ = false;
   DeviceMap devices_;
   ContextTracker contexts_;

@@ -91,6 +91,7 @@ TEST_F(InspectTest, FixtureAsJson) {
   ASSERT_EQ(p["devices"].size(), 1u);
   EXPECT_EQ(p["devices"][0]["context_bytes"], 543162368);
   EXPECT_EQ(p["devices"][0]["data_bytes"], 1210188800);
+  EXPECT_EQ(p["devices"][0]["spilled_bytes"], 0);  // upstream's unused[0]
   EXPECT_EQ(p["devices"][0]["total_bytes"], 1753351168);
   EXPECT_EQ(p["devices"][0]["nvml_used_bytes"], 1851785216);
   EXPECT_EQ(p["devices"][0]["sm_util_percent"], 3);

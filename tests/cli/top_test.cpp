@@ -63,6 +63,20 @@ TEST(Top, GroupsContainersUnderTheirGpu) {
   EXPECT_NE(frame.find("blocked"), std::string::npos) << frame;
 }
 
+TEST(Top, SpilledMemoryShowsBesideTheUsage) {
+  monitor::NodeView v;
+  monitor::ContainerView c;
+  c.ref = {"uid-1", "main"};
+  c.devices.push_back({.vdevice_index = 0,
+                       .uuid = "GPU-a",
+                       .memory_limit = 8ull << 30,
+                       .used = 6ull << 30,
+                       .spilled = 2ull << 30});
+  v.containers.push_back(c);
+  const std::string frame = render_top(v);
+  EXPECT_NE(frame.find("6 GiB (2 GiB host)"), std::string::npos) << frame;
+}
+
 TEST(Top, OnceOverAStateDirectoryWithoutNvml) {
   test::TempDir root;
   const std::string dir = root.path() + "/containers/pod-9_app";

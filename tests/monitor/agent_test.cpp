@@ -81,6 +81,7 @@ TEST_F(AgentTest, ResolvesOwnProcessAndWritesNvmlSamples) {
   auto slot = region.register_process(*me);
   ASSERT_TRUE(slot) << slot.error().message;
   region.slot(*slot).add_usage(0, region::UsageKind::kData, 512ull << 20);
+  region.slot(*slot).set_spilled(0, 128ull << 20);
   gpus_ = {GpuSample{.index = 0,
                      .uuid = kGpuA,
                      .name = "NVIDIA H200",
@@ -102,6 +103,7 @@ TEST_F(AgentTest, ResolvesOwnProcessAndWritesNvmlSamples) {
   EXPECT_EQ(*c.processes[0].host_pid, getpid());
   ASSERT_EQ(c.devices.size(), 1u);
   EXPECT_EQ(c.devices[0].used, 512ull << 20);
+  EXPECT_EQ(c.devices[0].spilled, 128ull << 20);    // CUDA_OVERSUBSCRIBE's host part
   EXPECT_EQ(c.devices[0].nvml_used, 700ull << 20);  // only our process, not pid 999999
   EXPECT_EQ(c.devices[0].sm_util, 37u);
   EXPECT_EQ(c.devices[0].memory_limit, 4ull << 30);
@@ -126,6 +128,12 @@ TEST_F(AgentTest, ResolvesOwnProcessAndWritesNvmlSamples) {
       text.find("hami_host_gpu_utilization_ratio{node=\"node-1\",device_index=\"0\","
                 "device_uuid=\"" +
                 std::string(kGpuA) + "\",device_type=\"NVIDIA-NVIDIA H200\",zone=\"vGPU\"} 40"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("hami_container_device_memory_spilled_bytes{namespace=\"team-a\",pod=\"trainer-"
+                "0\",container=\"main\",vdevice_index=\"0\",device_uuid=\"" +
+                std::string(kGpuA) + "\",zone=\"vGPU\"} 134217728\n"),
       std::string::npos)
       << text;
 

@@ -29,7 +29,9 @@ TEST(LayoutV12, DeviceMemoryOffsets) {
   EXPECT_EQ(offsetof(DeviceMemory, data_size), 16u);
   EXPECT_EQ(offsetof(DeviceMemory, offset), 24u);
   EXPECT_EQ(offsetof(DeviceMemory, total), 32u);
-  EXPECT_EQ(offsetof(DeviceMemory, unused), 40u);
+  // Upstream's unused[3]: our spilled bytes, two left.
+  EXPECT_EQ(offsetof(DeviceMemory, spilled_size), 40u);
+  EXPECT_EQ(offsetof(DeviceMemory, unused), 48u);
 }
 
 TEST(LayoutV12, DeviceUtilOffsets) {

@@ -18,12 +18,14 @@ using namespace hami::cuda;  // NOLINT
 #include "vgpu/hooks.def"
 // Constants cuda.h spells as macros, captured before it is included.
 constexpr unsigned kDeferredMapping = hami::cuda::CUDA_ARRAY3D_DEFERRED_MAPPING;
+constexpr int kDeviceCpu = hami::cuda::CU_DEVICE_CPU;
 }  // namespace ours
 
 #include <cuda.h>
 #undef cuGetProcAddress
 #undef cuDevicePrimaryCtxRelease
 #undef cuDevicePrimaryCtxReset
+#undef cuMemAdvise
 
 namespace {
 
@@ -105,6 +107,8 @@ SAME(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph)
 SAME(cuStreamEndCapture, cuStreamEndCapture)
 SAME(cuStreamEndCapture_ptsz, cuStreamEndCapture)
 SAME(cuCtxGetCurrent, cuCtxGetCurrent)
+SAME(cuMemAdvise_v2, cuMemAdvise_v2)
+SAME(cuCtxSynchronize, cuCtxSynchronize)
 SAME(cuStreamIsCapturing, cuStreamIsCapturing)
 SAME(cuStreamIsCapturing_ptsz, cuStreamIsCapturing)
 SAME(cuEventCreate, cuEventCreate)
@@ -123,6 +127,9 @@ using LegacyCtxCreateV3 = CUresult (*)(CUcontext*, CUexecAffinityParam*, int, un
 static_assert(same_abi<ours::cuGetProcAddress, LegacyGetProcAddress>());
 static_assert(same_abi<ours::cuCtxCreate_v2, LegacyCtxCreateV2>());
 static_assert(same_abi<ours::cuCtxCreate_v3, LegacyCtxCreateV3>());
+// The ordinal form of cuMemAdvise, which CUDA 13 renames to the location form.
+using LegacyMemAdvise = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
+static_assert(same_abi<ours::cuMemAdvise, LegacyMemAdvise>());
 
 namespace h = hami::cuda;
 
@@ -157,6 +164,12 @@ static_assert(h::CU_MEM_LOCATION_TYPE_DEVICE == ::CU_MEM_LOCATION_TYPE_DEVICE);
 static_assert(h::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT == ::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
 static_assert(ours::kDeferredMapping == CUDA_ARRAY3D_DEFERRED_MAPPING);
 static_assert(h::CU_MEM_LOCATION_TYPE_INVALID == ::CU_MEM_LOCATION_TYPE_INVALID);
+static_assert(h::CU_MEM_LOCATION_TYPE_HOST == ::CU_MEM_LOCATION_TYPE_HOST);
+static_assert(h::CU_MEM_ATTACH_GLOBAL == ::CU_MEM_ATTACH_GLOBAL);
+static_assert(h::CU_MEM_ADVISE_SET_PREFERRED_LOCATION == ::CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
+static_assert(h::CU_MEM_ADVISE_SET_ACCESSED_BY == ::CU_MEM_ADVISE_SET_ACCESSED_BY);
+static_assert(ours::kDeviceCpu == CU_DEVICE_CPU);
+static_assert(h::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED == ::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 
 static_assert(h::CUDA_ERROR_NOT_READY == ::CUDA_ERROR_NOT_READY);
 static_assert(h::CU_EVENT_DEFAULT == ::CU_EVENT_DEFAULT);

@@ -296,5 +296,45 @@ TEST(Config, ControlFileIsTheMountedOneElseTheVariable) {
   EXPECT_EQ(f.load().control_file, "/etc/vgpu/control");
 }
 
+TEST(Config, OversubscribeIsOffUnlessTrue) {
+  EXPECT_FALSE(Fake{}.load().oversubscribe);
+  for (const char* on : {"true", "1"}) {
+    Fake f;
+    f.env["CUDA_OVERSUBSCRIBE"] = on;
+    const Config c = f.load();
+    EXPECT_TRUE(c.oversubscribe) << on;
+    EXPECT_TRUE(c.errors.empty());
+  }
+  for (const char* off : {"false", "0", ""}) {
+    Fake f;
+    f.env["CUDA_OVERSUBSCRIBE"] = off;
+    const Config c = f.load();
+    EXPECT_FALSE(c.oversubscribe) << off;
+    EXPECT_TRUE(c.errors.empty()) << off;
+  }
+}
+
+TEST(Config, UnreadableOversubscribeStaysOffAndSaysWhy) {
+  Fake f;
+  f.env["CUDA_OVERSUBSCRIBE"] = "yes please";
+  const Config c = f.load();
+  EXPECT_FALSE(c.oversubscribe);
+  ASSERT_EQ(c.errors.size(), 1u);
+  EXPECT_NE(c.errors[0].find("CUDA_OVERSUBSCRIBE=yes please is not true or false"),
+            std::string::npos)
+      << c.errors[0];
+}
+
+TEST(Config, OversubscribeFromTheLimitsFileWinsOverTheEnvironment) {
+  Fake f;
+  f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_MEMORY_LIMIT=8g\nCUDA_OVERSUBSCRIBE=false\n";
+  f.env["CUDA_OVERSUBSCRIBE"] = "true";
+  EXPECT_FALSE(f.load().oversubscribe);
+  f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_MEMORY_LIMIT=8g\n";
+  const Config c = f.load();
+  EXPECT_TRUE(c.oversubscribe);  // the device plugin's environment variable
+  EXPECT_TRUE(c.warnings.empty()) << c.warnings[0];
+}
+
 }  // namespace
 }  // namespace hami::vgpu

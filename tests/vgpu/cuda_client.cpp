@@ -17,7 +17,10 @@
 // Operations: init | ctx:<ord> (retain primary, make current) | ctxcreate:<ord> |
 //   ctxdestroy | release:<ord> | reset:<ord> | alloc:<size> | alloc-v1:<size> |
 //   pitch:<w>x<h> | managed:<size> | async:<size> | pool:<ord>:<size> |
-//   vmm:<ord>:<size> | vmm-host:<size> | array:<w>x<h> | array3d:<w>x<h>x<d> |
+//   vmm:<ord>:<size> | vmm-host:<size> | expand:<ord>:<chunk>:<n> (reserve n
+//   chunks of address space, then cuMemCreate + cuMemMap + cuMemSetAccess each,
+//   as PyTorch's expandable segments do) | simcalls:<name> (simgpu_calls(name)) |
+//   array:<w>x<h> | array3d:<w>x<h>x<d> |
 //   mipmap:<w>x<h>:<levels> | free:<n> (the n-th allocation, any kind) |
 //   freeptr:<hex> | meminfo | totalmem:<ord> | nvml:<index> | nvml2:<index> |
 //   fill:<size> (allocate <size> chunks until refused) | launch | sleep:<ms> |
@@ -102,6 +105,10 @@ struct Api {
   CUresult (*cuMemCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
                           unsigned long long);
   CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
+  CUresult (*cuMemAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                       unsigned long long);
+  CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const void*, size_t);
   CUresult (*cuArrayCreate)(CUarray*, const CUDA_ARRAY_DESCRIPTOR*);
   CUresult (*cuArray3DCreate)(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*);
   CUresult (*cuArrayDestroy)(CUarray);
@@ -154,6 +161,9 @@ void resolve(Api& a, Lookup&& cu, void* nvml) {
   set(a.cuMemPoolDestroy, cu("cuMemPoolDestroy", "cuMemPoolDestroy"));
   set(a.cuMemCreate, cu("cuMemCreate", "cuMemCreate"));
   set(a.cuMemRelease, cu("cuMemRelease", "cuMemRelease"));
+  set(a.cuMemAddressReserve, cu("cuMemAddressReserve", "cuMemAddressReserve"));
+  set(a.cuMemMap, cu("cuMemMap", "cuMemMap"));
+  set(a.cuMemSetAccess, cu("cuMemSetAccess", "cuMemSetAccess"));
   set(a.cuArrayCreate, cu("cuArrayCreate", "cuArrayCreate_v2"));
   set(a.cuArray3DCreate, cu("cuArray3DCreate", "cuArray3DCreate_v2"));
   set(a.cuArrayDestroy, cu("cuArrayDestroy", "cuArrayDestroy"));
@@ -483,6 +493,35 @@ int main(int argc, char** argv) {
       CUmemGenericAllocationHandle h = 0;
       rc = api.cuMemCreate(&h, size_arg(parts[host ? 1 : 2]), &prop, 0);
       if (rc == CUDA_SUCCESS) held.push_back({'h', h});
+    } else if (name == "expand") {
+      // PyTorch's expandable segments: one address range, grown chunk by
+      // chunk with cuMemCreate + cuMemMap + cuMemSetAccess for the device.
+      const int ord = std::atoi(parts[1].c_str());
+      const uint64_t chunk = size_arg(parts[2]);
+      const int n = std::atoi(parts[3].c_str());
+      CUdeviceptr base = 0;
+      rc = api.cuMemAddressReserve(&base, chunk * static_cast<uint64_t>(n), 0, 0, 0);
+      int mapped = 0;
+      for (; rc == CUDA_SUCCESS && mapped < n; ++mapped) {
+        CUmemAllocationProp prop{};
+        prop.type = 1;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = ord;
+        CUmemGenericAllocationHandle h = 0;
+        rc = api.cuMemCreate(&h, chunk, &prop, 0);
+        if (rc != CUDA_SUCCESS) break;
+        held.push_back({'h', h});
+        const CUdeviceptr at = base + chunk * static_cast<uint64_t>(mapped);
+        rc = api.cuMemMap(at, chunk, 0, h, 0);
+        struct {
+          CUmemLocation location;
+          int flags;
+        } access{{CU_MEM_LOCATION_TYPE_DEVICE, ord}, 3};
+        if (rc == CUDA_SUCCESS) rc = api.cuMemSetAccess(at, chunk, &access, 1);
+      }
+      extra = " mapped=" + std::to_string(mapped);
+    } else if (name == "simcalls") {
+      extra = " n=" + std::to_string(sim_calls(op.substr(op.find(':') + 1).c_str()));
     } else if (name == "array") {
       const auto wh = split(parts[1], 'x');
       CUDA_ARRAY_DESCRIPTOR d{size_arg(wh[0]), size_arg(wh[1]), 0x20, 1};

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +58,9 @@ struct Block {
   uint64_t bytes;
   CUcontext ctx;
   CUmemPoolHandle_st* pool;  // stream-ordered: the pool's reservation backs it
+  // Managed memory: `bytes` is what is resident on the device (0: on the host).
+  bool managed = false;
+  uint64_t size = 0;  // managed: the allocation's size
 };
 
 constexpr uint64_t kPoolGranule = 32ull << 20;
@@ -70,8 +74,10 @@ struct Process {
     CUctx_st* ctx = nullptr;
   };
   std::vector<Primary> primary;
-  std::map<uint64_t, Block> blocks;   // device pointers
-  std::map<uint64_t, Block> handles;  // VMM handles
+  std::map<uint64_t, Block> blocks;     // device pointers
+  std::map<uint64_t, Block> handles;    // VMM handles
+  std::set<uint64_t> host_handles;      // VMM handles of host memory
+  std::map<uint64_t, uint64_t> ranges;  // reserved address ranges: base -> size
   uint64_t next_handle = 1;
   std::map<int, CUmemPoolHandle_st*> default_pools;  // per ordinal
 };
@@ -411,10 +417,58 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   return rc;
 }
 
-CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int) {
+// Managed memory is oversubscribable, as on Linux with a Pascal or later GPU:
+// it is resident on the device when there is room, on the host otherwise, and
+// never fails for lack of device memory (SIMGPU_FAIL can still fail it).
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   int physical = 0;
   if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
-  return linear_alloc(dptr, bytesize, physical, "cuMemAllocManaged");
+  if (dptr == nullptr || bytesize == 0 || (flags != 1 && flags != 2)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::lock_guard lock(proc().mu);
+  if (simgpu::should_fail("cuMemAllocManaged")) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t g = simgpu::granule(bytesize);
+  const uint64_t resident = simgpu::take(physical, g) ? g : 0;
+  const uint64_t addr = simgpu::next_address(bytesize);
+  proc().blocks[addr] = Block{physical, resident, t_current, nullptr, true, bytesize};
+  if (resident == 0) simgpu::count("managed:on-host");
+  *dptr = addr;
+  return CUDA_SUCCESS;
+}
+
+// Preferred location the host: resident pages move there (the device memory
+// is given back). Accessed-by a device: checked, nothing moves.
+CUresult cuMemAdvise(CUdeviceptr ptr, size_t count, int advice, CUdevice device) {
+  simgpu::count("cuMemAdvise");
+  std::lock_guard lock(proc().mu);
+  auto it = proc().blocks.find(ptr);
+  if (it == proc().blocks.end() || !it->second.managed || count == 0 || count > it->second.size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Block& b = it->second;
+  if (advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION && device == CU_DEVICE_CPU) {
+    simgpu::give(b.physical, b.bytes);
+    b.bytes = 0;
+    simgpu::count("cuMemAdvise:preferred-host");
+    return CUDA_SUCCESS;
+  }
+  if (advice == CU_MEM_ADVISE_SET_ACCESSED_BY) {
+    if (device < 0 || static_cast<size_t>(device) >= proc().visible.size())
+      return CUDA_ERROR_INVALID_DEVICE;
+    simgpu::count("cuMemAdvise:accessed-by");
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// CUDA 12.2+: the location named instead of a device ordinal.
+CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, int advice, CUmemLocation location) {
+  simgpu::count("cuMemAdvise_v2");
+  if (location.type != CU_MEM_LOCATION_TYPE_HOST && location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  return cuMemAdvise(ptr, count, advice,
+                     location.type == CU_MEM_LOCATION_TYPE_HOST ? CU_DEVICE_CPU : location.id);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -512,11 +566,14 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (prop == nullptr || handle == nullptr || size == 0 || size % (2ull << 20) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST) {
     std::lock_guard lock(proc().mu);
+    simgpu::count("cuMemCreate:host");
     *handle = proc().next_handle++;  // host memory: no device memory used
+    proc().host_handles.insert(*handle);
     return CUDA_SUCCESS;
   }
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
   int physical = 0;
   if (CUresult rc = check_ordinal(prop->location.id, &physical); rc != CUDA_SUCCESS) return rc;
   std::lock_guard lock(proc().mu);
@@ -528,9 +585,67 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   std::lock_guard lock(proc().mu);
-  if (proc().handles.count(handle) == 0)
-    return handle < proc().next_handle ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (proc().host_handles.erase(handle) != 0) return CUDA_SUCCESS;
+  if (proc().handles.count(handle) == 0) return CUDA_ERROR_INVALID_VALUE;
   return free_block(proc().handles, handle);
+}
+
+// The mapping half of the VMM API (PyTorch's expandable segments): address
+// ranges and what is mapped into them, checked as the driver checks them.
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdeviceptr,
+                             unsigned long long) {
+  if (ptr == nullptr || size == 0 || size % (2ull << 20) != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  *ptr = simgpu::next_address(size);
+  proc().ranges[*ptr] = size;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  std::lock_guard lock(proc().mu);
+  auto it = proc().ranges.find(ptr);
+  if (it == proc().ranges.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+  proc().ranges.erase(it);
+  return CUDA_SUCCESS;
+}
+
+static bool in_range(CUdeviceptr ptr, size_t size) {
+  for (const auto& [base, len] : proc().ranges) {
+    if (ptr >= base && ptr + size <= base + len) return true;
+  }
+  return false;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long) {
+  std::lock_guard lock(proc().mu);
+  const bool known = proc().handles.count(handle) != 0 || proc().host_handles.count(handle) != 0;
+  if (!known || offset != 0 || !in_range(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  simgpu::count("cuMemMap");
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  std::lock_guard lock(proc().mu);
+  return in_range(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// CUmemAccessDesc: a location and the access flags.
+struct AccessDesc {
+  CUmemLocation location;
+  int flags;
+};
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const AccessDesc* desc, size_t count) {
+  std::lock_guard lock(proc().mu);
+  if (desc == nullptr || count == 0 || !in_range(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
+        static_cast<size_t>(desc[i].location.id) >= proc().visible.size())
+      return CUDA_ERROR_INVALID_DEVICE;
+  }
+  simgpu::count("cuMemSetAccess");
+  return CUDA_SUCCESS;
 }
 
 CUresult cuArray3DCreate_v2(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR* d) {
@@ -1164,6 +1279,13 @@ const ProcEntry kProcs[] = {
     {"cuMemAlloc", 3020, false, F(cuMemAlloc_v2)},
     {"cuMemAllocPitch", 3020, false, F(cuMemAllocPitch_v2)},
     {"cuMemAllocManaged", 6000, false, F(cuMemAllocManaged)},
+    {"cuMemAdvise", 8000, false, F(cuMemAdvise)},
+    {"cuMemAdvise", 12020, false, F(cuMemAdvise_v2)},
+    {"cuMemAddressReserve", 10020, false, F(cuMemAddressReserve)},
+    {"cuMemAddressFree", 10020, false, F(cuMemAddressFree)},
+    {"cuMemMap", 10020, false, F(cuMemMap)},
+    {"cuMemUnmap", 10020, false, F(cuMemUnmap)},
+    {"cuMemSetAccess", 10020, false, F(cuMemSetAccess)},
     {"cuMemFree", 3020, false, F(cuMemFree_v2)},
     {"cuMemAllocAsync", 11020, false, F(cuMemAllocAsync)},
     {"cuMemAllocAsync", 11020, true, F(cuMemAllocAsync_ptsz)},
