@@ -4,16 +4,10 @@
 #include <charconv>
 #include <initializer_list>
 
+#include "common/text.hpp"
+
 namespace hami::fit {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
 
 // Built with append: GCC 12 misreports "literal" + std::string (-Wrestrict).
 std::string cat(std::initializer_list<std::string_view> parts) {
