@@ -222,39 +222,4 @@ Result<PodOptions> parse_pod_options(AnnotationLookup annotation, const PolicyDe
   return o;
 }
 
-const char* node_policy_name(NodePolicy p) {
-  return p == NodePolicy::kSpread ? "spread" : "binpack";
-}
-
-std::string gpu_policy_name(const GpuPolicy& p) {
-  std::string out;
-  auto add = [&](const char* s) {
-    if (!out.empty()) out += ',';
-    out += s;
-  };
-  switch (p.order) {
-    case GpuPolicy::Order::kSpread:
-      add(p.topology_aware ? "topology-aware" : "spread");
-      return out;
-    case GpuPolicy::Order::kBinpack:
-      add("binpack");
-      return out;
-    case GpuPolicy::Order::kMutex:
-      add("mutex");
-      return out;
-    case GpuPolicy::Order::kChain:
-      break;
-  }
-  for (uint8_t i = 0; i < p.chain_len; ++i)
-    add(p.chain[i] == SortKey::kBinpack  ? "binpack"
-        : p.chain[i] == SortKey::kSpread ? "spread"
-                                         : "numa");
-  if (p.mutex) add("mutex");
-  if (p.topology_aware) add("topology-aware");
-  // A one-key chain would read back as the single value, which orders ties
-  // differently; the trailing comma keeps it a chain.
-  if (out.find(',') == std::string::npos && out != "numa") out += ',';
-  return out;
-}
-
 }  // namespace hami::fit
