@@ -132,45 +132,32 @@ EOF
   printf '#include "app/core.hpp"\n#include <vector>\n' >"$tmp/src/app/main.cpp"
   printf '#include "base/a.hpp"\n' >"$tmp/src/other/o.cpp"
   printf '#include "other/o.hpp"\n' >"$tmp/src/app/bad.hpp"
+  fail() {
+    echo "self-test: FAIL: $*"
+    fails=$((fails + 1))
+  }
   out=$(check_tree "$tmp" 2>&1)
   rc=$?
   for want in 'src/other/o.cpp:1: includes "base/a.hpp"' 'src/app/bad.hpp:1: includes "other/o.hpp"'; do
-    if ! grep -qF "$want" <<<"$out"; then
-      echo "self-test: FAIL: not reported: $want"
-      fails=$((fails + 1))
-    fi
+    grep -qF "$want" <<<"$out" || fail "not reported: $want"
   done
-  if [ "$(grep -c '^src/' <<<"$out")" -ne 2 ]; then
-    echo "self-test: FAIL: expected exactly 2 problems, got:"
-    echo "$out"
-    fails=$((fails + 1))
-  fi
-  if [ "$rc" -ne 1 ]; then
-    echo "self-test: FAIL: exit code $rc on a broken tree, expected 1"
-    fails=$((fails + 1))
-  fi
+  [ "$(grep -c '^src/' <<<"$out")" -eq 2 ] || fail "expected exactly 2 problems, got: $out"
+  [ "$rc" -eq 1 ] || fail "exit code $rc on a broken tree, expected 1"
+  # Declared (and the stray header gone), the same tree passes.
   rm "$tmp/src/app/bad.hpp"
   echo 'target_link_libraries(hami_other PUBLIC hami_base)' >>"$tmp/src/CMakeLists.txt"
-  if ! out=$(check_tree "$tmp" 2>&1); then
-    echo "self-test: FAIL: the correct tree was rejected:"
-    echo "$out"
-    fails=$((fails + 1))
-  fi
-  if [ "$fails" -gt 0 ]; then
-    echo "check-includes self-test: $fails failure(s)" >&2
-    return 1
-  fi
+  out=$(check_tree "$tmp" 2>&1) || fail "the correct tree was rejected: $out"
+  [ "$fails" -eq 0 ] || { echo "check-includes self-test: $fails failure(s)" >&2; return 1; }
   echo "check-includes self-test: every undeclared include reported, the correct tree passes"
 }
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 case ${1:-} in
-  "") check_tree "$root" ;;
+  --self-test) self_test ;;
+  --graph) graph "$root" ;;
   --root)
     [ $# -ge 2 ] || usage
-    check_tree "$2"
-    ;;
-  --graph) graph "$root" ;;
-  --self-test) self_test ;;
+    check_tree "$2" ;;
+  "") check_tree "$root" ;;
   *) usage ;;
 esac

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/build_info.hpp"
+#include "common/duration_flag.hpp"
 #include "common/go_flags.hpp"
 #include "common/log_level.hpp"
 
@@ -67,6 +68,17 @@ int StartUp::flags_ok(std::string_view summary, std::string_view more_lines) con
             << more_lines;
   std::cout.flush();
   return kExitOk;
+}
+
+void add_http_timeout_flags(CLI::App& app, std::string& read_timeout, std::string& idle_timeout) {
+  app.add_option("--http-read-timeout", read_timeout,
+                 "A request must arrive whole within this of its first byte")
+      ->check(duration_flag())
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout", idle_timeout,
+                 "A kept-alive connection idle for this long is closed")
+      ->check(duration_flag())
+      ->capture_default_str();
 }
 
 int guarded(const char* name, FunctionRef<int()> body) {

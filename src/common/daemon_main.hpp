@@ -75,6 +75,11 @@ class StartUp {
   log::Level level_ = log::Level::kInfo;
 };
 
+// The HTTP server flags of every daemon that serves HTTP (the scheduler's
+// extender and webhook, the agent's /metrics): --http-read-timeout and
+// --http-idle-timeout, durations more than zero.
+void add_http_timeout_flags(CLI::App& app, std::string& read_timeout, std::string& idle_timeout);
+
 // Runs a daemon's main body; an exception that escapes it (gRPC, the
 // standard library) ends the process with "<name>: <what>" and kExitCannotRun.
 int guarded(const char* name, FunctionRef<int()> body);

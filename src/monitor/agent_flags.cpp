@@ -55,12 +55,7 @@ void add_flags(daemon::StartUp& start, AgentFlags& f) {
                  "How often the pod list is re-read even when no new pod appears "
                  "(env HAMI_RESYNC_INTERVAL)")
       ->capture_default_str();
-  app.add_option("--http-read-timeout", f.read_timeout,
-                 "A request must arrive whole within this of its first byte")
-      ->capture_default_str();
-  app.add_option("--http-idle-timeout", f.idle_timeout,
-                 "A kept-alive connection idle for this long is closed")
-      ->capture_default_str();
+  daemon::add_http_timeout_flags(app, f.read_timeout, f.idle_timeout);
   app.add_flag("--legacy-metrics", f.legacy, "Also export upstream's old metric names");
   app.add_flag("--read-only", f.read_only,
                "Never write a state file (no host PIDs, utilisation or feedback written back)");
@@ -105,9 +100,6 @@ Result<AgentSettings> settle(const AgentFlags& f) {
   auto idle_timeout = parse_duration(f.idle_timeout);
   for (auto* r : {&interval, &resync, &read_timeout, &idle_timeout}) {
     if (!*r) return r->error();
-  }
-  if (read_timeout->count() <= 0 || idle_timeout->count() <= 0) {
-    return Error{"--http-read-timeout and --http-idle-timeout must be more than zero"};
   }
   if (interval->count() < 100'000) return Error{"--interval must be at least 100ms"};
   if (auto b = parse_bind_address(f.bind); !b) {

@@ -45,14 +45,7 @@ void add_flags(daemon::StartUp& start, SchedulerFlags& f) {
   app.add_option("--client-ca-file", so.client_ca_file,
                  "CA (PEM) of the client certificates /filter, /prioritize and /bind accept "
                  "(kube-scheduler's extender tlsConfig certFile); unset: those routes are open");
-  app.add_option("--http-read-timeout", f.read_timeout,
-                 "A request must arrive whole within this of its first byte")
-      ->check(duration_flag())
-      ->capture_default_str();
-  app.add_option("--http-idle-timeout", f.idle_timeout,
-                 "A kept-alive connection idle for this long is closed")
-      ->check(duration_flag())
-      ->capture_default_str();
+  daemon::add_http_timeout_flags(app, f.read_timeout, f.idle_timeout);
   app.add_option("--metrics-bind-address", so.metrics_bind,
                  "Address of /metrics (\"none\": no listener)")
       ->capture_default_str();
