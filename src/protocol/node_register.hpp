@@ -37,7 +37,9 @@ std::string encode_node_devices(const std::vector<NodeDevice>& devices);
 Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text);
 
 // Upstream's Type: the NVML name, prefixed "NVIDIA-" unless it starts with
-// "NVIDIA" ("Tesla T4" → "NVIDIA-Tesla T4", "NVIDIA A30" stays).
+// "NVIDIA" ("Tesla T4" → "NVIDIA-Tesla T4", "NVIDIA A30" stays). The device
+// plugin registers it and `vgpu run` fits its local GPUs by it, so both match
+// the same strings.
 std::string device_type(std::string_view nvml_name);
 
 }  // namespace hami::protocol
