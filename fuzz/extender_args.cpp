@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deviceplugin/node_register.hpp"
+#include "protocol/node_register.hpp"
 #include "scheduler/cache.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
@@ -26,18 +26,18 @@ struct World {
   Extender ext{cache, config, nullptr, nullptr};
   World() {
     for (const char* n : {"node-1", "node-2"}) {
-      std::vector<hami::deviceplugin::NodeDevice> d = {{.id = std::string("GPU-") + n,
-                                                        .count = 10,
-                                                        .devmem = 16000,
-                                                        .devcore = 100,
-                                                        .type = "NVIDIA-Tesla T4",
-                                                        .mode = "hami-core",
-                                                        .health = true}};
+      std::vector<hami::protocol::NodeDevice> d = {{.id = std::string("GPU-") + n,
+                                                    .count = 10,
+                                                    .devmem = 16000,
+                                                    .devcore = 100,
+                                                    .type = "NVIDIA-Tesla T4",
+                                                    .mode = "hami-core",
+                                                    .health = true}};
       feed.node_changed(
           {{"metadata",
             {{"name", n},
              {"annotations",
-              {{"hami.io/node-nvidia-register", hami::deviceplugin::encode_node_devices(d)}}}}}});
+              {{"hami.io/node-nvidia-register", hami::protocol::encode_node_devices(d)}}}}}});
     }
   }
 };

@@ -7,20 +7,20 @@
 #include <string>
 #include <string_view>
 
-#include "fit/device_codec.hpp"
+#include "protocol/device_codec.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto pd = hami::fit::decode_pod_devices(text);
+  auto pd = hami::protocol::decode_pod_devices(text);
   if (!pd) {
     if (pd.error().message.empty()) __builtin_trap();
     return 0;
   }
-  auto encoded = hami::fit::encode_pod_devices(*pd);
+  auto encoded = hami::protocol::encode_pod_devices(*pd);
   if (!encoded) __builtin_trap();
-  auto again = hami::fit::decode_pod_devices(*encoded);
+  auto again = hami::protocol::decode_pod_devices(*encoded);
   if (!again || *again != *pd) __builtin_trap();
-  auto encoded_again = hami::fit::encode_pod_devices(*again);
+  auto encoded_again = hami::protocol::encode_pod_devices(*again);
   if (!encoded_again || *encoded_again != *encoded) __builtin_trap();
   return 0;
 }

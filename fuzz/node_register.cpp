@@ -5,16 +5,16 @@
 #include <cstdint>
 #include <string>
 
-#include "deviceplugin/node_register.hpp"
+#include "protocol/node_register.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
-  auto d = hami::deviceplugin::decode_node_devices(input);
+  auto d = hami::protocol::decode_node_devices(input);
   if (!d) {
     if (d.error().message.empty()) __builtin_trap();
     return 0;
   }
-  auto back = hami::deviceplugin::decode_node_devices(hami::deviceplugin::encode_node_devices(*d));
+  auto back = hami::protocol::decode_node_devices(hami::protocol::encode_node_devices(*d));
   if (!back || *back != *d) __builtin_trap();
   return 0;
 }

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "deviceplugin/node_lock.hpp"
 #include "deviceplugin/pod_devices.hpp"
+#include "protocol/node_lock.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
@@ -15,11 +15,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string devices = input.substr(0, nul);
   const std::string lock = nul == std::string::npos ? "" : input.substr(nul + 1);
 
-  auto pd = hami::deviceplugin::decode_pod_devices(devices);
+  auto pd = hami::protocol::decode_pod_devices(devices);
   if (pd) {
-    auto again = hami::deviceplugin::encode_pod_devices(*pd);
+    auto again = hami::protocol::encode_pod_devices(*pd);
     if (!again) __builtin_trap();
-    auto back = hami::deviceplugin::decode_pod_devices(*again);
+    auto back = hami::protocol::decode_pod_devices(*again);
     if (!back || *back != *pd) __builtin_trap();
     for (const auto& c : *pd) {
       for (const auto& d : c) {
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   }
 
-  auto l = hami::deviceplugin::parse_node_lock(lock);
+  auto l = hami::protocol::parse_node_lock(lock);
   if (l && l->names_pod() && (l->ns.empty() || l->name.find(',') != std::string::npos))
     __builtin_trap();
   if (!l && l.error().message.empty()) __builtin_trap();

@@ -22,6 +22,12 @@ step "docs check (links, paths, length)"
 scripts/check-docs.sh --self-test
 scripts/check-docs.sh
 
+# Every cross-component #include in src/ declared in src/CMakeLists.txt (the
+# build checks it too; this says so before anything compiles).
+step "include check (cross-component includes declared in CMake)"
+scripts/check-includes.sh --self-test
+scripts/check-includes.sh
+
 for preset in release asan; do
   step "build $preset"
   cmake --preset "$preset" >/dev/null

@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "fit/device_codec.hpp"
 #include "fit/fit.hpp"
 #include "fit/options.hpp"
 #include "fit/resources.hpp"
 #include "fit/usage.hpp"
+#include "protocol/device_codec.hpp"
 
 namespace {
 
@@ -255,7 +255,7 @@ void BM_Cycle5000(benchmark::State& state) {
     NodeDevices& best = nodes[filter.best(pod.options().node_policy).index];
     fit_pod(best, pod, scratch, &placement);
     const PodDevices pd = to_pod_devices(best, pod, placement);
-    auto text = encode_pod_devices(pd);
+    auto text = hami::protocol::encode_pod_devices(pd);
     const auto charges = pod_charges(pd, kinds);
     apply_charges(best, charges);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
@@ -317,7 +317,7 @@ void BM_DecodeAllocation(benchmark::State& state) {
       "GPU-00000001-0003-4000-8000-000000000000,NVIDIA,3000,30:"
       "GPU-00000001-0004-4000-8000-000000000000,NVIDIA,3000,30:;";
   for (auto _ : state) {
-    auto pd = decode_pod_devices(text);
+    auto pd = hami::protocol::decode_pod_devices(text);
     benchmark::DoNotOptimize(pd);
   }
 }

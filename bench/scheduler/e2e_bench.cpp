@@ -42,20 +42,20 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deviceplugin/annotations.hpp"
-#include "deviceplugin/node_lock.hpp"
-#include "deviceplugin/node_register.hpp"
 #include "deviceplugin/pod_devices.hpp"
 #include "k8s/client.hpp"
 #include "k8s/config.hpp"
 #include "k8s/paths.hpp"
+#include "protocol/annotations.hpp"
+#include "protocol/node_lock.hpp"
+#include "protocol/node_register.hpp"
 
 namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-namespace dp = hami::deviceplugin;
+namespace proto = hami::protocol;
 
 constexpr const char* kNodePrefix = "bench-node-";
 constexpr const char* kPlainResource = "example.com/gpu";
@@ -113,7 +113,7 @@ void parallel(int n, int threads, F&& f) {
 
 std::string publish_node(hami::k8s::Client& cl, int index) {
   const std::string name = node_name(index);
-  std::vector<dp::NodeDevice> devs;
+  std::vector<proto::NodeDevice> devs;
   for (int g = 0; g < kGpusPerNode; ++g) {
     char uuid[64];
     std::snprintf(uuid, sizeof uuid, "GPU-%08x-0000-4000-8000-%012x", index, g);
@@ -122,9 +122,9 @@ std::string publish_node(hami::k8s::Client& cl, int index) {
                     .count = 10,
                     .devmem = kH200MiB,
                     .devcore = 100,
-                    .type = dp::device_type("NVIDIA H200"),
+                    .type = proto::device_type("NVIDIA H200"),
                     .numa = g / 4,
-                    .mode = dp::kModeHamiCore,
+                    .mode = proto::kModeHamiCore,
                     .health = true});
   }
   const json node = {
@@ -134,8 +134,8 @@ std::string publish_node(hami::k8s::Client& cl, int index) {
        {{"name", name},
         {"labels", {{"kubernetes.io/hostname", name}, {"kubernetes.io/os", "linux"}}},
         {"annotations",
-         {{dp::kNodeRegister, dp::encode_node_devices(devs)},
-          {dp::kNodeHandshake, std::string(dp::kHandshakeReported) + rfc3339_now()}}}}}};
+         {{proto::kNodeRegister, proto::encode_node_devices(devs)},
+          {proto::kNodeHandshake, std::string(proto::kHandshakeReported) + rfc3339_now()}}}}}};
   auto made = cl.create(hami::k8s::node_path(), node);
   if (!made && made.error().already_exists()) return "";  // from an earlier call
   if (!made) return "create " + name + ": " + made.error().message;
@@ -216,13 +216,13 @@ class StandIn {
     const std::string node = pod["spec"].value("nodeName", "");
     if (node.empty()) return;
     const json an = md.value("annotations", json::object());
-    if (an.value(dp::kBindPhase, "") != dp::kPhaseAllocating) return;
+    if (an.value(proto::kBindPhase, "") != proto::kPhaseAllocating) return;
     const std::string uid = md.value("uid", "");
     std::lock_guard lk(mu_);
     if (!queued_.insert(uid).second) return;
     if (queued_.size() > 100000) queued_.clear();
     queue_.push_back({md.value("namespace", ""), md.value("name", ""), node,
-                      an.value(dp::kDevicesToAllocate, "")});
+                      an.value(proto::kDevicesToAllocate, "")});
     cv_.notify_one();
   }
 
@@ -273,28 +273,28 @@ class StandIn {
   // same). Its lookups of the pending pod, like kubelet's own traffic, are
   // left out.
   bool allocate(const Work& w) {
-    dp::PodDevices left;
-    if (auto d = dp::decode_pod_devices(w.to_allocate)) left = std::move(*d);
+    proto::PodDevices left;
+    if (auto d = proto::decode_pod_devices(w.to_allocate)) left = std::move(*d);
     for (auto& c : left)
       c.clear();
-    auto remaining = dp::encode_pod_devices(left);
+    auto remaining = proto::encode_pod_devices(left);
     if (!remaining) return false;
-    auto patched = cl_.patch_annotations(
-        hami::k8s::pod_path(w.ns, w.name),
-        {{dp::kDevicesToAllocate, *remaining}, {dp::kBindPhase, std::string(dp::kPhaseSuccess)}},
-        hami::k8s::PatchRetry{});
+    auto patched = cl_.patch_annotations(hami::k8s::pod_path(w.ns, w.name),
+                                         {{proto::kDevicesToAllocate, *remaining},
+                                          {proto::kBindPhase, std::string(proto::kPhaseSuccess)}},
+                                         hami::k8s::PatchRetry{});
     if (!patched) return false;
     auto released = cl_.read_modify_patch(
         hami::k8s::node_path(w.node),
         [&](const json& node) -> hami::k8s::Result<std::optional<json>> {
           const json an = node["metadata"].value("annotations", json::object());
-          auto it = an.find(dp::kNodeLock);
+          auto it = an.find(proto::kNodeLock);
           if (it == an.end() || !it->is_string()) return std::optional<json>();
-          auto lock = dp::parse_node_lock(it->get<std::string>());
+          auto lock = proto::parse_node_lock(it->get<std::string>());
           if (!lock || (lock->names_pod() && !lock->held_by(w.ns, w.name)))
             return std::optional<json>();
           return std::optional<json>(
-              json{{"metadata", {{"annotations", {{dp::kNodeLock, nullptr}}}}}});
+              json{{"metadata", {{"annotations", {{proto::kNodeLock, nullptr}}}}}});
         });
     if (!released) {
       std::cerr << "scheduler-e2e-bench standin: release " << w.node << ": "
@@ -501,10 +501,10 @@ json check_allocations(hami::k8s::Client& cl, const std::string& ns) {
     const json an = p["metadata"].value("annotations", json::object());
     const std::string node = p["spec"].value("nodeName", "");
     if (!node.empty()) nodes.insert(node);
-    if (an.value(dp::kBindPhase, "") == dp::kPhaseSuccess) ++success;
-    auto it = an.find(dp::kDevicesAllocated);
+    if (an.value(proto::kBindPhase, "") == proto::kPhaseSuccess) ++success;
+    auto it = an.find(proto::kDevicesAllocated);
     if (it == an.end()) continue;
-    auto devs = dp::decode_pod_devices(it->get<std::string>());
+    auto devs = proto::decode_pod_devices(it->get<std::string>());
     if (!devs) continue;
     ++checked;
     for (const auto& c : *devs)
@@ -703,10 +703,10 @@ int cmd_clean(const std::string& kubeconfig, const std::string& ns, int timeout_
   if (auto nodes = cl.list(hami::k8s::node_path())) {
     for (const json& n : nodes->items) {
       const json an = n["metadata"].value("annotations", json::object());
-      if (!an.contains(dp::kNodeLock)) continue;
+      if (!an.contains(proto::kNodeLock)) continue;
       ++cleared;
       (void)cl.merge_patch(hami::k8s::node_path(n["metadata"]["name"].get<std::string>()),
-                           {{"metadata", {{"annotations", {{dp::kNodeLock, nullptr}}}}}});
+                           {{"metadata", {{"annotations", {{proto::kNodeLock, nullptr}}}}}});
     }
   }
   if (cleared) std::cerr << "scheduler-e2e-bench: cleared " << cleared << " node locks left\n";

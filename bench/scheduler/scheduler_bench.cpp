@@ -33,7 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deviceplugin/node_register.hpp"
+#include "protocol/node_register.hpp"
 #include "scheduler/cache.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
@@ -110,7 +110,7 @@ struct Cluster {
     if (std::getenv("BENCH_SERIAL") == nullptr) ext.set_pool(&pool);
     std::mt19937 rng(42);
     for (int n = 0; n < kNodes; ++n) {
-      std::vector<hami::deviceplugin::NodeDevice> devs;
+      std::vector<hami::protocol::NodeDevice> devs;
       const bool h200 = n % 2 == 0;
       for (int g = 0; g < kGpus; ++g) {
         devs.push_back({.id = gpu_uuid(n, g),
@@ -124,11 +124,11 @@ struct Cluster {
                         .health = true});
       }
       names.push_back(node_name(n));
-      feed.node_changed({{"metadata",
-                          {{"name", names.back()},
-                           {"annotations",
-                            {{"hami.io/node-nvidia-register",
-                              hami::deviceplugin::encode_node_devices(devs)}}}}}});
+      feed.node_changed(
+          {{"metadata",
+            {{"name", names.back()},
+             {"annotations",
+              {{"hami.io/node-nvidia-register", hami::protocol::encode_node_devices(devs)}}}}}});
     }
     std::uniform_int_distribution<int> node(0, kNodes - 1), gpu(0, kGpus - 1), mem(1000, 20000),
         cores(0, 50);

@@ -37,18 +37,18 @@ except ImportError:
 # Every Kubernetes API call our daemons make:
 # (component, API group, resource, verb, where in the code, why).
 API_CALLS = [
-    ("hami-scheduler", "", "nodes", "list", "scheduler/main.cpp Reflector(node_path())", "node cache"),
-    ("hami-scheduler", "", "nodes", "watch", "scheduler/main.cpp Reflector(node_path())", "node cache"),
+    ("hami-scheduler", "", "nodes", "list", "scheduler/run.cpp Reflector(node_path())", "node cache"),
+    ("hami-scheduler", "", "nodes", "watch", "scheduler/run.cpp Reflector(node_path())", "node cache"),
     ("hami-scheduler", "", "nodes", "get", "scheduler/k8s_backend.cpp read_modify_patch", "node lock"),
     ("hami-scheduler", "", "nodes", "patch", "scheduler/k8s_backend.cpp read_modify_patch", "node lock"),
-    ("hami-scheduler", "", "pods", "list", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
-    ("hami-scheduler", "", "pods", "watch", "scheduler/main.cpp Reflector(core_path(pods))", "pod cache"),
+    ("hami-scheduler", "", "pods", "list", "scheduler/run.cpp Reflector(core_path(pods))", "pod cache"),
+    ("hami-scheduler", "", "pods", "watch", "scheduler/run.cpp Reflector(core_path(pods))", "pod cache"),
     ("hami-scheduler", "", "pods", "get", "scheduler/k8s_backend.cpp get(pod_path)", "bind; node-lock owner"),
     ("hami-scheduler", "", "pods", "patch", "scheduler/events.cpp merge_patch(pod_path)", "labels hami.io/vgpu-node (after bind), hami.io/scheduler-role"),
     ("hami-scheduler", "", "pods/binding", "create", "scheduler/k8s_backend.cpp bind_pod", "the binding"),
     ("hami-scheduler", "", "events", "create", "scheduler/events.cpp create(core_path(events))", "Events on pods"),
-    ("hami-scheduler", "", "resourcequotas", "list", "scheduler/main.cpp Reflector(core_path(resourcequotas))", "GPU quotas"),
-    ("hami-scheduler", "", "resourcequotas", "watch", "scheduler/main.cpp Reflector(core_path(resourcequotas))", "GPU quotas"),
+    ("hami-scheduler", "", "resourcequotas", "list", "scheduler/run.cpp Reflector(core_path(resourcequotas))", "GPU quotas"),
+    ("hami-scheduler", "", "resourcequotas", "watch", "scheduler/run.cpp Reflector(core_path(resourcequotas))", "GPU quotas"),
     ("hami-scheduler", "", "events", "patch", "scheduler/events.cpp merge_patch(core_path(events))", "an Event's count"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "get", "k8s/leader_election.cpp get_lease", "--leader-elect"),
     ("hami-scheduler", "coordination.k8s.io", "leases", "create", "k8s/leader_election.cpp create_lease", "--leader-elect"),
@@ -68,11 +68,19 @@ API_CALLS = [
 ]
 LEASE_CALL = ("coordination.k8s.io", "leases")
 
-# Our binaries: the main file that defines their flags (checked against CMake).
+# Our binaries and their main files (checked against CMake).
 BINARIES = {
     "hami-scheduler": "src/scheduler/main.cpp",
     "hami-device-plugin": "src/deviceplugin/main.cpp",
     "hami-node-agent": "src/monitor/agent_main.cpp",
+}
+# The files that declare each binary's flags: its own flags file and the
+# start-up every daemon shares (common/daemon_main.cpp: --log-level, -v,
+# --check-flags, --version).
+FLAG_SOURCES = {
+    "hami-scheduler": ["src/scheduler/flags.cpp", "src/common/daemon_main.cpp"],
+    "hami-device-plugin": ["src/deviceplugin/flags.cpp", "src/common/daemon_main.cpp"],
+    "hami-node-agent": ["src/monitor/agent_flags.cpp", "src/common/daemon_main.cpp"],
 }
 # Sources whose Kubernetes calls belong to each binary.
 SOURCE_DIRS = {
@@ -237,8 +245,8 @@ def executable_sources(repo):
     return {m.group(1): "src/" + m.group(2) for m in re.finditer(r"add_executable\(\s*([\w-]+)\s+([\w/.]+\.cpp)", text)}
 
 
-def flags_from_source(path):
-    text = read(path)
+def flags_from_source(paths):
+    text = "\n".join(read(p) for p in paths)
     names = {"-h", "--help"}
     for m in re.finditer(r'(?:add_option|add_flag|set_version_flag)\(\s*"([^"]+)"', text):
         for n in m.group(1).split(","):
@@ -1633,7 +1641,9 @@ def gather_facts(ctx, report):
                 continue
             except (CannotRun, subprocess.TimeoutExpired, OSError) as e:
                 print(f"note: {e}; reading {b}'s flags from the source instead")
-        facts["flags"][b] = (flags_from_source(os.path.join(ctx.repo, src)), f"parsed from {src}")
+        files = FLAG_SOURCES[b]
+        facts["flags"][b] = (flags_from_source([os.path.join(ctx.repo, f) for f in files]),
+                             f"parsed from {', '.join(files)}")
         bin_note.append(f"{b}: source")
     report.check("our binaries and where their flags come from", problems, ", ".join(bin_note))
 

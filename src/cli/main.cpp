@@ -10,13 +10,14 @@
 #include "cli/inspect.hpp"
 #include "cli/run.hpp"
 #include "cli/top.hpp"
+#include "common/build_info.hpp"
 #include "common/size_parse.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "vgpu: GPU sharing tools (HAMi-compatible).\n"
       "Exit codes: 0 ok, 2 usage error, 3 invalid or unreadable file."};
-  app.set_version_flag("--version", std::string(HAMI_VERSION));
+  app.set_version_flag("--version", std::string(hami::build_info().version));
   app.require_subcommand(1);
 
   std::string file;

@@ -16,6 +16,7 @@
 #include "common/size_parse.hpp"
 #include "fit/fit.hpp"
 #include "nvml/nvml.hpp"
+#include "protocol/node_register.hpp"
 #include "region/layout_v1.hpp"
 #include "region/region.hpp"
 
@@ -100,7 +101,7 @@ fit::NodeDevices local_node(const std::vector<LocalGpu>& gpus,
     fit::GpuDevice d;
     d.uuid = g.uuid;
     d.index = g.index;
-    d.type = fit::registered_type(g.name);
+    d.type = protocol::device_type(g.name);
     d.total_mem_mib = mib_up(g.memory_total);
     node.devices.push_back(d);
   }

@@ -1,7 +1,7 @@
 #pragma once
 // A CLI11 check for duration flags ("5s", "500ms", "2m"), shared by the
 // daemons' command lines so every flag takes durations the same way.
-// Header-only: only the executables link CLI11.
+// Header-only, for the code that links CLI11 (the daemons' flags).
 //
 //   app.add_option("--health-interval", text)->check(hami::duration_flag());
 //   app.add_option("--xid-recovery", text)->check(hami::duration_flag(/*allow_zero=*/true));

@@ -1,16 +1,8 @@
 #include "common/kv_text.hpp"
 
+#include "common/text.hpp"
+
 namespace hami {
-namespace {
-
-std::string_view trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return {};
-  const size_t e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
-}  // namespace
 
 std::optional<std::string> KvText::find(std::string_view key) const {
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {

@@ -3,16 +3,10 @@
 #include <cctype>
 #include <string>
 
+#include "common/text.hpp"
+
 namespace hami {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
 
 // Built with append: GCC 12 misreports operator+ chains here (-Wrestrict).
 std::string quoted(std::string_view text) {

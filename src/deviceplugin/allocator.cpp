@@ -6,12 +6,19 @@
 #include <set>
 
 #include "common/log.hpp"
-#include "deviceplugin/annotations.hpp"
 #include "deviceplugin/host_files.hpp"
 #include "fit/resources.hpp"
 #include "k8s/paths.hpp"
+#include "protocol/annotations.hpp"
 
 namespace hami::deviceplugin {
+
+using protocol::kBindPhase;
+using protocol::kDevicesToAllocate;
+using protocol::kNodeLock;
+using protocol::kPhaseFailed;
+using protocol::kPhaseSuccess;
+using protocol::parse_node_lock;
 namespace {
 
 // The state file's name; random like upstream's, so a restarted container

@@ -1,7 +1,6 @@
 #include "deviceplugin/daemon.hpp"
 
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/stop_signals.hpp"
 #include "common/unique_fd.hpp"
 #include "deviceplugin/allocator.hpp"
 #include "deviceplugin/dir_watcher.hpp"
@@ -173,16 +173,13 @@ class Supervisor {
 int run_daemon(const DaemonOptions& o) {
   // Before any thread exists, so every thread inherits the mask and the
   // signals reach only the signalfd.
-  sigset_t set;
-  sigemptyset(&set);
-  for (int s : {SIGTERM, SIGINT, SIGHUP})
-    sigaddset(&set, s);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  UniqueFd sfd{::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)};
-  if (sfd.get() < 0) {
-    log::error("signalfd: %s", std::strerror(errno));
+  const daemon::StopSignals signals(/*reload=*/true);
+  auto signal_fd = signals.signal_fd();
+  if (!signal_fd) {
+    log::error("%s", signal_fd.error().message.c_str());
     return 1;
   }
+  UniqueFd sfd = std::move(*signal_fd);
 
   const PluginConfig& cfg = o.config;
   log::info("node %s; config: %s", o.node_name.c_str(), cfg.describe().c_str());

@@ -55,10 +55,6 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
   return gpus;
 }
 
-void check_health(nvml::Library& nvml, DeviceState& state) {
-  HealthChecker(nvml, state, XidPolicy{}).check();  // no Xid windows: NVML alone
-}
-
 bool HealthChecker::watch_xids() {
   log::info("%s", policy_.describe().c_str());
   if (!policy_.watch) return false;

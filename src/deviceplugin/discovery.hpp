@@ -46,9 +46,6 @@ namespace hami::deviceplugin {
 Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& cfg,
                                        const std::string& sysfs_pci = "/sys/bus/pci/devices");
 
-// One pass over every GPU in `state`; logs each change. (NVML only: no Xids.)
-void check_health(nvml::Library& nvml, DeviceState& state);
-
 class HealthChecker {
  public:
   using Clock = std::chrono::steady_clock;

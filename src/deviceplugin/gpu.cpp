@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "deviceplugin/annotations.hpp"
+#include "protocol/annotations.hpp"
 
 namespace hami::deviceplugin {
+
+using protocol::device_type;
+using protocol::kModeHamiCore;
+using protocol::NodeDevice;
 
 std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count) {
   std::vector<std::string> ids;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "deviceplugin/config.hpp"
-#include "deviceplugin/node_register.hpp"
+#include "protocol/node_register.hpp"
 
 namespace hami::deviceplugin {
 
@@ -35,6 +35,7 @@ std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count);
 // without such a suffix is returned whole.
 std::string physical_uuid(std::string_view id);
 
-std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginConfig& cfg);
+std::vector<protocol::NodeDevice> node_devices(const std::vector<Gpu>& gpus,
+                                               const PluginConfig& cfg);
 
 }  // namespace hami::deviceplugin

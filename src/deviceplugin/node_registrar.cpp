@@ -3,12 +3,17 @@
 #include <ctime>
 
 #include "common/log.hpp"
-#include "deviceplugin/annotations.hpp"
 #include "deviceplugin/gpu.hpp"
-#include "deviceplugin/node_register.hpp"
 #include "k8s/paths.hpp"
+#include "protocol/annotations.hpp"
+#include "protocol/node_register.hpp"
 
 namespace hami::deviceplugin {
+
+using protocol::encode_node_devices;
+using protocol::kHandshakeReported;
+using protocol::kNodeHandshake;
+using protocol::kNodeRegister;
 
 std::string handshake_reported(std::chrono::system_clock::time_point t) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(t);

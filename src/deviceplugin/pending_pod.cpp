@@ -4,10 +4,18 @@
 #include <charconv>
 #include <limits>
 
-#include "deviceplugin/annotations.hpp"
 #include "k8s/paths.hpp"
+#include "protocol/annotations.hpp"
 
 namespace hami::deviceplugin {
+
+using protocol::kAssignedNode;
+using protocol::kBindPhase;
+using protocol::kBindTime;
+using protocol::kDevicesToAllocate;
+using protocol::kNodeLock;
+using protocol::kPhaseAllocating;
+using protocol::parse_node_lock;
 namespace {
 
 std::string get_annotation(const k8s::Pod& pod, const char* key) {

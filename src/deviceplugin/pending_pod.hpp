@@ -19,10 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deviceplugin/node_lock.hpp"
 #include "deviceplugin/pod_devices.hpp"
 #include "k8s/client.hpp"
 #include "k8s/objects.hpp"
+#include "protocol/node_lock.hpp"
 
 namespace hami::deviceplugin {
 
@@ -38,7 +38,7 @@ struct PodLookup {
   std::optional<k8s::Pod> undecodable;
   std::string error;  // why no pod, when pod is empty
   // The node lock names a pod that does not exist: release it.
-  std::optional<NodeLock> stale_lock;
+  std::optional<protocol::NodeLock> stale_lock;
 };
 
 // `first_request_sizes`: how many devices kubelet asks for, per container of

@@ -1,7 +1,7 @@
 #pragma once
 // The scheduler's device decision for a pod (hami.io/vgpu-devices-to-allocate
 // and hami.io/vgpu-devices-allocated) as the device plugin uses it. The codec
-// itself is src/fit/device_codec.hpp, shared with the scheduler extender so the
+// itself is src/protocol/device_codec.hpp, shared with the scheduler extender so the
 // two sides of the protocol cannot drift; this header adds what only the
 // plugin needs.
 //
@@ -9,16 +9,16 @@
 //   if (!pd) return fail(pd.error().message);   // says which container/device and why
 //   if (!hami::deviceplugin::any_devices(*pd)) ...  // every container served
 
-#include "fit/device_codec.hpp"
+#include "protocol/device_codec.hpp"
 
 namespace hami::deviceplugin {
 
-using fit::ContainerDevice;
-using fit::ContainerDevices;
-using fit::decode_pod_devices;
-using fit::encode_pod_devices;
-using fit::kMaxPodDevicesText;
-using fit::PodDevices;
+using protocol::ContainerDevice;
+using protocol::ContainerDevices;
+using protocol::decode_pod_devices;
+using protocol::encode_pod_devices;
+using protocol::kMaxPodDevicesText;
+using protocol::PodDevices;
 
 // Whether any container still has devices (the to-allocate copy is emptied as
 // containers are served).

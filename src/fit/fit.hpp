@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "common/result.hpp"
-#include "fit/device_codec.hpp"
 #include "fit/device_order.hpp"
 #include "fit/options.hpp"
 #include "fit/reasons.hpp"
 #include "fit/score.hpp"
 #include "fit/types.hpp"
+#include "protocol/device_codec.hpp"
 
 namespace hami::fit {
 

@@ -4,16 +4,10 @@
 #include <charconv>
 #include <initializer_list>
 
+#include "common/text.hpp"
+
 namespace hami::fit {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
 
 // Built with append: GCC 12 misreports "literal" + std::string (-Wrestrict).
 std::string cat(std::initializer_list<std::string_view> parts) {
@@ -226,41 +220,6 @@ Result<PodOptions> parse_pod_options(AnnotationLookup annotation, const PolicyDe
     o.weights = *w;
   }
   return o;
-}
-
-const char* node_policy_name(NodePolicy p) {
-  return p == NodePolicy::kSpread ? "spread" : "binpack";
-}
-
-std::string gpu_policy_name(const GpuPolicy& p) {
-  std::string out;
-  auto add = [&](const char* s) {
-    if (!out.empty()) out += ',';
-    out += s;
-  };
-  switch (p.order) {
-    case GpuPolicy::Order::kSpread:
-      add(p.topology_aware ? "topology-aware" : "spread");
-      return out;
-    case GpuPolicy::Order::kBinpack:
-      add("binpack");
-      return out;
-    case GpuPolicy::Order::kMutex:
-      add("mutex");
-      return out;
-    case GpuPolicy::Order::kChain:
-      break;
-  }
-  for (uint8_t i = 0; i < p.chain_len; ++i)
-    add(p.chain[i] == SortKey::kBinpack  ? "binpack"
-        : p.chain[i] == SortKey::kSpread ? "spread"
-                                         : "numa");
-  if (p.mutex) add("mutex");
-  if (p.topology_aware) add("topology-aware");
-  // A one-key chain would read back as the single value, which orders ties
-  // differently; the trailing comma keeps it a chain.
-  if (out.find(',') == std::string::npos && out != "numa") out += ',';
-  return out;
 }
 
 }  // namespace hami::fit

@@ -95,8 +95,4 @@ Result<bool> parse_go_bool(std::string_view value);
 // A comma list, entries trimmed, empty entries dropped ("A100, ,V100" → 2).
 std::vector<std::string> parse_list(std::string_view value);
 
-const char* node_policy_name(NodePolicy p);
-// The canonical text of a policy ("spread", "numa,binpack,mutex").
-std::string gpu_policy_name(const GpuPolicy& p);
-
 }  // namespace hami::fit

@@ -16,7 +16,14 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/device_codec.hpp"
+
 namespace hami::fit {
+
+// What a container was given, as the allocation annotation carries it.
+using protocol::ContainerDevice;
+using protocol::ContainerDevices;
+using protocol::PodDevices;
 
 // The vendor key NVIDIA requests carry; a device belongs to it when its type
 // contains the key case-insensitively (upstream getNodeResources).
@@ -26,15 +33,6 @@ inline constexpr const char* kModeMig = "mig";
 
 // gpumem-percentage's "not given" sentinel, as upstream stores it.
 inline constexpr int32_t kMemPercentUnset = 101;
-
-// The model a GPU is registered with (upstream's Type): the NVML name, prefixed
-// "NVIDIA-" unless it starts with "NVIDIA" ("Tesla T4" → "NVIDIA-Tesla T4",
-// "NVIDIA A30" stays). The device plugin registers it; `vgpu run` uses it for
-// the local GPUs, so both fit against the same strings.
-inline std::string registered_type(std::string_view nvml_name) {
-  if (nvml_name.substr(0, 6) == "NVIDIA") return std::string(nvml_name);
-  return "NVIDIA-" + std::string(nvml_name);
-}
 
 struct GpuDevice {
   std::string uuid;                  // "GPU-…", the device's identity everywhere

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "fit/device_codec.hpp"
 #include "fit/types.hpp"
+#include "protocol/device_codec.hpp"
 
 namespace hami::fit {
 

@@ -8,7 +8,8 @@
 //   auto pod = hami::k8s::Pod::from_json(json);
 //   if (!pod) return fail(pod.error().message);
 //   for (const auto& c : pod->containers) c.limits.count("nvidia.com/gpu");
-//   int64_t gpus = *hami::k8s::parse_quantity(pod->containers[0].limits.at("nvidia.com/gpu"));
+//   int64_t gpus =
+//   *hami::fit::parse_whole_quantity(pod->containers[0].limits.at("nvidia.com/gpu"));
 
 #include <map>
 #include <optional>

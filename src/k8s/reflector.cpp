@@ -64,13 +64,6 @@ std::vector<json> Reflector::items() const {
   return out;
 }
 
-std::optional<json> Reflector::get_by_uid(const std::string& uid) const {
-  std::lock_guard lock(mu_);
-  const auto it = by_uid_.find(uid);
-  if (it == by_uid_.end()) return std::nullopt;
-  return it->second;
-}
-
 std::optional<json> Reflector::get(std::string_view ns, std::string_view name) const {
   std::lock_guard lock(mu_);
   const auto key = uid_by_key_.find(std::string(ns) + "/" + std::string(name));

@@ -72,7 +72,6 @@ class Reflector {
   bool wait_for_sync(std::chrono::milliseconds timeout) const;
 
   std::vector<nlohmann::json> items() const;
-  std::optional<nlohmann::json> get_by_uid(const std::string& uid) const;
   std::optional<nlohmann::json> get(std::string_view ns, std::string_view name) const;
   size_t size() const;
   std::string resource_version() const;

@@ -6,18 +6,9 @@
 
 #include "common/log.hpp"
 #include "common/small_file.hpp"
+#include "common/text.hpp"
 
 namespace hami::k8s {
-namespace {
-
-std::string trim(std::string s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return s.substr(first, last - first + 1);
-}
-
-}  // namespace
 
 std::shared_ptr<TokenSource> TokenSource::fixed(std::string token) {
   std::shared_ptr<TokenSource> s(new TokenSource());
@@ -53,7 +44,7 @@ hami::Result<std::string> TokenSource::token() {
     }
     return hami::Error{"token file " + text.error().message, text.error().sys_errno};
   }
-  std::string fresh = trim(std::move(*text));
+  std::string fresh(hami::trim(*text));
   if (fresh.empty()) {
     if (have_token_) return token_;  // caught between truncate and write
     return hami::Error{"token file " + path_ + ": empty"};

@@ -184,15 +184,6 @@ const ProcEntry* ProcTable::find_host(pid_t host_pid) const {
   return it != by_host_.end() && entries_[*it].host_pid == host_pid ? &entries_[*it] : nullptr;
 }
 
-std::span<const uint32_t> ProcTable::with_innermost_pid(pid_t pid) const {
-  const auto lo = std::partition_point(by_start_.begin(), by_start_.end(), [&](uint32_t i) {
-    return entries_[i].innermost_pid() < pid;
-  });
-  const auto hi = std::partition_point(
-      lo, by_start_.end(), [&](uint32_t i) { return entries_[i].innermost_pid() == pid; });
-  return {lo, hi};
-}
-
 std::span<const uint32_t> ProcTable::with_identity(pid_t pid, uint64_t start_time) const {
   const auto key = std::pair(pid, start_time);
   const auto lo = std::partition_point(by_start_.begin(), by_start_.end(), [&](uint32_t i) {
@@ -275,30 +266,6 @@ Resolution resolve_host_pid(const ProcTable& table, pid_t container_pid, uint64_
     r.host_pid = match->host_pid;
   }
   return r;
-}
-
-AssignCounts assign_host_pids(region::Region& region, const ProcTable& table,
-                              std::string_view pod_uid) {
-  AssignCounts counts;
-  const int n = std::clamp(region.proc_num(), 0, region::kMaxProcesses);
-  for (int i = 0; i < n; ++i) {
-    region::SlotRef s = region.slot(i);
-    const int32_t pid = s.pid();
-    if (pid <= 0) continue;
-    const uint64_t start = s.owner_tagged() ? s.owner_start_time() : 0;
-    Resolution r = resolve_host_pid(table, pid, start, pod_uid);
-    if (!r.host_pid) {
-      ++counts.unresolved;
-      counts.unresolved_slots.push_back({i, pid, r.status});
-      continue;
-    }
-    ++counts.resolved;
-    if (s.host_pid() != *r.host_pid) {
-      s.set_host_pid(*r.host_pid);
-      ++counts.changed;
-    }
-  }
-  return counts;
 }
 
 }  // namespace hami::monitor

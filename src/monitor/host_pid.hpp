@@ -12,13 +12,10 @@
 // several drivers and under concurrent starts.
 //
 //   auto table = hami::monitor::ProcTable::scan();          // once per pass
-//   auto region = hami::region::Region::open(path, {.create = false});
-//   auto counts = hami::monitor::assign_host_pids(*region, table, pod_uid);
-//   // or, for one process:
 //   auto r = hami::monitor::resolve_host_pid(table, 1, start_time, pod_uid);
 //   if (r.host_pid) use(*r.host_pid); else log(r.reason());
 //
-// Only reads /proc and writes slots' hostpid fields; never anything else.
+// Only reads /proc; the agent writes what it resolves (monitor/state_writer.hpp).
 
 #include <sys/types.h>
 
@@ -60,9 +57,8 @@ class ProcTable {
 
   const std::vector<ProcEntry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
-  // Indices into entries() of every process whose innermost PID is `pid`.
-  std::span<const uint32_t> with_innermost_pid(pid_t pid) const;
-  // ... and whose start time is `start_time`.
+  // Indices into entries() of every process whose innermost PID is `pid` and
+  // whose start time is `start_time`.
   std::span<const uint32_t> with_identity(pid_t pid, uint64_t start_time) const;
   // ... and whose extracted pod_uid is `pod_uid` (normalised: dashed, lower
   // case); "" gives those whose cgroup named no recognisable pod.
@@ -116,23 +112,5 @@ struct Resolution {
 // slots must not have that container's usage counted (or killed) as its own.
 Resolution resolve_host_pid(const ProcTable& table, pid_t container_pid, uint64_t start_time,
                             std::string_view pod_uid);
-
-struct UnresolvedSlot {
-  int index = 0;
-  int32_t pid = 0;
-  ResolveStatus status = ResolveStatus::kNotFound;
-};
-
-struct AssignCounts {
-  int resolved = 0;
-  int unresolved = 0;
-  int changed = 0;  // resolved slots whose hostpid field was rewritten
-  std::vector<UnresolvedSlot> unresolved_slots;
-};
-
-// Resolves every occupied slot below proc_num and writes its hostpid where it
-// differs. An unresolved slot keeps whatever hostpid it had.
-AssignCounts assign_host_pids(region::Region& region, const ProcTable& table,
-                              std::string_view pod_uid);
 
 }  // namespace hami::monitor

@@ -7,11 +7,11 @@
 #include <map>
 #include <utility>
 
-#include "vgpu/cuda_abi.hpp"
+#include "nvml/nvml_abi.hpp"
 
 namespace hami::nvml {
 
-using namespace hami::cuda;  // NOLINT: the NVML names, as nvml.h spells them
+using namespace abi;  // NOLINT: the NVML names, as nvml.h spells them
 
 namespace {
 

@@ -7,16 +7,14 @@
 #include <tuple>
 
 #include "common/log.hpp"
-#include "deviceplugin/annotations.hpp"
 #include "fit/fit.hpp"
 #include "fit/score.hpp"
+#include "protocol/annotations.hpp"
 #include "scheduler/bind_guard.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/pod_request.hpp"
 
 namespace hami::scheduler {
-
-namespace dp = hami::deviceplugin;
 
 namespace {
 
@@ -326,7 +324,7 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
       return 0;
     }
     fit::PodDevices devices = fit::to_pod_devices(*node, *req.prepared, placement);
-    auto text = fit::encode_pod_devices(devices);
+    auto text = protocol::encode_pod_devices(devices);
     if (!text) {
       fit_error = text.error().message;
       return 0;
@@ -435,12 +433,12 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
   const auto unix_now = std::to_string(
       std::chrono::duration_cast<std::chrono::seconds>(now_().time_since_epoch()).count());
   const std::map<std::string, std::string> annotations = {
-      {dp::kAssignedNode, node},
+      {protocol::kAssignedNode, node},
       {kAnnoVgpuTime, unix_now},
-      {dp::kDevicesToAllocate, encoded},
-      {dp::kDevicesAllocated, encoded},
-      {dp::kBindPhase, dp::kPhaseAllocating},
-      {dp::kBindTime, unix_now},
+      {protocol::kDevicesToAllocate, encoded},
+      {protocol::kDevicesAllocated, encoded},
+      {protocol::kBindPhase, protocol::kPhaseAllocating},
+      {protocol::kBindTime, unix_now},
   };
   if (auto b = backend_->bind(r.ns, r.name, uid, node, annotations); !b) {
     backend_->unlock_node(node, r.ns, r.name);
@@ -528,7 +526,7 @@ BindOutcome Extender::place(const BindRequest& r) {
       events_->record({r.ns, r.name, uid}, EventType::kNormal, kReasonBindingSucceed,
                       "Successfully binding node [" + node + "] to " + who);
       // Upstream's pod label, by which its node monitor lists a node's pods.
-      events_->label_pod(r.ns, r.name, {{dp::kAssignedNode, node}});
+      events_->label_pod(r.ns, r.name, {{protocol::kAssignedNode, node}});
     }
     if (node == r.node) {
       log::info("bound %s to %s", who.c_str(), node.c_str());

@@ -5,22 +5,20 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
-#include "deviceplugin/annotations.hpp"
-#include "deviceplugin/node_register.hpp"
-#include "fit/device_codec.hpp"
 #include "fit/options.hpp"
+#include "protocol/annotations.hpp"
+#include "protocol/device_codec.hpp"
+#include "protocol/node_register.hpp"
 
 namespace hami::scheduler {
 
-namespace dp = hami::deviceplugin;
-
 Result<std::vector<fit::GpuDevice>> node_inventory(const k8s::Node& node) {
   std::vector<fit::GpuDevice> out;
-  auto it = node.meta.annotations.find(dp::kNodeRegister);
+  auto it = node.meta.annotations.find(protocol::kNodeRegister);
   if (it == node.meta.annotations.end() || it->second.empty()) return out;
-  auto devices = dp::decode_node_devices(it->second);
+  auto devices = protocol::decode_node_devices(it->second);
   if (!devices) {
-    return Error{"node " + node.meta.name + ": " + dp::kNodeRegister + ": " +
+    return Error{"node " + node.meta.name + ": " + protocol::kNodeRegister + ": " +
                  devices.error().message};
   }
   std::vector<std::string> cordoned;
@@ -28,7 +26,7 @@ Result<std::vector<fit::GpuDevice>> node_inventory(const k8s::Node& node) {
     cordoned = fit::parse_list(c->second);
   }
   out.reserve(devices->size());
-  for (const dp::NodeDevice& d : *devices) {
+  for (const protocol::NodeDevice& d : *devices) {
     fit::GpuDevice g;
     g.uuid = d.id;
     g.index = d.index;
@@ -48,21 +46,21 @@ Result<std::vector<fit::GpuDevice>> node_inventory(const k8s::Node& node) {
 Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod) {
   if (pod.phase == "Succeeded" || pod.phase == "Failed") return std::optional<PodCharge>{};
   const auto& a = pod.meta.annotations;
-  auto node = a.find(dp::kAssignedNode);
-  auto alloc = a.find(dp::kDevicesAllocated);
+  auto node = a.find(protocol::kAssignedNode);
+  auto alloc = a.find(protocol::kDevicesAllocated);
   if (node == a.end() || alloc == a.end() || node->second.empty()) {
     return std::optional<PodCharge>{};
   }
   // A bind that failed before the pod was bound leaves its annotations with
   // bind-phase failed: nothing runs there, so nothing is held.
-  if (auto ph = a.find(dp::kBindPhase);
-      pod.node_name.empty() && ph != a.end() && ph->second == dp::kPhaseFailed) {
+  if (auto ph = a.find(protocol::kBindPhase);
+      pod.node_name.empty() && ph != a.end() && ph->second == protocol::kPhaseFailed) {
     return std::optional<PodCharge>{};
   }
-  auto devices = fit::decode_pod_devices(alloc->second);
+  auto devices = protocol::decode_pod_devices(alloc->second);
   if (!devices) {
-    return Error{"pod " + pod.meta.ns + "/" + pod.meta.name + ": " + dp::kDevicesAllocated + ": " +
-                 devices.error().message};
+    return Error{"pod " + pod.meta.ns + "/" + pod.meta.name + ": " + protocol::kDevicesAllocated +
+                 ": " + devices.error().message};
   }
   std::vector<fit::ContainerKind> kinds(pod.init_containers.size(), fit::ContainerKind::kInit);
   PodCharge c;
@@ -112,7 +110,7 @@ bool same_annotation(const nlohmann::json& a, const nlohmann::json& b, const cha
 }  // namespace
 
 void CacheFeed::node_updated(const nlohmann::json& old_node, const nlohmann::json& node) {
-  if (same_annotation(old_node, node, dp::kNodeRegister) &&
+  if (same_annotation(old_node, node, protocol::kNodeRegister) &&
       same_annotation(old_node, node, kAnnoDeviceCordon)) {
     return;
   }

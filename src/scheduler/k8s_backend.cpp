@@ -6,13 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
-#include "deviceplugin/annotations.hpp"
-#include "deviceplugin/node_lock.hpp"
 #include "k8s/paths.hpp"
+#include "protocol/annotations.hpp"
+#include "protocol/node_lock.hpp"
 
 namespace hami::scheduler {
 
-namespace dp = hami::deviceplugin;
 using nlohmann::json;
 
 namespace {
@@ -73,9 +72,9 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
     }
     const auto now = now_();
     LockDecision d;
-    if (const std::string* held = annotation(*current, dp::kNodeLock);
+    if (const std::string* held = annotation(*current, protocol::kNodeLock);
         held != nullptr && !held->empty()) {
-      auto lock = dp::parse_node_lock(*held);
+      auto lock = protocol::parse_node_lock(*held);
       if (!lock) {
         // Unreadable: nobody can ever release it by name; treat as stale.
         log::warn("node %s: unreadable lock '%s' replaced", node.c_str(), held->c_str());
@@ -122,9 +121,10 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
       continue;
     }
     const std::string rv = current->value("metadata", json::object()).value("resourceVersion", "");
-    json patch = {{"metadata",
-                   {{"resourceVersion", rv},
-                    {"annotations", {{dp::kNodeLock, dp::format_node_lock(now, ns, name)}}}}}};
+    json patch = {
+        {"metadata",
+         {{"resourceVersion", rv},
+          {"annotations", {{protocol::kNodeLock, protocol::format_node_lock(now, ns, name)}}}}}};
     auto r = client_.merge_patch(k8s::node_path(node), patch);
     if (r) return {};
     if (!r.error().conflict()) {
@@ -144,12 +144,13 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
 void K8sBindBackend::unlock_node(const std::string& node, const std::string& ns,
                                  const std::string& name) {
   auto make = [&](const json& current) -> k8s::Result<std::optional<json>> {
-    const std::string* held = annotation(current, dp::kNodeLock);
+    const std::string* held = annotation(current, protocol::kNodeLock);
     if (held == nullptr) return std::optional<json>{};
-    auto lock = dp::parse_node_lock(*held);
+    auto lock = protocol::parse_node_lock(*held);
     // Only our own lock: another pod's may have replaced an expired one.
     if (!lock || !lock->held_by(ns, name)) return std::optional<json>{};
-    return std::optional<json>(json{{"metadata", {{"annotations", {{dp::kNodeLock, nullptr}}}}}});
+    return std::optional<json>(
+        json{{"metadata", {{"annotations", {{protocol::kNodeLock, nullptr}}}}}});
   };
   if (auto r = client_.read_modify_patch(k8s::node_path(node), make); !r) {
     log::warn("releasing the lock on node %s for %s/%s: %s", node.c_str(), ns.c_str(), name.c_str(),

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
-#include "k8s/quantity.hpp"
+#include "fit/quantity.hpp"
 
 namespace hami::scheduler {
 
@@ -65,7 +65,7 @@ void QuotaTracker::quota_changed(const nlohmann::json& rq) {
       if (name->empty()) continue;
       auto v = hard->find("limits." + *name);
       if (v == hard->end()) continue;
-      auto q = v->is_string() ? k8s::parse_quantity(v->get<std::string>())
+      auto q = v->is_string() ? fit::parse_whole_quantity(v->get<std::string>())
                               : Result<int64_t>(Error{"not a quantity string"});
       if (!q || *q < 0) {
         log::warn("ResourceQuota %s/%s: limits.%s: %s; that limit is not enforced",

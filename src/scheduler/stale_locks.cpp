@@ -3,12 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
-#include "deviceplugin/annotations.hpp"
-#include "deviceplugin/node_lock.hpp"
+#include "protocol/annotations.hpp"
+#include "protocol/node_lock.hpp"
 
 namespace hami::scheduler {
 
-namespace dp = hami::deviceplugin;
 using nlohmann::json;
 
 namespace {
@@ -44,8 +43,8 @@ void StaleLocks::node_seen(const json& node) {
   const std::string* name = string_at(node, "metadata", "name");
   if (name == nullptr) return;
   std::string holder;
-  if (const std::string* v = annotation(node, dp::kNodeLock); v != nullptr && !v->empty()) {
-    if (auto lock = dp::parse_node_lock(*v); lock && lock->names_pod())
+  if (const std::string* v = annotation(node, protocol::kNodeLock); v != nullptr && !v->empty()) {
+    if (auto lock = protocol::parse_node_lock(*v); lock && lock->names_pod())
       holder = lock->ns + "/" + lock->name;
   }
   std::vector<Pending> todo;
@@ -84,7 +83,8 @@ void StaleLocks::node_gone(const json& node) {
 void StaleLocks::pod_seen(const json& pod) {
   const std::string* ns = string_at(pod, "metadata", "namespace");
   const std::string* name = string_at(pod, "metadata", "name");
-  if (ns == nullptr || name == nullptr || annotation(pod, dp::kAssignedNode) == nullptr) return;
+  if (ns == nullptr || name == nullptr || annotation(pod, protocol::kAssignedNode) == nullptr)
+    return;
   const std::string* node = string_at(pod, "spec", "nodeName");
   const std::string key = *ns + "/" + *name;
   std::vector<Pending> todo;

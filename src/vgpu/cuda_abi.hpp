@@ -1,6 +1,6 @@
 #pragma once
-// The slice of the CUDA driver API (cuda.h, CUDA 12/13) and NVML (nvml.h) that
-// libvgpu.so and the simulated driver touch: handle types, the structs whose
+// The slice of the CUDA driver API (cuda.h, CUDA 12/13) that libvgpu.so and
+// the simulated driver touch (NVML's is nvml/nvml_abi.hpp): handle types, the structs whose
 // fields we read, the constants we compare against. Written from the public
 // headers so the library builds without a CUDA toolkit; tests/vgpu/abi_check.cpp
 // compares every size, offset and value here with the real cuda.h wherever a
@@ -22,8 +22,6 @@ struct CUmipmappedArray_st;
 struct CUmemPoolHandle_st;
 struct CUexecAffinityParam_st;
 struct CUctxCreateParams_st;
-struct nvmlDevice_st;
-struct nvmlEventSet_st;
 struct CUfunc_st;
 struct CUevent_st;
 struct CUgraph_st;
@@ -160,105 +158,6 @@ struct CUDA_ARRAY_MEMORY_REQUIREMENTS {
   size_t size;
   size_t alignment;
   unsigned int reserved[4];
-};
-
-// ---- NVML ------------------------------------------------------------------
-
-using nvmlReturn_t = int;
-using nvmlDevice_t = ::nvmlDevice_st*;
-using nvmlEventSet_t = ::nvmlEventSet_st*;
-inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
-inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
-inline constexpr nvmlReturn_t NVML_ERROR_INVALID_ARGUMENT = 2;
-inline constexpr nvmlReturn_t NVML_ERROR_NOT_SUPPORTED = 3;
-inline constexpr nvmlReturn_t NVML_ERROR_NO_PERMISSION = 4;
-inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;
-inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
-inline constexpr nvmlReturn_t NVML_ERROR_DRIVER_NOT_LOADED = 9;
-inline constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;
-inline constexpr nvmlReturn_t NVML_ERROR_LIBRARY_NOT_FOUND = 12;
-inline constexpr nvmlReturn_t NVML_ERROR_FUNCTION_NOT_FOUND = 13;
-inline constexpr nvmlReturn_t NVML_ERROR_GPU_IS_LOST = 15;
-inline constexpr nvmlReturn_t NVML_ERROR_RESET_REQUIRED = 16;
-inline constexpr nvmlReturn_t NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18;
-inline constexpr nvmlReturn_t NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25;
-inline constexpr nvmlReturn_t NVML_ERROR_UNKNOWN = 999;
-inline constexpr unsigned NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
-inline constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
-inline constexpr unsigned NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80;
-inline constexpr unsigned NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE = 32;
-inline constexpr unsigned NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE = 16;
-// usedGpuMemory when the driver cannot say (nvml.h: NVML_VALUE_NOT_AVAILABLE, -1).
-inline constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE_ULL = ~0ull;
-
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-
-struct nvmlMemory_v2_t {
-  unsigned int version;
-  unsigned long long total;
-  unsigned long long reserved;
-  unsigned long long free;
-  unsigned long long used;
-};
-// NVML_STRUCT_VERSION(Memory, 2)
-inline constexpr unsigned int nvmlMemory_v2 =
-    static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
-
-struct nvmlProcessInfo_t {  // v2 and v3 share this layout
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-
-// What the unversioned nvmlDevice{Compute,Graphics}RunningProcesses fill.
-struct nvmlProcessInfo_v1_t {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-};
-
-// nvmlDeviceGetPciInfo_v3.
-struct nvmlPciInfo_t {
-  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];  // "%04X:%02X:%02X.0"
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "%08X:%02X:%02X.0"
-};
-
-// nvmlDeviceGetUtilizationRates: percent of the last sample period.
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-
-// nvmlDeviceGetProcessUtilization: one sample per process; timeStamp in
-// microseconds of CLOCK_REALTIME.
-struct nvmlProcessUtilizationSample_t {
-  unsigned int pid;
-  unsigned long long timeStamp;
-  unsigned int smUtil;
-  unsigned int memUtil;
-  unsigned int encUtil;
-  unsigned int decUtil;
-};
-
-// Events (nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2).
-// nvml.h spells the event types as macros.
-inline constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x0000000000000008ull;
-// The _v2 layout; the unversioned nvmlEventSetWait fills the first three fields.
-struct nvmlEventData_t {
-  nvmlDevice_t device;
-  unsigned long long eventType;
-  unsigned long long eventData;    // the Xid, for nvmlEventTypeXidCriticalError (999: unknown)
-  unsigned int gpuInstanceId;      // MIG; 0xFFFFFFFF otherwise
-  unsigned int computeInstanceId;  // MIG; 0xFFFFFFFF otherwise
 };
 
 }  // namespace hami::cuda

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "nvml/nvml_abi.hpp"
 #include "region/region.hpp"
 #include "vgpu/cuda_abi.hpp"
 

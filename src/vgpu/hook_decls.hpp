@@ -3,6 +3,7 @@
 // definition drifts from the list fails to compile. Hooks are C functions of
 // namespace hami::cuda (C linkage ignores the namespace in the symbol name).
 
+#include "nvml/nvml_abi.hpp"
 #include "vgpu/cuda_abi.hpp"
 
 #define HAMI_EXPORT __attribute__((visibility("default")))

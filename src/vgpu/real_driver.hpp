@@ -9,6 +9,7 @@
 
 #include <atomic>
 
+#include "nvml/nvml_abi.hpp"
 #include "vgpu/cuda_abi.hpp"
 
 namespace hami::vgpu {

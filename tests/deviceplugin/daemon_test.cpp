@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deviceplugin/node_register.hpp"
+#include "protocol/node_register.hpp"
 #include "region/control_file.hpp"
 #include "support/apiserver/api_server.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
@@ -276,7 +276,7 @@ TEST_F(DevicePluginTest, LostGpuIsUnhealthyThenHealthyAgain) {
       << "GPU 1 never reported Unhealthy";
   // The scheduler learns it too: health is omitted (false) for GPU 1.
   ASSERT_TRUE(wait_until([&] {
-    auto d = decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
+    auto d = protocol::decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
     return d && d->size() == 2 && (*d)[0].health && !(*d)[1].health;
   }));
   write_script("");
@@ -307,7 +307,7 @@ TEST_F(DevicePluginTest, CriticalXidMakesOnlyItsGpuUnhealthy) {
   ASSERT_TRUE(kubelet_->wait_for_devices(kRes, gpus_are("Healthy", "Unhealthy")))
       << "Xid 79 did not make GPU 1 (alone) unhealthy";
   ASSERT_TRUE(wait_until([&] {
-    auto d = decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
+    auto d = protocol::decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
     return d && d->size() == 2 && (*d)[0].health && !(*d)[1].health;
   })) << "the scheduler was not told";
   // NVML still answers, yet within --xid-recovery (5m) GPU 1 stays unhealthy

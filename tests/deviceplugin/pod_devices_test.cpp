@@ -1,5 +1,5 @@
-// The scheduler → device plugin annotation codec (hami.io/vgpu-devices-to-allocate)
-// and the node lock value, on the exact strings upstream writes.
+// What the device plugin adds to the scheduler → device plugin annotation codec
+// (hami.io/vgpu-devices-to-allocate), on the exact strings upstream writes.
 #include "deviceplugin/pod_devices.hpp"
 
 #include <gmock/gmock.h>
@@ -7,7 +7,6 @@
 
 #include <chrono>
 
-#include "deviceplugin/node_lock.hpp"
 #include "deviceplugin/pending_pod.hpp"
 
 namespace hami::deviceplugin {
@@ -15,7 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The codec itself is tested with src/fit (tests/fit/codec_test.cpp).
+// The codec itself is tested with src/protocol (tests/protocol/device_codec_test.cpp).
 
 TEST(PodDevices, NthPendingContainerSkipsEmptySlots) {
   auto pd = decode_pod_devices(";GPU-a,N,1,1:;;GPU-b,N,1,1:;");
@@ -26,40 +25,6 @@ TEST(PodDevices, NthPendingContainerSkipsEmptySlots) {
   EXPECT_EQ(nth_pending_container(*pd, 2), -1);
   (*pd)[1].clear();
   EXPECT_EQ(nth_pending_container(*pd, 0), 3);
-}
-
-TEST(NodeLock, ParsesUpstreamValue) {
-  auto l = parse_node_lock("2024-05-01T10:00:00Z,default,my-pod");
-  ASSERT_TRUE(l) << l.error().message;
-  EXPECT_EQ(l->ns, "default");
-  EXPECT_EQ(l->name, "my-pod");
-  EXPECT_TRUE(l->names_pod());
-  EXPECT_TRUE(l->held_by("default", "my-pod"));
-  EXPECT_FALSE(l->held_by("other", "my-pod"));
-  EXPECT_EQ(std::chrono::system_clock::to_time_t(l->time), 1714557600);
-}
-
-TEST(NodeLock, LegacyTimeOnlyNamesNoPod) {
-  auto l = parse_node_lock("2024-05-01T10:00:00+02:00");
-  ASSERT_TRUE(l) << l.error().message;
-  EXPECT_FALSE(l->names_pod());
-}
-
-TEST(NodeLock, RejectsMalformedValues) {
-  EXPECT_FALSE(parse_node_lock(""));
-  EXPECT_FALSE(parse_node_lock("yesterday,default,p"));
-  EXPECT_FALSE(parse_node_lock("2024-05-01T10:00:00Z,default"));
-  EXPECT_FALSE(parse_node_lock("2024-05-01T10:00:00Z,,p"));
-  EXPECT_FALSE(parse_node_lock("2024-05-01T10:00:00Z,ns,a,b"));
-}
-
-TEST(NodeLock, FormatRoundTrips) {
-  const auto t = std::chrono::system_clock::from_time_t(1714557600);
-  const std::string v = format_node_lock(t, "ns", "p");
-  EXPECT_EQ(v, "2024-05-01T10:00:00Z,ns,p");
-  auto l = parse_node_lock(v);
-  ASSERT_TRUE(l);
-  EXPECT_TRUE(l->held_by("ns", "p"));
 }
 
 }  // namespace

@@ -33,6 +33,12 @@ TEST(Quantity, WholeNumbers) {
       {"1E", 1000000000000000000},
       {"9223372036854775807", INT64_MAX},
       {"7Ei", 8070450532247928832},
+      {"1.5Gi", 1610612736},
+      {".5Ki", 512},
+      {"2Ti", 2199023255552},
+      {"1.5G", 1500000000},
+      {"100e-2", 1},
+      {"0.000Gi", 0},
   };
   for (const auto& [text, want] : ok) {
     auto v = parse_whole_quantity(text);
@@ -42,12 +48,13 @@ TEST(Quantity, WholeNumbers) {
 }
 
 TEST(Quantity, Refused) {
-  for (const char* bad :
-       {"",    "+",     "k",        ".",
-        "1.5", "500m",  "1..0",     "1x",
-        "1 ",  " 1",    "1Kb",      "1e",
-        "1e+", "1e1.5", "12e-1",    "9223372036854775808",
-        "8Ei", "1e19",  "1e100000", "100000000000000000000000000000000000000000"}) {
+  for (const char* bad : {"",    "+",     "k",        ".",
+                          "1.5", "500m",  "1..0",     "1x",
+                          "1 ",  " 1",    "1Kb",      "1e",
+                          "1e+", "1e1.5", "12e-1",    "9223372036854775808",
+                          "8Ei", "1e19",  "1e100000", "100000000000000000000000000000000000000000",
+                          "1Qi", "0x10",  "1ki",      "1.2.3",
+                          "--1", "abc",   "Ki",       "1 Gi"}) {
     auto v = parse_whole_quantity(bad);
     ASSERT_FALSE(v) << bad;
     EXPECT_NE(v.error().message.find("quantity '"), std::string::npos);

@@ -9,7 +9,6 @@
 #include "k8s/base64.hpp"
 #include "k8s/objects.hpp"
 #include "k8s/paths.hpp"
-#include "k8s/quantity.hpp"
 #include "k8s/time.hpp"
 
 namespace hami::k8s {
@@ -181,65 +180,6 @@ TEST(Objects, NodeFields) {
   auto bad_cond = Node::from_json(json::parse(R"({"status": {"conditions": {"Ready": 1}}})"));
   ASSERT_FALSE(bad_cond);
   EXPECT_THAT(bad_cond.error().message, HasSubstr("status.conditions: expected array"));
-}
-
-struct QuantityCase {
-  const char* text;
-  int64_t value;
-};
-
-class QuantityOk : public ::testing::TestWithParam<QuantityCase> {};
-TEST_P(QuantityOk, Parses) {
-  auto q = parse_quantity(GetParam().text);
-  ASSERT_TRUE(q) << GetParam().text << ": " << q.error().message;
-  EXPECT_EQ(*q, GetParam().value) << GetParam().text;
-}
-INSTANTIATE_TEST_SUITE_P(
-    Table, QuantityOk,
-    ::testing::Values(QuantityCase{"0", 0}, QuantityCase{"1", 1}, QuantityCase{"+3", 3},
-                      QuantityCase{"-2", -2}, QuantityCase{"007", 7}, QuantityCase{"5.", 5},
-                      QuantityCase{"1.0", 1}, QuantityCase{"1Ki", 1024},
-                      QuantityCase{"1Mi", 1048576}, QuantityCase{"3Gi", 3221225472},
-                      QuantityCase{"2Ti", 2199023255552}, QuantityCase{"1.5Gi", 1610612736},
-                      QuantityCase{"0.5Ki", 512}, QuantityCase{".5Ki", 512},
-                      QuantityCase{"2k", 2000}, QuantityCase{"1M", 1000000},
-                      QuantityCase{"1G", 1000000000}, QuantityCase{"1.5G", 1500000000},
-                      QuantityCase{"2000m", 2}, QuantityCase{"1e3", 1000},
-                      QuantityCase{"1E3", 1000}, QuantityCase{"100e-2", 1},
-                      QuantityCase{"7Ei", 8070450532247928832},
-                      QuantityCase{"9223372036854775807", std::numeric_limits<int64_t>::max()},
-                      QuantityCase{"-9223372036854775808", std::numeric_limits<int64_t>::min()},
-                      QuantityCase{"0.000Gi", 0}));
-
-class QuantityBad : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
-TEST_P(QuantityBad, IsRejectedWithReason) {
-  auto q = parse_quantity(GetParam().first);
-  ASSERT_FALSE(q) << GetParam().first << " parsed as " << *q;
-  EXPECT_THAT(q.error().message, HasSubstr(GetParam().second)) << GetParam().first;
-}
-INSTANTIATE_TEST_SUITE_P(
-    Table, QuantityBad,
-    ::testing::Values(std::pair{"1.5", "not a whole number"},
-                      std::pair{"500m", "not a whole number"},
-                      std::pair{"12e-1", "not a whole number"}, std::pair{"", "empty"},
-                      std::pair{"abc", "not a number"}, std::pair{"Ki", "not a number"},
-                      std::pair{"1Qi", "unknown suffix"}, std::pair{"1 Gi", "unknown suffix"},
-                      std::pair{"1.2.3", "two decimal points"}, std::pair{"--1", "not a number"},
-                      std::pair{"1e", "unknown suffix"}, std::pair{"1e+", "unknown suffix"},
-                      std::pair{"0x10", "unknown suffix"}, std::pair{"1ki", "unknown suffix"},
-                      std::pair{"8Ei", "out of range"},
-                      std::pair{"9223372036854775808", "out of range"},
-                      std::pair{"1e19", "out of range"},
-                      std::pair{"1234567890123456789012345678901234567", "too many digits"}));
-
-TEST(Quantity, Milli) {
-  EXPECT_EQ(*parse_milli_quantity("250m"), 250);
-  EXPECT_EQ(*parse_milli_quantity("1.5"), 1500);
-  EXPECT_EQ(*parse_milli_quantity("2"), 2000);
-  EXPECT_EQ(*parse_milli_quantity("1Ki"), 1024000);
-  auto fine = parse_milli_quantity("0.1m");
-  ASSERT_FALSE(fine);
-  EXPECT_THAT(fine.error().message, HasSubstr("finer than 1m"));
 }
 
 TEST(Time, FormatAndParse) {

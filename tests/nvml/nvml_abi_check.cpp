@@ -1,4 +1,4 @@
-// Our NVML declarations (src/vgpu/cuda_abi.hpp) against the real nvml.h of an
+// Our NVML declarations (src/nvml/nvml_abi.hpp) against the real nvml.h of an
 // installed CUDA toolkit: return codes, buffer sizes, struct sizes and
 // offsets, and the parameter lists of every function src/nvml resolves.
 // Everything is checked at compile time; a mismatch does not build.
@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <type_traits>
 
-#include "vgpu/cuda_abi.hpp"
+#include "nvml/nvml_abi.hpp"
 
 // nvml.h spells the buffer sizes and nvmlMemory_v2 as macros: ours are
 // captured before it is included.
 namespace ours {
-namespace h = hami::cuda;
+namespace h = hami::nvml::abi;
 constexpr unsigned kUuidV2 = h::NVML_DEVICE_UUID_V2_BUFFER_SIZE;
 constexpr unsigned kNameV2 = h::NVML_DEVICE_NAME_V2_BUFFER_SIZE;
 constexpr unsigned kDriverVersion = h::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
@@ -28,7 +28,7 @@ constexpr unsigned long long kXidCriticalError = h::nvmlEventTypeXidCriticalErro
 
 namespace {
 
-namespace h = hami::cuda;
+namespace h = hami::nvml::abi;
 
 template <class F>
 struct Sig;

@@ -11,11 +11,11 @@
 #include <fstream>
 #include <thread>
 
-#include "deviceplugin/node_lock.hpp"
 #include "k8s/fixture.hpp"
 #include "k8s/leader_election.hpp"
 #include "k8s/reflector.hpp"
 #include "k8s/time.hpp"
+#include "protocol/node_lock.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/helpers.hpp"
@@ -54,7 +54,7 @@ class SchedulerApiTest : public test::ApiFixture {
   void lock_node_for_owner(const std::string& node) {
     json n = *api().get("nodes", "", node);
     n["metadata"]["annotations"]["hami.io/mutex.lock"] =
-        deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
+        protocol::format_node_lock(std::chrono::system_clock::now(), "default", "owner");
     api().put("nodes", n);
   }
 
@@ -78,7 +78,7 @@ TEST_F(SchedulerApiTest, BindAnnotatesLocksAndBinds) {
   EXPECT_TRUE(alloc == "GPU-a-0,NVIDIA,3000,30:;" || alloc == "GPU-a-1,NVIDIA,3000,30:;") << alloc;
   EXPECT_EQ(annotation(after, "hami.io/vgpu-devices-to-allocate"), alloc);
   auto lock =
-      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+      protocol::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
   ASSERT_TRUE(lock) << lock.error().message;
   EXPECT_TRUE(lock->held_by("default", "p"));
   // The watch bringing the annotated pod back replaces the reservation.
@@ -123,7 +123,7 @@ TEST_F(SchedulerApiTest, LockReleasedWithinTheWaitIsTaken) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms) << "bound while the lock was held";
   EXPECT_EQ((*api().get("pods", "default", "p"))["spec"].value("nodeName", ""), "a");
   auto lock =
-      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+      protocol::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
   ASSERT_TRUE(lock) << lock.error().message;
   EXPECT_TRUE(lock->held_by("default", "p"));
 }
@@ -149,21 +149,21 @@ TEST_F(SchedulerApiTest, LockOfAPodBoundElsewhereIsTakenOver) {
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   EXPECT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
   auto lock =
-      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+      protocol::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
   ASSERT_TRUE(lock) << lock.error().message;
   EXPECT_TRUE(lock->held_by("default", "p"));
 }
 
 TEST_F(SchedulerApiTest, StaleOrOrphanedLocksAreTakenOver) {
   json n = *api().get("nodes", "", "a");
-  n["metadata"]["annotations"]["hami.io/mutex.lock"] = deviceplugin::format_node_lock(
+  n["metadata"]["annotations"]["hami.io/mutex.lock"] = protocol::format_node_lock(
       std::chrono::system_clock::now() - std::chrono::minutes(10), "default", "old");
   api().put("nodes", n);
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   EXPECT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
   json m = *api().get("nodes", "", "b");
   m["metadata"]["annotations"]["hami.io/mutex.lock"] =
-      deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", "gone");
+      protocol::format_node_lock(std::chrono::system_clock::now(), "default", "gone");
   api().put("nodes", m);
   json q = create("q", {{"nvidia.com/gpu", "1"}});
   EXPECT_EQ(ext->bind({"default", "q", uid(q), "b"}), "") << "the owner pod does not exist";
@@ -213,7 +213,7 @@ TEST_F(SchedulerApiTest, BindFromFiltersCopyAndTheWatchMakesTwoRequests) {
   EXPECT_EQ(annotation(after, "hami.io/bind-phase"), "allocating");
   EXPECT_EQ(annotation(after, "hami.io/vgpu-node"), "a");
   auto lock =
-      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+      protocol::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
   ASSERT_TRUE(lock) << lock.error().message;
   EXPECT_TRUE(lock->held_by("default", "p"));
 }
@@ -230,7 +230,7 @@ TEST_F(SchedulerApiTest, StaleWatchCopyOfTheNodeStillLocksCorrectly) {
   json p = create("p", {{"nvidia.com/gpu", "1"}});
   ASSERT_EQ(ext->bind({"default", "p", uid(p), "a"}), "");
   auto lock =
-      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+      protocol::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
   ASSERT_TRUE(lock) << lock.error().message;
   EXPECT_TRUE(lock->held_by("default", "p"));
   EXPECT_EQ((*api().get("nodes", "", "a"))["metadata"]["labels"]["x"], "y");
@@ -289,11 +289,11 @@ TEST_F(SchedulerApiTest, BindOnALockedNodeIsRedirected) {
   EXPECT_EQ(annotation(after, "hami.io/vgpu-node"), "b");
   EXPECT_EQ(annotation(after, "hami.io/vgpu-devices-allocated").rfind("GPU-b-", 0), 0u);
   auto lock_a =
-      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
+      protocol::parse_node_lock(annotation(api().get("nodes", "", "a"), "hami.io/mutex.lock"));
   ASSERT_TRUE(lock_a);
   EXPECT_TRUE(lock_a->held_by("default", "owner"));
   auto lock_b =
-      deviceplugin::parse_node_lock(annotation(api().get("nodes", "", "b"), "hami.io/mutex.lock"));
+      protocol::parse_node_lock(annotation(api().get("nodes", "", "b"), "hami.io/mutex.lock"));
   ASSERT_TRUE(lock_b);
   EXPECT_TRUE(lock_b->held_by("default", "p"));
   EXPECT_EQ(metrics.redirects("NodeLock"), 1u);

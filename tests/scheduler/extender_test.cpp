@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "deviceplugin/annotations.hpp"
+#include "protocol/annotations.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/helpers.hpp"

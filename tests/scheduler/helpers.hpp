@@ -9,14 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deviceplugin/node_register.hpp"
+#include "protocol/node_register.hpp"
 
 namespace hami::test {
 
 // A node with `gpus` GPUs "GPU-<name>-<i>" of 16000 MiB, split 10, NUMA i/4.
 inline nlohmann::json sched_node(const std::string& name, int gpus = 2, int mem_mib = 16000,
                                  const std::string& type = "NVIDIA-Tesla T4") {
-  std::vector<deviceplugin::NodeDevice> devs;
+  std::vector<protocol::NodeDevice> devs;
   for (int i = 0; i < gpus; ++i) {
     devs.push_back({.id = "GPU-" + name + "-" + std::to_string(i),
                     .index = i,
@@ -28,12 +28,12 @@ inline nlohmann::json sched_node(const std::string& name, int gpus = 2, int mem_
                     .mode = "hami-core",
                     .health = true});
   }
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", name},
-            {"annotations",
-             {{"hami.io/node-nvidia-register", deviceplugin::encode_node_devices(devs)}}}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name},
+        {"annotations", {{"hami.io/node-nvidia-register", protocol::encode_node_devices(devs)}}}}}};
 }
 
 // A pod with one container asking for `limits`.

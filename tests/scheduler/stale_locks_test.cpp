@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "deviceplugin/node_lock.hpp"
+#include "protocol/node_lock.hpp"
 #include "scheduler/stale_locks.hpp"
 
 namespace hami::scheduler {
@@ -26,7 +26,7 @@ json node(const std::string& name, const std::string& lock = "") {
 }
 
 std::string lock_by(const std::string& pod) {
-  return deviceplugin::format_node_lock(std::chrono::system_clock::now(), "default", pod);
+  return protocol::format_node_lock(std::chrono::system_clock::now(), "default", pod);
 }
 
 json pod(const std::string& name, const std::string& bound_to, bool ours = true) {

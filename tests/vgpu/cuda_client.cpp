@@ -64,6 +64,7 @@
 #include <thread>
 #include <vector>
 
+#include "nvml/nvml_abi.hpp"
 #include "region/snapshot.hpp"
 #include "vgpu/cuda_abi.hpp"
 

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "nvml/nvml_abi.hpp"
 #include "sim_core.hpp"
 #include "vgpu/cuda_abi.hpp"
 

@@ -3,10 +3,10 @@
 // the NVIDIA device plugin (upstream pkg/device/nvidia and pkg/util), kept in
 // one place so every reader and writer agrees on the exact strings.
 //
-//   pod.meta.annotations.at(hami::deviceplugin::kDevicesToAllocate);
+//   pod.meta.annotations.at(hami::protocol::kDevicesToAllocate);
 //   client.patch_annotations(path, {{kBindPhase, std::string(kPhaseSuccess)}});
 
-namespace hami::deviceplugin {
+namespace hami::protocol {
 
 // Node annotations.
 inline constexpr const char* kNodeRegister = "hami.io/node-nvidia-register";
@@ -31,4 +31,4 @@ inline constexpr const char* kHandshakeReported = "Reported_";
 // Device mode in the registration JSON.
 inline constexpr const char* kModeHamiCore = "hami-core";
 
-}  // namespace hami::deviceplugin
+}  // namespace hami::protocol

@@ -2,9 +2,9 @@
 // clear error for every malformed shape.
 #include <gtest/gtest.h>
 
-#include "fit/device_codec.hpp"
+#include "protocol/device_codec.hpp"
 
-namespace hami::fit {
+namespace hami::protocol {
 namespace {
 
 TEST(Codec, UpstreamExample) {
@@ -104,4 +104,4 @@ TEST(Codec, EncodeRefusesWhatCannotBeReadBack) {
 }
 
 }  // namespace
-}  // namespace hami::fit
+}  // namespace hami::protocol

@@ -8,9 +8,9 @@
 //   ";GPU-a,NVIDIA,2500,25:;GPU-b,NVIDIA,2500,25:;"
 //     ⇔ { {}, {{"GPU-a","NVIDIA",2500,25}}, {{"GPU-b","NVIDIA",2500,25}} }
 //
-//   auto pd = hami::fit::decode_pod_devices(text);
+//   auto pd = hami::protocol::decode_pod_devices(text);
 //   if (!pd) log(pd.error().message);  // "container 2, device 1 'GPU-b,NVIDIA,x,25': …"
-//   auto text = hami::fit::encode_pod_devices(*pd);
+//   auto text = hami::protocol::encode_pod_devices(*pd);
 //
 // Stricter than upstream, which reads a bad number as 0 (no limit): a number
 // that is not a non-negative int32, a device without exactly four fields, an
@@ -25,7 +25,7 @@
 
 #include "common/result.hpp"
 
-namespace hami::fit {
+namespace hami::protocol {
 
 struct ContainerDevice {
   std::string uuid;  // "GPU-…" (MIG: "GPU-…[t-i]")
@@ -45,4 +45,4 @@ Result<PodDevices> decode_pod_devices(std::string_view text);
 // is negative: such a value could not be read back as written.
 Result<std::string> encode_pod_devices(const PodDevices& devices);
 
-}  // namespace hami::fit
+}  // namespace hami::protocol

@@ -1,11 +1,11 @@
-#include "fit/device_codec.hpp"
+#include "protocol/device_codec.hpp"
 
 #include <cctype>
 
 #include <charconv>
 #include <optional>
 
-namespace hami::fit {
+namespace hami::protocol {
 namespace {
 
 Error entry_error(size_t container, size_t device, std::string_view entry, std::string_view why) {
@@ -131,4 +131,4 @@ Result<std::string> encode_pod_devices(const PodDevices& pod) {
   return out;
 }
 
-}  // namespace hami::fit
+}  // namespace hami::protocol

@@ -8,8 +8,8 @@
 //   [{"id":"GPU-…","index":1,"count":10,"devmem":32768,"devcore":100,
 //     "type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}]
 //
-//   std::string v = hami::deviceplugin::encode_node_devices(devices);
-//   auto back = hami::deviceplugin::decode_node_devices(v);   // Result, says what is wrong
+//   std::string v = hami::protocol::encode_node_devices(devices);
+//   auto back = hami::protocol::decode_node_devices(v);   // Result, says what is wrong
 
 #include <cstdint>
 #include <string>
@@ -18,7 +18,7 @@
 
 #include "common/result.hpp"
 
-namespace hami::deviceplugin {
+namespace hami::protocol {
 
 struct NodeDevice {
   std::string id;       // the GPU UUID
@@ -37,7 +37,9 @@ std::string encode_node_devices(const std::vector<NodeDevice>& devices);
 Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text);
 
 // Upstream's Type: the NVML name, prefixed "NVIDIA-" unless it starts with
-// "NVIDIA" ("Tesla T4" → "NVIDIA-Tesla T4", "NVIDIA A30" stays).
+// "NVIDIA" ("Tesla T4" → "NVIDIA-Tesla T4", "NVIDIA A30" stays). The device
+// plugin registers it and `vgpu run` fits its local GPUs by it, so both match
+// the same strings.
 std::string device_type(std::string_view nvml_name);
 
-}  // namespace hami::deviceplugin
+}  // namespace hami::protocol

@@ -1,12 +1,10 @@
-#include "deviceplugin/node_register.hpp"
-
-#include "fit/types.hpp"
+#include "protocol/node_register.hpp"
 
 #include <limits>
 
 #include <nlohmann/json.hpp>
 
-namespace hami::deviceplugin {
+namespace hami::protocol {
 
 std::string encode_node_devices(const std::vector<NodeDevice>& devices) {
   // ordered_json keeps Go's struct field order, so our text is byte-for-byte
@@ -80,7 +78,8 @@ Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text) 
 }
 
 std::string device_type(std::string_view nvml_name) {
-  return fit::registered_type(nvml_name);
+  if (nvml_name.substr(0, 6) == "NVIDIA") return std::string(nvml_name);
+  return "NVIDIA-" + std::string(nvml_name);
 }
 
-}  // namespace hami::deviceplugin
+}  // namespace hami::protocol

@@ -1,8 +1,8 @@
-#include "deviceplugin/node_lock.hpp"
+#include "protocol/node_lock.hpp"
 
 #include "k8s/time.hpp"
 
-namespace hami::deviceplugin {
+namespace hami::protocol {
 
 Result<NodeLock> parse_node_lock(std::string_view value) {
   const size_t c1 = value.find(',');
@@ -33,4 +33,4 @@ std::string format_node_lock(std::chrono::system_clock::time_point t, const std:
   return k8s::format_time(t) + "," + ns + "," + name;
 }
 
-}  // namespace hami::deviceplugin
+}  // namespace hami::protocol

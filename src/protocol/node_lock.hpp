@@ -4,9 +4,9 @@
 // (upstream pkg/util/nodelock). Older schedulers wrote only the time; such a
 // lock names no pod.
 //
-//   auto lock = hami::deviceplugin::parse_node_lock(node.meta.annotations[kNodeLock]);
+//   auto lock = hami::protocol::parse_node_lock(node.meta.annotations[kNodeLock]);
 //   if (lock && lock->names_pod()) get(pod_path(lock->ns, lock->name));
-//   std::string v = hami::deviceplugin::format_node_lock(now, "default", "p");
+//   std::string v = hami::protocol::format_node_lock(now, "default", "p");
 
 #include <chrono>
 #include <string>
@@ -14,7 +14,7 @@
 
 #include "common/result.hpp"
 
-namespace hami::deviceplugin {
+namespace hami::protocol {
 
 struct NodeLock {
   std::chrono::system_clock::time_point time;
@@ -31,4 +31,4 @@ Result<NodeLock> parse_node_lock(std::string_view value);
 std::string format_node_lock(std::chrono::system_clock::time_point t, const std::string& ns,
                              const std::string& name);
 
-}  // namespace hami::deviceplugin
+}  // namespace hami::protocol

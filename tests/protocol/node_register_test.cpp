@@ -1,13 +1,11 @@
 // The node registration JSON (byte-compatible with upstream's
-// MarshalNodeDevices), the virtual device IDs and what a GPU registers as.
-#include "deviceplugin/node_register.hpp"
+// MarshalNodeDevices) and what a GPU registers as.
+#include "protocol/node_register.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "deviceplugin/gpu.hpp"
-
-namespace hami::deviceplugin {
+namespace hami::protocol {
 namespace {
 
 using ::testing::HasSubstr;
@@ -56,34 +54,5 @@ TEST(NodeRegister, DeviceTypeFollowsUpstreamPrefixRule) {
   EXPECT_EQ(device_type("NVIDIA-H100"), "NVIDIA-H100");
 }
 
-TEST(Gpu, VirtualIdsAndTheirPhysicalUuid) {
-  Gpu g;
-  g.uuid = "GPU-5a3e0000-0000-4000-8000-00000000000a";
-  const auto ids = virtual_ids(g, 3);
-  ASSERT_EQ(ids.size(), 3u);
-  EXPECT_EQ(ids[0], g.uuid + "-0");
-  EXPECT_EQ(ids[2], g.uuid + "-2");
-  for (const auto& id : ids)
-    EXPECT_EQ(physical_uuid(id), g.uuid);
-  EXPECT_LE(virtual_ids(g, 1024).back().size(), 63u);  // kubelet's ID limit
-  EXPECT_EQ(physical_uuid("GPU-abc"), "GPU-abc");
-  EXPECT_EQ(physical_uuid("MIG-x-"), "MIG-x-");
-}
-
-TEST(Gpu, NodeDevicesScaleMemoryAndCores) {
-  PluginConfig cfg;
-  cfg.device_split_count = 7;
-  cfg.device_memory_scaling = 1.5;
-  cfg.device_core_scaling = 2;
-  Gpu g{3, "GPU-a", "Tesla T4", 16ull << 30, 1, false, "lost"};
-  Gpu h{4, "GPU-b", "NVIDIA A30", 24ull << 30, std::nullopt, true, ""};
-  const auto d = node_devices({g, h}, cfg);
-  ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[0],
-            (NodeDevice{"GPU-a", 3, 7, 24576, 200, "NVIDIA-Tesla T4", 1, "hami-core", false}));
-  EXPECT_EQ(d[1].numa, 0);  // unknown NUMA registers as 0, as upstream
-  EXPECT_TRUE(d[1].health);
-}
-
 }  // namespace
-}  // namespace hami::deviceplugin
+}  // namespace hami::protocol

@@ -1,0 +1,189 @@
+#include "deviceplugin/flags.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/duration_flag.hpp"
+#include "common/go_flags.hpp"
+#include "common/log.hpp"
+#include "common/size_parse.hpp"
+
+namespace hami::deviceplugin {
+
+namespace {
+
+// An environment variable upstream's chart sets, read as Go's strconv.ParseBool.
+bool env_true(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return false;
+  const std::string s(v);
+  return s == "1" || s == "t" || s == "T" || s == "true" || s == "TRUE" || s == "True";
+}
+
+std::chrono::milliseconds to_ms(const std::string& s) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*parse_duration(s));
+}
+
+}  // namespace
+
+void add_flags(daemon::StartUp& start, PluginFlags& f) {
+  CLI::App& app = start.app();
+  DaemonOptions& o = f.options;
+  app.add_option("--node-name", o.node_name, "This node's name in Kubernetes")
+      ->envname("NODE_NAME")
+      ->required();
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "Kubeconfig file; default $KUBECONFIG, else in-cluster, else ~/.kube/config");
+  app.add_option("--device-plugin-path", o.device_plugin_dir,
+                 "kubelet's device plugin directory, where our socket goes")
+      ->capture_default_str();
+  app.add_option("--kubelet-socket", o.kubelet_socket,
+                 "kubelet's Registration socket; default <device-plugin-path>/kubelet.sock");
+  app.add_option("--socket-name", o.socket_name,
+                 "Our socket's file name; default nvidia-<resource name after '/'>.sock");
+  app.add_option("--hook-path", o.hook_path,
+                 "Host prefix of the library files: libvgpu.so, ld.so.preload, containers/ and "
+                 "limits/ are under <hook-path>/vgpu")
+      ->envname("HOOK_PATH")
+      ->capture_default_str();
+  app.add_option("--lock-dir", o.lock_dir,
+                 "Host directory mounted at /tmp/vgpulock (upstream HAMi-core's lock directory)")
+      ->capture_default_str();
+  app.add_option("--nvml-library", o.nvml_library, "NVML library to dlopen")->capture_default_str();
+  app.add_option("--config-file", f.config_file,
+                 "Device config YAML (upstream's, the scheduler's ConfigMap): the nvidia: block "
+                 "and an optional nodeconfig: list")
+      ->envname("CONFIG_FILE");
+  app.add_option("--node-config-file", f.node_config_file,
+                 "Per-node overrides, upstream's {\"nodeconfig\":[{\"name\":...}]}; skipped when "
+                 "the default is absent")
+      ->capture_default_str();
+  app.add_option("--health-interval", f.health_interval, "How often NVML is asked about each GPU")
+      ->check(duration_flag())
+      ->capture_default_str();
+  app.add_option("--register-interval", f.register_interval,
+                 "How often the node annotation is checked and refreshed")
+      ->check(duration_flag())
+      ->capture_default_str();
+  app.add_option("--ignore-xids", f.ignore_xids,
+                 "Xid errors that do not make a GPU unhealthy, comma-separated, on top of the "
+                 "application errors 13,31,43,45,68,109; 'all' watches no Xid events. Env "
+                 "DP_DISABLE_HEALTHCHECKS as NVIDIA's plugin ('xids' = all)")
+      ->envname("DP_DISABLE_HEALTHCHECKS");
+  app.add_option("--xid-recovery", f.xid_recovery,
+                 "How long a critical Xid keeps its GPU unhealthy before NVML checks may mark "
+                 "it healthy again; 0: until the plugin restarts")
+      ->check(duration_flag(/*allow_zero=*/true))
+      ->capture_default_str();
+  app.add_option("--device-split-count", f.split,
+                 "Devices advertised per GPU (default 10; the config file wins)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--device-memory-scaling", f.mem_scaling,
+                 "Memory registered per GPU, as a multiple of its real memory (default 1)")
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_option("--device-cores-scaling", f.core_scaling,
+                 "Cores registered per GPU, as a multiple of 100 (default 1)")
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_flag("--disable-core-limit", f.disable_core_limit,
+               "Set GPU_CORE_UTILIZATION_POLICY=disable in every container");
+  app.add_option("--resource-name", f.resource_name,
+                 "Resource advertised to kubelet (default nvidia.com/gpu)");
+
+  // NVIDIA's device plugin's flags, each with its environment variable as there.
+  const std::string& upstream = start.upstream_group();
+  app.add_option("--mig-strategy", f.mig_strategy, "Only none: MIG is not in this build")
+      ->envname("MIG_STRATEGY")
+      ->check(CLI::IsMember({"none", "single", "mixed"}))
+      ->capture_default_str()
+      ->group(upstream);
+  app.add_option("--device-list-strategy", f.device_list_strategy,
+                 "Only envvar (NVIDIA_VISIBLE_DEVICES), what this build does")
+      ->envname("DEVICE_LIST_STRATEGY")
+      ->capture_default_str()
+      ->group(upstream);
+  app.add_flag("--pass-device-specs", f.pass_device_specs,
+               "Only false: the container runtime adds the device nodes")
+      ->envname("PASS_DEVICE_SPECS")
+      ->group(upstream);
+  app.add_flag("--gdrcopy-enabled", f.gdrcopy, "Only false")
+      ->envname("GDRCOPY_ENABLED")
+      ->group(upstream);
+  app.add_flag("--gds-enabled", f.gds, "Only false")->envname("GDS_ENABLED")->group(upstream);
+  app.add_flag("--mofed-enabled", f.mofed, "Only false")->envname("MOFED_ENABLED")->group(upstream);
+  app.add_option("--nvidia-driver-root", f.driver_root,
+                 "Accepted; used only for device specs and CDI, which this build does not do")
+      ->envname("NVIDIA_DRIVER_ROOT")
+      ->group(upstream);
+  app.add_option("--nvidia-cdi-hook-path", f.cdi_hook_path, "Accepted; CDI only, not used")
+      ->envname("NVIDIA_CDI_HOOK_PATH")
+      ->group(upstream);
+}
+
+Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
+  using goflags::not_supported;
+  if (f.mig_strategy != "none") {
+    return Error{not_supported("--mig-strategy=" + f.mig_strategy,
+                               "MIG is not implemented; use --mig-strategy=none (upstream's "
+                               "chart: devicePlugin.migStrategy=none)")};
+  }
+  const std::string& dls = f.device_list_strategy;
+  for (size_t start = 0; start <= dls.size();) {
+    const size_t comma = dls.find(',', start);
+    const std::string one = dls.substr(start, comma - start);
+    if (one != "envvar") {
+      return Error{not_supported("--device-list-strategy=" + one,
+                                 "only envvar (NVIDIA_VISIBLE_DEVICES) is implemented")};
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (f.pass_device_specs) {
+    return Error{not_supported("--pass-device-specs=true (PASS_DEVICE_SPECS)",
+                               "Allocate returns no device nodes; the NVIDIA container runtime "
+                               "adds them")};
+  }
+  for (auto [on, name] : {std::pair{f.gdrcopy, "--gdrcopy-enabled=true (GDRCOPY_ENABLED)"},
+                          std::pair{f.gds, "--gds-enabled=true (GDS_ENABLED)"},
+                          std::pair{f.mofed, "--mofed-enabled=true (MOFED_ENABLED)"}}) {
+    if (on) return Error{not_supported(name, "GDRCopy, GDS and MOFED are not implemented")};
+  }
+  if (env_true("ENABLE_TOPOLOGY_SCORE")) {
+    log::warn(
+        "ENABLE_TOPOLOGY_SCORE=true: this build publishes no NVLink topology score; the "
+        "scheduler's topology-aware policy orders GPUs as spread (docs/comparison.md)");
+  }
+
+  DaemonOptions o = f.options;
+  PluginConfig& cfg = o.config;
+  if (f.split) cfg.device_split_count = *f.split;
+  if (f.mem_scaling) cfg.device_memory_scaling = *f.mem_scaling;
+  if (f.core_scaling) cfg.device_core_scaling = *f.core_scaling;
+  if (f.disable_core_limit) cfg.disable_core_limit = true;
+  if (f.resource_name) cfg.resource_count_name = *f.resource_name;
+  if (!f.config_file.empty()) {
+    if (auto r = apply_config_file(cfg, f.config_file, o.node_name); !r) return r.error();
+  }
+  const bool default_node_config = app.count("--node-config-file") == 0;
+  if (!f.node_config_file.empty() &&
+      !(default_node_config && !std::filesystem::exists(f.node_config_file))) {
+    if (auto r = apply_config_file(cfg, f.node_config_file, o.node_name); !r) return r.error();
+  }
+  const std::string& res = cfg.resource_count_name;
+  if (res.find('/') == std::string::npos || res.back() == '/') {
+    return Error{"resource name '" + res + "' is not of the form <domain>/<name>"};
+  }
+  if (o.socket_name.empty()) o.socket_name = "nvidia-" + res.substr(res.rfind('/') + 1) + ".sock";
+  if (!f.kubeconfig.empty()) o.kubeconfig = f.kubeconfig;
+  o.health_interval = to_ms(f.health_interval);
+  o.register_interval = to_ms(f.register_interval);
+  if (auto r = parse_ignore_xids(f.ignore_xids, o.xids); !r) return r.error();
+  o.xids.recovery = to_ms(f.xid_recovery);
+  return o;
+}
+
+std::string summary(const DaemonOptions& o) {
+  return "node " + o.node_name + ", socket " + o.device_plugin_dir + "/" + o.socket_name +
+         ", hook path " + o.hook_path;
+}
+
+}  // namespace hami::deviceplugin

@@ -1,0 +1,39 @@
+// The device plugin's GPUs: virtual device IDs and what each registers as.
+#include "deviceplugin/gpu.hpp"
+
+#include <gtest/gtest.h>
+
+namespace hami::deviceplugin {
+namespace {
+
+TEST(Gpu, VirtualIdsAndTheirPhysicalUuid) {
+  Gpu g;
+  g.uuid = "GPU-5a3e0000-0000-4000-8000-00000000000a";
+  const auto ids = virtual_ids(g, 3);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], g.uuid + "-0");
+  EXPECT_EQ(ids[2], g.uuid + "-2");
+  for (const auto& id : ids)
+    EXPECT_EQ(physical_uuid(id), g.uuid);
+  EXPECT_LE(virtual_ids(g, 1024).back().size(), 63u);  // kubelet's ID limit
+  EXPECT_EQ(physical_uuid("GPU-abc"), "GPU-abc");
+  EXPECT_EQ(physical_uuid("MIG-x-"), "MIG-x-");
+}
+
+TEST(Gpu, NodeDevicesScaleMemoryAndCores) {
+  PluginConfig cfg;
+  cfg.device_split_count = 7;
+  cfg.device_memory_scaling = 1.5;
+  cfg.device_core_scaling = 2;
+  Gpu g{3, "GPU-a", "Tesla T4", 16ull << 30, 1, false, "lost"};
+  Gpu h{4, "GPU-b", "NVIDIA A30", 24ull << 30, std::nullopt, true, ""};
+  const auto d = node_devices({g, h}, cfg);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], (protocol::NodeDevice{"GPU-a", 3, 7, 24576, 200, "NVIDIA-Tesla T4", 1,
+                                        "hami-core", false}));
+  EXPECT_EQ(d[1].numa, 0);  // unknown NUMA registers as 0, as upstream
+  EXPECT_TRUE(d[1].health);
+}
+
+}  // namespace
+}  // namespace hami::deviceplugin
