@@ -61,6 +61,14 @@ python3 bench/sm_limit/nvml_util.py "$out/nvml.tsv" &
 sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 
+# control_file PATH SWITCH: a control file as libvgpu.so reads it
+# (region/control_file.hpp): magic, version 1, size 64, utilization_switch
+# SWITCH, blocked 0.
+control_file() {
+  python3 -c 'import struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<8sIIiiQ32x", b"HAMICTL1", 1, 64, int(sys.argv[2]), 0, 0))' "$1" "$2"
+}
+
 # run TAG WORKLOAD LIMIT [models.py args]: LIMIT 0 = without libvgpu.so.
 run() {
   local tag=$1 w=$2 limit=$3
@@ -102,11 +110,8 @@ if want under; then
   # CUPTI, in every phase: at batch 16 NVML read 49 % on average and up to
   # 61 % over 5 s on the H200 (CUPTI 30 %), at its share of 60.
   export RESNET_BATCH=${SM_UNDER_RESNET_BATCH:-8}
-  # The control file libvgpu.so reads the switch from (region/control_file.hpp):
-  # magic, version 1, size 64, utilization_switch 1, blocked 0.
   export CONTROL=$work/control
-  python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<8sIIiiQ32x", b"HAMICTL1", 1, 64, 1, 0, 0))' \
-    "$CONTROL"
+  control_file "$CONTROL" 1
   for w in gpt2_generate:30 resnet_train:60; do
     run ref-under "${w%%:*}" 0 --seconds 3 --profile 3 --warmup 3  # its own GPU time, unlimited
     POLICY=default run under-ab "${w%%:*}" "${w##*:}" --warmup 4 --switch-ab "$CONTROL" \
@@ -164,8 +169,7 @@ if want overhead; then
   field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<< "$line"; }
   # sm30: a share of 30 that is charged but not paced (policy default, the
   # control file's switch 0): what charging alone costs a launch.
-  python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<8sIIiiQ32x", b"HAMICTL1", 1, 64, 0, 0, 0))' \
-    "$work/control-off"
+  control_file "$work/control-off" 0
   for r in $(seq 10); do
     for c in $(printf '%s\n' unset sm100 sm30 | shuf); do
       case $c in
