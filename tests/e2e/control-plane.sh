@@ -40,86 +40,9 @@ die() {
 
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 
-# A port nothing listens on. Another process may take it before we bind; the
-# process then fails to start and the health check says so.
-free_port() {
-  local p
-  for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      if ! grep -qs "^$p$" "$D/ports.used"; then
-        echo "$p" >>"$D/ports.used"
-        echo "$p"
-        return
-      fi
-    fi
-  done
-  die "no free port found"
-}
-
-# Started in its own session so that a signal to the caller's process group
-# (a CI step cancelled) does not race with `stop`, which kills it by PID.
-spawn() {
-  local name=$1
-  shift
-  setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
-  local pid=$! comm
-  echo $pid >"$PIDS/$name.pid"
-  # Until setsid has exec'd the command, /proc/PID/comm still says bash or
-  # setsid, and live_pid would take the process for an unrelated one.
-  for _ in $(seq 1 250); do
-    comm=$(cat "/proc/$pid/comm" 2>/dev/null || echo gone)
-    case "$comm" in
-    bash | setsid) sleep 0.02 ;;
-    *) break ;;
-    esac
-  done
-}
-
-# The PID in a pid file, if that process still runs the binary recorded there
-# (a PID reused by an unrelated process is left alone).
-live_pid() {
-  local f=$1 pid exe
-  [ -f "$f" ] || return 1
-  read -r pid exe <"$f" || true
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-  if [ -n "${exe:-}" ]; then
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$exe" || return 1
-  else
-    local comm
-    comm=$(cat "/proc/$pid/comm" 2>/dev/null || true)
-    case "$(basename "$f" .pid)" in
-    etcd) [ "$comm" = etcd ] || return 1 ;;
-    kube-apiserver) [ "$comm" = kube-apiserver ] || return 1 ;;
-    kube-scheduler) [ "$comm" = kube-scheduler ] || return 1 ;;
-    esac
-  fi
-  echo "$pid"
-}
-
-tail_log() {
-  log "last lines of $LOGS/$1.log:"
-  tail -n 25 "$LOGS/$1.log" >&2 || true
-}
-
-# wait_for NAME SECONDS CMD...: polls CMD until it succeeds; fails with NAME's
-# log tail when NAME died or the deadline passed.
-wait_for() {
-  local name=$1 secs=$2
-  shift 2
-  local deadline=$((SECONDS + secs))
-  until "$@" >/dev/null 2>&1; do
-    if ! live_pid "$PIDS/$name.pid" >/dev/null; then
-      tail_log "$name"
-      die "$name exited during start-up"
-    fi
-    if [ $SECONDS -ge $deadline ]; then
-      tail_log "$name"
-      die "$name not healthy after ${secs}s"
-    fi
-    sleep 0.2
-  done
-}
+# free_port, spawn, live_pid, wait_for, stop_one, status.
+# shellcheck source=tests/e2e/processes.sh
+source "$HERE/processes.sh"
 
 gen_certs() {
   mkdir -p "$PKI"
@@ -397,25 +320,6 @@ start_scheduler() {
   wait_for kube-scheduler 60 curl -sf "http://127.0.0.1:$SCHEDULER_PORT/healthz"
 }
 
-# Stops one process by its pid file: SIGTERM, SIGKILL after 5 s.
-stop_one() {
-  local f=$1 pid
-  pid=$(live_pid "$f") || {
-    rm -f "$f"
-    return 0
-  }
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "$(basename "$f" .pid) ($pid) ignored SIGTERM; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
-
 restart_scheduler() {
   [ -f "$D/ports" ] || die "not started"
   # shellcheck disable=SC1091
@@ -441,20 +345,6 @@ stop() {
     stop_one "$f"
   done
   log "stopped (logs kept in $LOGS)"
-}
-
-status() {
-  local f rc=0
-  for f in "$PIDS"/*.pid; do
-    [ -e "$f" ] || continue
-    if pid=$(live_pid "$f"); then
-      echo "$(basename "$f" .pid): running ($pid)"
-    else
-      echo "$(basename "$f" .pid): not running"
-      rc=1
-    fi
-  done
-  return $rc
 }
 
 # A node as kubelet publishes it: capacity and allocatable in its status,

@@ -62,6 +62,10 @@ usage() {
   exit "${1:-0}"
 }
 
+# free_port, spawn, live_pid, wait_for, stop_one, status.
+# shellcheck source=tests/e2e/processes.sh
+source "$REPO/tests/e2e/processes.sh"
+
 PACKAGES=(containerd runc containernetworking-plugins busybox-static)
 
 install_packages() {
@@ -82,47 +86,6 @@ install_packages() {
     >/dev/null
   [ $made -eq 1 ] && rm -f $rc_d
   return 0
-}
-
-# A PID file's process if it still runs the command the file is named for
-# (comm holds the first 15 bytes of the name).
-live_pid() {
-  local f=$1 pid comm
-  [ -f "$f" ] || return 1
-  pid=$(cat "$f")
-  comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
-  [ "$comm" = "$(basename "$f" .pid | cut -c1-15)" ] || return 1
-  echo "$pid"
-}
-
-spawn() {
-  local name=$1
-  shift
-  setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
-  local pid=$!
-  echo "$pid" >"$PIDS/$name.pid"
-  # Until setsid has exec'd the command, comm still says bash or setsid.
-  for _ in $(seq 1 50); do
-    [ "$(cat "/proc/$pid/comm" 2>/dev/null || echo gone)" = "$name" ] && return 0
-    [ -d "/proc/$pid" ] || break
-    sleep 0.1
-  done
-  die "$name exited during start-up; last lines of $LOGS/$name.log:
-$(tail -20 "$LOGS/$name.log")"
-}
-
-wait_for() {
-  local what=$1 secs=$2
-  shift 2
-  for _ in $(seq 1 $((secs * 5))); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  die "$what not ready after ${secs}s; see $LOGS"
-}
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 CTR() { ctr --address "$N/containerd.sock" --namespace k8s.io "$@"; }
@@ -276,29 +239,14 @@ start() {
     --container-runtime=remote --container-runtime-endpoint="unix://$N/containerd.sock" \
     --root-dir="$N/kubelet" --cert-dir="$N/kubelet/pki" \
     --hostname-override="$name" --node-ip="$NODE_IP" -v=2
-  wait_for "node $name" 60 KUBECTL get node "$name"
-  wait_for "node $name Ready" 60 node_ready "$name"
+  wait_for kubelet 60 KUBECTL get node "$name"
+  wait_for kubelet 60 node_ready "$name"
   KUBECTL taint nodes "$name" node.kubernetes.io/not-ready- >/dev/null 2>&1 || true
   log "ready: node $name; logs in $LOGS"
 }
 
 node_ready() {
   [ "$(KUBECTL get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
-}
-
-stop_one() {
-  local f=$1 pid
-  pid=$(live_pid "$f") || {
-    rm -f "$f"
-    return 0
-  }
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$f"
 }
 
 stop() {
@@ -308,9 +256,9 @@ stop() {
   local f
   for f in "$PIDS"/*.pid; do
     [ -e "$f" ] || continue
-    case "$(basename "$f" .pid)" in kubelet | containerd) ;; *) stop_one "$f" ;; esac
+    case "$(basename "$f" .pid)" in kubelet | containerd) ;; *) stop_one "$f" 10 ;; esac
   done
-  stop_one "$PIDS/kubelet.pid"
+  stop_one "$PIDS/kubelet.pid" 10
   # The pods' containers and sandboxes: their shims were started by our
   # containerd with our state directory on their command line.
   local pid
@@ -322,7 +270,7 @@ stop() {
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $N/containerd.sock" || true); do
     kill -KILL "$pid" 2>/dev/null || true
   done
-  stop_one "$PIDS/containerd.pid"
+  stop_one "$PIDS/containerd.pid" 10
   # Mounts under the node's directories (volumes, rootfs, shm), deepest first.
   grep -F " $N/" /proc/self/mounts | awk '{print $2}' | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || true
@@ -356,20 +304,6 @@ stop() {
   # they are empty: another containerd on the machine may use them.
   [ -d /run/containerd ] && find /run/containerd -depth -type d -empty -delete 2>/dev/null
   log "stopped (logs kept in $LOGS)"
-}
-
-status() {
-  local f rc=0
-  for f in "$PIDS"/*.pid; do
-    [ -e "$f" ] || continue
-    if pid=$(live_pid "$f"); then
-      echo "$(basename "$f" .pid): running ($pid)"
-    else
-      echo "$(basename "$f" .pid): not running"
-      rc=1
-    fi
-  done
-  return $rc
 }
 
 env_lines() {
