@@ -140,10 +140,24 @@ def busy_fraction(prof, wall_s):
 SWITCH_OFFSET = 16  # i32 utilization_switch in the 64-byte control file
 
 
+def phase(step, phase_s):
+    """Steps (each waited for) until phase_s seconds have passed: their
+    latencies in ms, the elapsed seconds, and the Unix start and end."""
+    t0 = time.time()
+    lat, start = [], time.perf_counter()
+    while True:
+        s = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        now = time.perf_counter()
+        lat.append((now - s) * 1e3)
+        if now - start >= phase_s:
+            return lat, now - start, t0, time.time()
+
+
 def switch_ab(step, control, rounds, phase_s):
     """Interleaved phases of one process with the share enforced or not."""
     fd = os.open(control, os.O_WRONLY)
-    sync = torch.cuda.synchronize
     conds = ("on", "off", "off2")
     lat = {c: [] for c in conds}
     rate = {c: [] for c in conds}
@@ -155,19 +169,10 @@ def switch_ab(step, control, rounds, phase_s):
         order.append(seq)
         for c in seq:
             os.pwrite(fd, struct.pack("<i", 1 if c == "on" else 0), SWITCH_OFFSET)
-            t0 = time.time()
-            n, start = 0, time.perf_counter()
-            while True:
-                s = time.perf_counter()
-                step()
-                sync()
-                now = time.perf_counter()
-                lat[c].append((now - s) * 1e3)
-                n += 1
-                if now - start >= phase_s:
-                    break
-            rate[c].append(n / (now - start))
-            windows[c].append((t0, time.time()))
+            took, elapsed, t0, t1 = phase(step, phase_s)
+            lat[c].extend(took)
+            rate[c].append(len(took) / elapsed)
+            windows[c].append((t0, t1))
     os.pwrite(fd, struct.pack("<i", 1), SWITCH_OFFSET)
     os.close(fd)
     ab = [on / off for on, off in zip(rate["on"], rate["off"])]
@@ -184,25 +189,14 @@ def switch_ab(step, control, rounds, phase_s):
 def serve(step):
     """Phases on request, so several processes can take turns on the GPU."""
     import sys
-    sync = torch.cuda.synchronize
     print("ready", flush=True)
     for line in sys.stdin:
         words = line.split()
         if not words or words[0] == "quit":
             return
-        phase_s = float(words[1])
-        t0 = time.time()
-        lat, start = [], time.perf_counter()
-        while True:
-            s = time.perf_counter()
-            step()
-            sync()
-            now = time.perf_counter()
-            lat.append((now - s) * 1e3)
-            if now - start >= phase_s:
-                break
-        print(json.dumps({"n": len(lat), "elapsed": now - start, "lat": lat, "t0": t0,
-                          "t1": time.time()}), flush=True)
+        lat, elapsed, t0, t1 = phase(step, float(words[1]))
+        print(json.dumps({"n": len(lat), "elapsed": elapsed, "lat": lat, "t0": t0, "t1": t1}),
+              flush=True)
 
 
 def main():
