@@ -91,6 +91,10 @@ install_packages() {
 CTR() { ctr --address "$N/containerd.sock" --namespace k8s.io "$@"; }
 KUBECTL() { "$BIN/kubectl" --kubeconfig "$D/admin.kubeconfig" "$@"; }
 
+# make_image.py's arguments for busybox-static and the applets the tests use.
+BUSYBOX=(--file /bin/busybox:/bin/busybox)
+for a in sh sleep cat echo env ls mount grep test true false; do BUSYBOX+=(--link "busybox:/bin/$a"); done
+
 # The two images, built once per machine from files on it.
 images() {
   local dir=$CACHE/images
@@ -101,12 +105,8 @@ images() {
       --file "$dir/pause:/pause" --cmd /pause
   fi
   if [ ! -f "$dir/busybox.tar" ] || [ /bin/busybox -nt "$dir/busybox.tar" ]; then
-    local args=(--file /bin/busybox:/bin/busybox) a
-    for a in sh sleep cat echo env ls mount grep test true false; do
-      args+=(--link "busybox:/bin/$a")
-    done
     python3 "$REPO/tests/e2e/node/make_image.py" hami-e2e/busybox:1 "$dir/busybox.tar" \
-      "${args[@]}" --cmd /bin/sh
+      "${BUSYBOX[@]}" --cmd /bin/sh
   fi
   CTR images import "$dir/pause.tar" >/dev/null
   CTR images import "$dir/busybox.tar" >/dev/null
@@ -325,8 +325,8 @@ client_image() {
   [ -x "$build/tests/vgpu/cuda-client" ] || die "no $build/tests/vgpu/cuda-client: build the release preset first"
   live_pid "$PIDS/containerd.pid" >/dev/null || die "the node is not running"
   local sim=$build/tests/support/simgpu/lib args=() f a
-  args+=(--file "$build/tests/vgpu/cuda-client:/bin/cuda-client" --file /bin/busybox:/bin/busybox)
-  for a in sh cat echo env grep test true false sleep; do args+=(--link "busybox:/bin/$a"); done
+  args+=(--file "$build/tests/vgpu/cuda-client:/bin/cuda-client")
+  args+=("${BUSYBOX[@]}")
   for f in libcuda.so.1 libnvidia-ml.so.1 libsimgpu_core.so libnext_cuda.so; do
     args+=(--file "$sim/$f:/usr/lib/hami-sim/$f")
   done
