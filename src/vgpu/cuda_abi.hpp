@@ -103,7 +103,8 @@ inline constexpr unsigned int CUDA_ARRAY3D_DEFERRED_MAPPING = 0x80;
 using CUmemLocationType = int;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_INVALID = 0;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 1;
-inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_HOST = 2;  // CUDA 12.2+
+inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_HOST = 2;       // CUDA 12.2+
+inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_HOST_NUMA = 3;  // CUDA 12.2+
 
 // Managed memory, for CUDA_OVERSUBSCRIBE (spill.hpp).
 inline constexpr unsigned int CU_MEM_ATTACH_GLOBAL = 0x1;

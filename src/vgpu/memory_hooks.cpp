@@ -47,6 +47,17 @@ bool may_spill(const Runtime& rt, CUresult rc) {
   return rc == CUDA_ERROR_OUT_OF_MEMORY && rt.oversubscribe();
 }
 
+// The driver's allocation, unless CUDA_OVERSUBSCRIBE wants `bytes` on the host
+// already (spill.hpp: the device's reserve): then the answer a full GPU gives,
+// so the caller's error path places it there.
+template <class Allocate>
+CUresult device_or_full(const Runtime& rt, size_t bytes, int ordinal, Allocate&& allocate) {
+  if (rt.oversubscribe() && vgpu::spill::leaves_too_little(bytes, ordinal)) [[unlikely]] {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return allocate();
+}
+
 // For what a program asks for explicitly (managed memory): never moved.
 constexpr auto kNoSpill = [] { return CUDA_ERROR_OUT_OF_MEMORY; };
 
@@ -105,7 +116,7 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
   }
   const uint64_t request = vgpu::charge_for_linear(bytesize);
   if (!rt->reserve(guess, UsageKind::kData, request)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc = real_alloc();
+  const CUresult rc = device_or_full(*rt, bytesize, -1, real_alloc);
   if (rc != CUDA_SUCCESS) [[unlikely]] {
     // Spilled memory is managed, not the pool's: charged at the request, on
     // the current context's device, and freed by free_async accordingly.
@@ -171,8 +182,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) noexcept {
   if (rt == nullptr || bytesize == 0) return call_real(cu.cuMemAlloc_v2, dptr, bytesize);
   return charged_alloc(
       *rt, rt->pointers(), rt->current_device(nullptr), vgpu::charge_for_linear(bytesize),
-      [&] { return call_real(cu.cuMemAlloc_v2, dptr, bytesize); }, [&] { return *dptr; },
-      [&] { return vgpu::spill::linear(dptr, bytesize); });
+      [&] {
+        return device_or_full(*rt, bytesize, -1,
+                              [&] { return call_real(cu.cuMemAlloc_v2, dptr, bytesize); });
+      },
+      [&] { return *dptr; }, [&] { return vgpu::spill::linear(dptr, bytesize); });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
@@ -187,8 +201,9 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   const int dev = rt->current_device(nullptr);
   const uint64_t estimate = vgpu::charge_for_linear(vgpu::round_up(WidthInBytes, 512) * Height);
   if (!rt->reserve(dev, UsageKind::kData, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult rc =
-      call_real(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  const CUresult rc = device_or_full(*rt, estimate, -1, [&] {
+    return call_real(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  });
   if (rc != CUDA_SUCCESS) [[unlikely]] {
     // In host memory the pitch is ours to choose: the 512-byte rows reserved.
     const size_t pitch = vgpu::round_up(WidthInBytes, 512);
@@ -304,8 +319,11 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   }
   return charged_alloc(
       *rt, rt->vmm_handles(), rt->devices().index_for_ordinal(prop->location.id), size,
-      [&] { return call_real(cu.cuMemCreate, handle, size, prop, flags); }, [&] { return *handle; },
-      [&] { return vgpu::spill::vmm(handle, size, *prop, flags); });
+      [&] {
+        return device_or_full(*rt, size, prop->location.id,
+                              [&] { return call_real(cu.cuMemCreate, handle, size, prop, flags); });
+      },
+      [&] { return *handle; }, [&] { return vgpu::spill::vmm(handle, size, *prop, flags); });
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {

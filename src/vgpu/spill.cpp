@@ -1,6 +1,9 @@
 #include "vgpu/spill.hpp"
 
+#include <algorithm>
 #include <atomic>
+
+#include <sched.h>
 
 #include "common/log.hpp"
 #include "vgpu/real_driver.hpp"
@@ -32,6 +35,25 @@ CUresult advise(const RealCuda& cu, CUdeviceptr p, size_t bytes, CUmem_advise ad
 }
 
 }  // namespace
+
+size_t reserve_for(size_t total) noexcept {
+  return std::min<size_t>(size_t{1} << 30, total / 16);
+}
+
+bool leaves_too_little(size_t bytes, int ordinal) noexcept {
+  const RealCuda& cu = real_cuda();
+  if (ordinal >= 0) {
+    CUdevice current = -1;
+    if (cu.cuCtxGetDevice == nullptr || cu.cuCtxGetDevice(&current) != CUDA_SUCCESS ||
+        current != ordinal) {
+      return false;
+    }
+  }
+  size_t free = 0;
+  size_t total = 0;
+  if (call_real(cu.cuMemGetInfo_v2, &free, &total) != CUDA_SUCCESS) return false;
+  return free < bytes || free - bytes < reserve_for(total);
+}
 
 CUresult linear(CUdeviceptr* dptr, size_t bytes) noexcept {
   const RealCuda& cu = real_cuda();
@@ -70,12 +92,41 @@ CUresult linear(CUdeviceptr* dptr, size_t bytes) noexcept {
 CUresult vmm(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp& prop,
              unsigned long long flags) noexcept {
   const RealCuda& cu = real_cuda();
-  CUmemAllocationProp host = prop;
-  host.location.type = CU_MEM_LOCATION_TYPE_HOST;
-  host.location.id = 0;                 // ignored for the host
-  host.allocFlags.compressionType = 0;  // compression is device memory's
-  const CUresult rc = call_real(cu.cuMemCreate, handle, size, &host, flags);
-  if (rc == CUDA_SUCCESS) announce("memory handle", size);
+  // Host memory on the NUMA node of the CPU asking, else anywhere on the host;
+  // first with the program's handle types and flags, then without them.
+  // PyTorch asks for a file descriptor it exports only when a tensor is sent
+  // to another process (driver 580 refuses that for the plain host location,
+  // not for a NUMA node), and for flags that are device memory's: memory that
+  // exists beats a handle or a flag nobody may use.
+  unsigned cpu = 0;
+  unsigned node = 0;
+  if (getcpu(&cpu, &node) != 0) node = 0;
+  const CUmemLocation places[] = {{CU_MEM_LOCATION_TYPE_HOST_NUMA, static_cast<int>(node)},
+                                  {CU_MEM_LOCATION_TYPE_HOST, 0}};
+  CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+  for (int plain = 0; plain < 2 && rc != CUDA_SUCCESS; ++plain) {
+    CUmemAllocationProp host = prop;
+    host.allocFlags.compressionType = 0;  // compression is device memory's
+    if (plain == 1) {
+      host.requestedHandleTypes = 0;
+      host.allocFlags = {};
+    }
+    for (const CUmemLocation& place : places) {
+      host.location = place;
+      rc = call_real(cu.cuMemCreate, handle, size, &host, flags);
+      if (rc == CUDA_SUCCESS) break;
+    }
+  }
+  if (rc == CUDA_SUCCESS) {
+    announce("memory handle", size);
+  } else {
+    log::error(
+        "cannot place a memory handle of %zu bytes in host memory (cuMemCreate: error %d; "
+        "asked for handle types %d, RDMA %d, usage %d, flags %llu); the allocation fails with "
+        "out of memory",
+        size, rc, prop.requestedHandleTypes, prop.allocFlags.gpuDirectRDMACapable,
+        prop.allocFlags.usage, flags);
+  }
   return rc;
 }
 

@@ -10,14 +10,29 @@
 //   if (rc == CUDA_ERROR_OUT_OF_MEMORY && rt->oversubscribe() &&
 //       spill::linear(dptr, bytes) == CUDA_SUCCESS)  // charged, counted as spilled
 //
-// Spilled memory stays in host memory until freed (docs/libvgpu.md says what
-// that costs).
+// The GPU is not filled to the last byte first: when an allocation would leave
+// the device less than a reserve (kReserve below), it goes to the host at once,
+// because the driver needs device memory of its own later (streams, lazily
+// loaded kernels, local memory) and fails those with errors programs do not
+// survive (cuDNN: CUDNN_STATUS_INTERNAL_ERROR from a stream it could not make).
+//
+// Spilled memory stays in host memory until freed (docs/virtual-memory.md
+// says what that costs).
 
 #include <cstddef>
 
 #include "vgpu/cuda_abi.hpp"
 
 namespace hami::vgpu::spill {
+
+// Device memory kept free for the driver: a sixteenth of the GPU, at most 1 GiB.
+size_t reserve_for(size_t total) noexcept;
+
+// Whether placing `bytes` on the current context's device would leave it less
+// than its reserve (the driver's own free figure; false when it cannot say).
+// `ordinal` >= 0 names the device the allocation is for: another device than
+// the current context's is not judged (false).
+bool leaves_too_little(size_t bytes, int ordinal = -1) noexcept;
 
 // Linear memory (cuMemAlloc, cuMemAllocPitch, the stream-ordered allocators):
 // managed memory whose preferred location is the host, mapped for the current

@@ -508,6 +508,7 @@ int main(int argc, char** argv) {
         prop.type = 1;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = ord;
+        prop.requestedHandleTypes = 1;  // a POSIX file descriptor, as PyTorch asks
         CUmemGenericAllocationHandle h = 0;
         rc = api.cuMemCreate(&h, chunk, &prop, 0);
         if (rc != CUDA_SUCCESS) break;

@@ -566,7 +566,13 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (prop == nullptr || handle == nullptr || size == 0 || size % (2ull << 20) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST) {
+  // Driver 580 refuses a shareable handle (PyTorch asks for a file
+  // descriptor) for the plain host location, not for a host NUMA node.
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST && prop->requestedHandleTypes != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+      prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
     std::lock_guard lock(proc().mu);
     simgpu::count("cuMemCreate:host");
     *handle = proc().next_handle++;  // host memory: no device memory used
