@@ -18,6 +18,7 @@
 #include "deviceplugin/allocator.hpp"
 #include "deviceplugin/dir_watcher.hpp"
 #include "deviceplugin/discovery.hpp"
+#include "deviceplugin/mps_supervisor.hpp"
 #include "deviceplugin/node_registrar.hpp"
 #include "deviceplugin/plugin_server.hpp"
 #include "k8s/client.hpp"
@@ -240,7 +241,20 @@ int run_daemon(const DaemonOptions& o) {
   });
   std::jthread reg([&](std::stop_token st) { registrar.run(st, o.register_interval); });
 
+  // One MPS control daemon per GPU in MPS mode, in <hook-path>/vgpu/mps/<uuid>
+  // (Allocate mounts the pipe directory from there); the GPU is Unhealthy
+  // while its daemon is down.
+  MpsSupervisorOptions mps_options;
+  mps_options.root = join(o.hook_path, "vgpu");
+  mps_options.gpu_uuids = {};  // merge step: the UUIDs of the GPUs whose sharing mode is mps
+  MpsSupervisor mps(std::move(mps_options),
+                    [&state](const std::string& uuid, bool up, const std::string& reason) {
+                      state.set_mps_health(uuid, up, reason);
+                    });
+  mps.start();
+
   const int rc = Supervisor(o, server, sfd.get()).run();
+  mps.stop();
   server.stop();
   health.request_stop();
   reg.request_stop();
