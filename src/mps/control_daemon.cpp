@@ -192,6 +192,12 @@ Result<Started> ControlDaemon::start() {
     return Started::reused;
   }
   const std::string who = "MPS control daemon for GPU " + options_.gpu_uuid;
+  // A daemon that was killed left its pid file: gone, so that the wait below
+  // does not take the dead pid for the new daemon dying.
+  if (const auto stale = read_pid_file(options_.pipe_dir); stale && !process_alive(*stale)) {
+    std::error_code ec;
+    fs::remove(options_.pipe_dir / kPidFile, ec);
+  }
   auto launch = run_program({bin->string(), "-d"},
                             {{"CUDA_MPS_PIPE_DIRECTORY", options_.pipe_dir.string()},
                              {"CUDA_MPS_LOG_DIRECTORY", options_.log_dir.string()},

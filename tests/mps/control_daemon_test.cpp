@@ -164,6 +164,10 @@ TEST_F(ControlDaemonTest, DetectsAKilledDaemonAndStartsAFreshOne) {
   EXPECT_NE(c.error().message.find("Cannot find MPS control daemon"), std::string::npos)
       << c.error().message;
   EXPECT_FALSE(d.pid());
+  // The killed daemon's pid file is still there while the new one starts
+  // (slowly): its dead pid is not the new daemon dying.
+  ASSERT_TRUE(std::filesystem::exists(options().pipe_dir / "nvidia-cuda-mps-control.pid"));
+  ScopedEnv slow("SIMMPS_START_DELAY_MS", "300");
   auto s = d.start();
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_EQ(*s, Started::fresh);
@@ -226,6 +230,8 @@ TEST_F(ControlDaemonTest, DaemonThatNeverAnswersTimesOut) {
                                    " within 300 ms"),
             std::string::npos)
       << s.error().message;
+  // It comes up later: wait for it so that TearDown stops it.
+  EXPECT_TRUE(test::wait_until([&] { return d.pid().has_value(); }, 10s));
 }
 
 TEST_F(ControlDaemonTest, RefusesAPipeDirectoryTooLongForASocket) {

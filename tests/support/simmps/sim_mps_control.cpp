@@ -14,7 +14,8 @@
 // Test knobs (environment of the -d launcher, never of the real program):
 //   SIMMPS_FAIL=exclusive_thread  the daemon logs that the GPU's compute mode
 //                                 forbids MPS and exits 1 after forking
-//   SIMMPS_START_DELAY_MS=N       the daemon listens only after N ms
+//   SIMMPS_START_DELAY_MS=N       the daemon writes its pid file and listens
+//                                 only after N ms
 //   SIMMPS_IGNORE_QUIT=1          the daemon answers quit but keeps running
 //   SIMMPS_RECORD=FILE            the launcher appends "start <CUDA_VISIBLE_DEVICES>"
 #include <fcntl.h>
@@ -166,6 +167,8 @@ int daemon_mode() {
   ::dup2(null, 1);
   ::dup2(null, 2);
   if (null > 2) ::close(null);
+  if (const char* d = std::getenv("SIMMPS_START_DELAY_MS"))
+    ::usleep(static_cast<useconds_t>(std::atoi(d)) * 1000);
   // The pid file comes first; a daemon that fails later leaves it behind.
   if (FILE* f = std::fopen((pipe_dir() + "/nvidia-cuda-mps-control.pid").c_str(), "w")) {
     std::fprintf(f, "%d", static_cast<int>(getpid()));
@@ -176,13 +179,10 @@ int daemon_mode() {
            pipe_dir());
   if (env_or("SIMMPS_FAIL", "") == "exclusive_thread") {
     log_line(
-        "Failed to start: a device is in compute mode EXCLUSIVE_THREAD or PROHIBITED, which MPS "
-        "does "
-        "not support");
+        "Failed to start: a device is in compute mode EXCLUSIVE_THREAD or PROHIBITED, which "
+        "MPS does not support");
     return 1;
   }
-  if (const char* d = std::getenv("SIMMPS_START_DELAY_MS"))
-    ::usleep(static_cast<useconds_t>(std::atoi(d)) * 1000);
   const sockaddr_un addr = socket_address();
   // A daemon stopped by a signal left its socket file; the lock says no one
   // else serves this directory.
