@@ -16,6 +16,7 @@
 #include "cli/state_dir.hpp"
 #include "common/size_parse.hpp"
 #include "fit/fit.hpp"
+#include "mps/control_daemon.hpp"
 #include "mps/paths.hpp"
 #include "nvml/nvml.hpp"
 #include "protocol/node_register.hpp"
@@ -161,7 +162,7 @@ int run_command(const RunOptions& o) {
   for (int i = 0; i < *count; ++i) {
     auto info = (*nvml)->device(i);
     if (!info) return fail(kExitCannotRun, info.error().message);
-    gpus.push_back({i, info->uuid, info->name, info->memory_total});
+    gpus.push_back({i, info->uuid, info->name, info->memory_total, info->compute_mode});
   }
   if (gpus.empty()) return fail(kExitCannotRun, "NVML reports no GPU on this machine");
   if (!valid_job_name(o.name)) {
@@ -212,6 +213,14 @@ int run_command(const RunOptions& o) {
                 "no GPU has room for this request: " + placed.error().message +
                     ". Running containers reserve their limits (vgpu top --hook-path " + hook +
                     " shows them); pass --overcommit to run anyway.");
+  }
+
+  if (mps) {
+    for (const LocalGpu& g : gpus) {
+      if (g.uuid != uuid || !g.compute_mode) continue;
+      if (auto refusal = mps::compute_mode_refusal(*g.compute_mode, uuid))
+        return fail(kExitCannotRun, *refusal);
+    }
   }
 
   // The command's own state directory, named as the device plugin names them.

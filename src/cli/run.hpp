@@ -48,6 +48,7 @@ struct LocalGpu {
   std::string uuid;
   std::string name;
   uint64_t memory_total = 0;
+  std::optional<int> compute_mode;  // nvmlComputeMode_t, when NVML says
 };
 
 // The machine as the fitting code sees it: each GPU with what the running

@@ -91,6 +91,17 @@ std::string last_log_line(const fs::path& log_dir) {
   return last;
 }
 
+std::optional<std::string> compute_mode_refusal(int nvml_compute_mode, const std::string& uuid) {
+  // nvmlComputeMode_t: 1 EXCLUSIVE_THREAD, 2 PROHIBITED.
+  const char* name = nvml_compute_mode == 1   ? "EXCLUSIVE_THREAD"
+                     : nvml_compute_mode == 2 ? "PROHIBITED"
+                                              : nullptr;
+  if (name == nullptr) return std::nullopt;
+  return "GPU " + uuid + " is in compute mode " + name +
+         ", where MPS cannot run; set it to EXCLUSIVE_PROCESS or DEFAULT with `nvidia-smi -i " +
+         uuid + " -c EXCLUSIVE_PROCESS` (as root)";
+}
+
 ControlDaemon::ControlDaemon(DaemonOptions options) : options_(std::move(options)) {}
 
 Result<fs::path> ControlDaemon::binary() const {

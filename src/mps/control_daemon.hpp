@@ -78,6 +78,12 @@ class ControlDaemon {
   mutable pid_t last_pid_ = -1;
 };
 
+// Why a GPU in NVML compute mode `nvml_compute_mode` (nvmlComputeMode_t)
+// cannot run MPS, with the fix; nullopt when it can. EXCLUSIVE_THREAD and
+// PROHIBITED forbid the MPS server's context, which fails only when the first
+// client connects: checking the mode first gives the reason up front.
+std::optional<std::string> compute_mode_refusal(int nvml_compute_mode, const std::string& uuid);
+
 // Last non-empty line of <log_dir>/control.log ("" when there is none).
 std::string last_log_line(const std::filesystem::path& log_dir);
 

@@ -18,6 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kGpu0 = "GPU-5a3e0000-0000-4000-8000-000000000000";
+constexpr const char* kGpu1 = "GPU-5a3e0000-0000-4000-8000-000000000001";
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -68,13 +69,15 @@ class VgpuRunMps : public ::testing::Test {
   }
   std::string pipe_dir() const { return mps::mps_pipe_dir(root_.path(), kGpu0).string(); }
   void TearDown() override {
-    mps::DaemonOptions o;
-    o.control_binary = std::string(SIMMPS_BIN_DIR) + "/nvidia-cuda-mps-control";
-    o.pipe_dir = pipe_dir();
-    o.log_dir = mps::mps_log_dir(root_.path(), kGpu0);
-    o.gpu_uuid = kGpu0;
-    o.stop_timeout = std::chrono::seconds(1);
-    (void)mps::ControlDaemon(o).stop();
+    for (const char* uuid : {kGpu0, kGpu1}) {
+      mps::DaemonOptions o;
+      o.control_binary = std::string(SIMMPS_BIN_DIR) + "/nvidia-cuda-mps-control";
+      o.pipe_dir = mps::mps_pipe_dir(root_.path(), uuid);
+      o.log_dir = mps::mps_log_dir(root_.path(), uuid);
+      o.gpu_uuid = uuid;
+      o.stop_timeout = std::chrono::seconds(1);
+      (void)mps::ControlDaemon(o).stop();
+    }
   }
   test::TempDir root_;
 };
@@ -155,6 +158,19 @@ TEST_F(VgpuRunMps, MissingControlBinaryIsAClearErrorAndLeavesNothing) {
                              std::string(SIMMPS_BIN_DIR) + "/nvidia-cuda-mps-control"},
                             {"true"}),
                         env(false));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(VgpuRunMps, GpuInAComputeModeWithoutMpsIsRefusedBeforeAnyDaemon) {
+  auto e = env();
+  e.push_back({"SIMGPU_COMPUTE_MODE", "2,0"});
+  auto r = test::run_process(run({"--sharing", "mps", "--gpu", "0"}, {"true"}), e);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is in compute mode PROHIBITED, where MPS cannot run"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(root_.file("launches")));
+  // The other GPU, in DEFAULT mode, is fine.
+  r = test::run_process(run({"--sharing", "mps", "--gpu", "1"}, {"true"}), e);
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 

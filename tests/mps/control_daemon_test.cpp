@@ -91,6 +91,17 @@ TEST(MpsPaths, PipeAndLogDirsPerGpuUnderTheRoot) {
   EXPECT_EQ(mps_log_dir("/usr/local/vgpu", "GPU-1").string(), "/usr/local/vgpu/mps/GPU-1/log");
 }
 
+TEST(MpsComputeMode, ExclusiveThreadAndProhibitedAreRefusedWithTheFix) {
+  EXPECT_FALSE(compute_mode_refusal(0, kUuid));  // DEFAULT
+  EXPECT_FALSE(compute_mode_refusal(3, kUuid));  // EXCLUSIVE_PROCESS
+  for (const auto& [mode, name] : {std::pair{1, "EXCLUSIVE_THREAD"}, std::pair{2, "PROHIBITED"}}) {
+    auto r = compute_mode_refusal(mode, kUuid);
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->find(std::string("compute mode ") + name), std::string::npos) << *r;
+    EXPECT_NE(r->find("nvidia-smi -i " + kUuid + " -c EXCLUSIVE_PROCESS"), std::string::npos) << *r;
+  }
+}
+
 TEST_F(ControlDaemonTest, StartsOneDaemonPinnedToTheGpuAndItAnswers) {
   ControlDaemon d(options());
   auto s = d.start();
