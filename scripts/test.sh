@@ -45,7 +45,8 @@ deploy/check.sh --self-test --build-dir build/release
 step "build tsan"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j "$jobs" --target region_thread_tests region_tests \
-  vgpu_limiter_thread_tests k8s_tests scheduler_tests scheduler_api_tests http_tests
+  vgpu_limiter_thread_tests k8s_tests scheduler_tests scheduler_api_tests http_tests \
+  mps_supervisor_tests
 step "test tsan (concurrency, the Kubernetes client, the scheduler's cache, the HTTP server)"
 TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
   ctest --preset tsan -L "concurrency|k8s|scheduler|http"

@@ -2,12 +2,14 @@
 //   inspect FILE [--json]   show what a per-container state file holds
 //   top [--once] ...        live view of the node's GPUs and containers
 //   run [options] -- CMD    run CMD on a slice of a GPU of this machine
+//   mps stop|status         the MPS control daemons `vgpu run --sharing mps` leaves
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <string>
 
 #include "cli/inspect.hpp"
+#include "cli/mps.hpp"
 #include "cli/run.hpp"
 #include "cli/top.hpp"
 #include "common/build_info.hpp"
@@ -67,11 +69,39 @@ int main(int argc, char** argv) {
                   "libvgpu.so (default: next to this binary, else /usr/local/vgpu/libvgpu.so)");
   run->add_option("--nvml-library", run_opt.nvml_library, "NVML library to dlopen")
       ->capture_default_str();
+  run->add_option("--sharing", run_opt.sharing,
+                  "timeslice: libvgpu.so paces the SM share; mps: the command runs as a client of "
+                  "the GPU's MPS control daemon (started when none runs, and LEFT RUNNING for the "
+                  "next job: vgpu mps stop ends it), MPS gives the SM share "
+                  "(CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) and libvgpu.so the memory limit")
+      ->check(CLI::IsMember({"timeslice", "mps"}))
+      ->capture_default_str();
+  run->add_option("--mps-control", run_opt.mps_control,
+                  "nvidia-cuda-mps-control to start (default: from PATH)");
   run->add_flag("--overcommit", run_opt.overcommit, "Run even when the GPU has no room left");
   run->add_flag("--print-env", run_opt.print_env,
                 "Print the environment (KEY=VALUE, for docker run --env-file) instead of running");
   run->add_flag("--keep-state", run_opt.keep_state, "Keep the job's state directory afterwards");
   run->add_option("command", run_opt.command, "The command and its arguments (after --)");
+
+  hami::cli::MpsOptions mps_opt;
+  CLI::App* mps = app.add_subcommand(
+      "mps", "The MPS control daemons that `vgpu run --sharing mps` starts and leaves running");
+  mps->require_subcommand(1);
+  CLI::App* mps_stop =
+      mps->add_subcommand("stop", "Stop the MPS control daemon (quit, then SIGKILL)");
+  CLI::App* mps_status =
+      mps->add_subcommand("status", "Say whether each MPS control daemon answers");
+  for (CLI::App* sub : {mps_stop, mps_status}) {
+    sub->add_option("--gpu", mps_opt.gpu,
+                    "GPU index or UUID (default: every daemon under the state root)");
+    sub->add_option("--hook-path", mps_opt.hook_path, "State root, as given to vgpu run");
+    sub->add_option("--nvml-library", mps_opt.nvml_library,
+                    "NVML library to dlopen (for --gpu INDEX)")
+        ->capture_default_str();
+    sub->add_option("--mps-control", mps_opt.control_binary,
+                    "nvidia-cuda-mps-control (default: from PATH)");
+  }
 
   try {
     app.parse(argc, argv);
@@ -81,6 +111,8 @@ int main(int argc, char** argv) {
   }
   if (inspect->parsed()) return hami::cli::run_inspect(file, json);
   if (run->parsed()) return hami::cli::run_command(run_opt);
+  if (mps_stop->parsed()) return hami::cli::run_mps_stop(mps_opt);
+  if (mps_status->parsed()) return hami::cli::run_mps_status(mps_opt);
   if (top->parsed()) {
     auto d = hami::parse_duration(interval);
     if (!d || d->count() < 100'000) {

@@ -12,9 +12,12 @@
 #include <filesystem>
 
 #include "cli/inspect.hpp"
+#include "cli/mps.hpp"
 #include "cli/state_dir.hpp"
 #include "common/size_parse.hpp"
 #include "fit/fit.hpp"
+#include "mps/control_daemon.hpp"
+#include "mps/paths.hpp"
 #include "nvml/nvml.hpp"
 #include "protocol/node_register.hpp"
 #include "region/layout_v1.hpp"
@@ -29,11 +32,6 @@ constexpr int kExitCannotRun = 1;
 int32_t mib_up(uint64_t bytes) {
   return static_cast<int32_t>(std::min<uint64_t>((bytes + (1 << 20) - 1) >> 20, INT32_MAX));
 }
-
-struct RootChoice {
-  std::string path;
-  RootOwner owner;
-};
 
 // /usr/local/vgpu as the device plugin lays it out, for whoever may write
 // there; anyone else gets a directory of their own (and `vgpu top --hook-path`
@@ -93,6 +91,10 @@ void forward(int sig) {
 
 }  // namespace
 
+RootChoice choose_state_root(const std::string& hook_path) {
+  return hook_path.empty() ? default_root() : RootChoice{hook_path, RootOwner::kAny};
+}
+
 fit::NodeDevices local_node(const std::vector<LocalGpu>& gpus,
                             const std::vector<monitor::ContainerState>& containers) {
   fit::NodeDevices node;
@@ -142,6 +144,9 @@ int run_command(const RunOptions& o) {
     memory = *m;
   }
   if (o.cores < 0 || o.cores > 100) return fail(kExitUsage, "--cores must be 0-100");
+  const bool mps = o.sharing == "mps";
+  if (!mps && o.sharing != "timeslice")
+    return fail(kExitUsage, "--sharing must be timeslice or mps");
   if (o.priority != "high" && o.priority != "low") {
     return fail(kExitUsage, "--priority must be high or low");
   }
@@ -157,7 +162,7 @@ int run_command(const RunOptions& o) {
   for (int i = 0; i < *count; ++i) {
     auto info = (*nvml)->device(i);
     if (!info) return fail(kExitCannotRun, info.error().message);
-    gpus.push_back({i, info->uuid, info->name, info->memory_total});
+    gpus.push_back({i, info->uuid, info->name, info->memory_total, info->compute_mode});
   }
   if (gpus.empty()) return fail(kExitCannotRun, "NVML reports no GPU on this machine");
   if (!valid_job_name(o.name)) {
@@ -165,8 +170,7 @@ int run_command(const RunOptions& o) {
                                 "': use 1-63 letters, digits, '.', '_' or '-', not starting "
                                 "with '.' or '-' (it names the job's state directory)");
   }
-  const RootChoice choice =
-      o.hook_path.empty() ? default_root() : RootChoice{o.hook_path, RootOwner::kAny};
+  const RootChoice choice = choose_state_root(o.hook_path);
   const std::string hook = choice.path;
   auto root = open_state_root(hook, choice.owner);
   if (!root) return fail(kExitCannotRun, root.error().message);
@@ -211,6 +215,14 @@ int run_command(const RunOptions& o) {
                     " shows them); pass --overcommit to run anyway.");
   }
 
+  if (mps) {
+    for (const LocalGpu& g : gpus) {
+      if (g.uuid != uuid || !g.compute_mode) continue;
+      if (auto refusal = mps::compute_mode_refusal(*g.compute_mode, uuid))
+        return fail(kExitCannotRun, *refusal);
+    }
+  }
+
   // The command's own state directory, named as the device plugin names them.
   auto job = make_job_dir(*root, o.name);
   if (!job) return fail(kExitCannotRun, job.error().message);
@@ -221,16 +233,33 @@ int run_command(const RunOptions& o) {
       {"CUDA_TASK_PRIORITY", o.priority == "high" ? "0" : "1"},
   };
   if (memory != 0) env.push_back({"CUDA_DEVICE_MEMORY_LIMIT", std::to_string(memory)});
-  if (o.cores > 0 && o.cores < 100)
+  if (mps) {
+    // MPS gives the share (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the library
+    // keeps the memory limit and the virtual GPU but must not pace kernels too.
+    // The state file still records the share, for the next job's fitting.
+    env.push_back({"GPU_CORE_UTILIZATION_POLICY", "disable"});
+  } else if (o.cores > 0 && o.cores < 100) {
     env.push_back({"CUDA_DEVICE_SM_LIMIT", std::to_string(o.cores)});
+  }
   const std::string library = o.library.empty() ? default_library() : o.library;
+  if (mps) {
+    // Started (or found) before the job's files, and left running afterwards:
+    // the next MPS job on this GPU reuses it (vgpu mps stop ends it).
+    auto client = mps_client_env(hook, uuid, o.mps_control, o.cores, memory);
+    if (!client) {
+      (void)remove_job_dir(*root, *job);
+      return fail(kExitCannotRun, client.error().message);
+    }
+    env.insert(env.end(), client->begin(), client->end());
+  }
   if (o.print_env) {
     // For `docker run --env-file`: the library must then be mounted at the same path.
     for (const auto& [k, v] : env)
       std::printf("%s=%s\n", k.c_str(), v.c_str());
     std::printf("LD_PRELOAD=%s\n", library.c_str());
-    std::fprintf(stderr, "vgpu run: mount %s and %s into the container at the same paths\n",
-                 library.c_str(), dir.c_str());
+    std::fprintf(stderr, "vgpu run: mount %s and %s%s%s into the container at the same paths\n",
+                 library.c_str(), dir.c_str(), mps ? " and the MPS pipe directory " : "",
+                 mps ? mps::mps_pipe_dir(hook, uuid).c_str() : "");
     if (auto made = make_state_file(*job, uuid, memory, o); !made) {
       (void)remove_job_dir(*root, *job);
       return fail(kExitCannotRun, made.error().message);

@@ -16,17 +16,20 @@
 #include <string>
 #include <vector>
 
+#include "cli/state_dir.hpp"
 #include "fit/types.hpp"
 #include "monitor/container_files.hpp"
 
 namespace hami::cli {
 
 struct RunOptions {
-  std::string memory;             // "4g"; empty: no memory limit
-  int cores = 0;                  // SM share in percent; 0: none
-  std::string gpu;                // index or UUID; empty: chosen by policy
-  std::string priority = "low";   // high | low
-  std::string policy = "spread";  // GPU policy: spread | binpack | ...
+  std::string sharing = "timeslice";  // timeslice | mps
+  std::string mps_control;            // nvidia-cuda-mps-control; empty: from PATH
+  std::string memory;                 // "4g"; empty: no memory limit
+  int cores = 0;                      // SM share in percent; 0: none
+  std::string gpu;                    // index or UUID; empty: chosen by policy
+  std::string priority = "low";       // high | low
+  std::string policy = "spread";      // GPU policy: spread | binpack | ...
   // State root; empty: /usr/local/vgpu where writable, else a per-user one
   // ($XDG_RUNTIME_DIR/vgpu, or /tmp/vgpu-<uid>), which must be this user's.
   std::string hook_path;
@@ -45,6 +48,7 @@ struct LocalGpu {
   std::string uuid;
   std::string name;
   uint64_t memory_total = 0;
+  std::optional<int> compute_mode;  // nvmlComputeMode_t, when NVML says
 };
 
 // The machine as the fitting code sees it: each GPU with what the running
@@ -53,6 +57,14 @@ struct LocalGpu {
 // none — and its SM share when below 100).
 fit::NodeDevices local_node(const std::vector<LocalGpu>& gpus,
                             const std::vector<monitor::ContainerState>& containers);
+
+// The state root: `hook_path` when given, else /usr/local/vgpu where
+// writable, else a per-user one (which must then be this user's).
+struct RootChoice {
+  std::string path;
+  RootOwner owner;
+};
+RootChoice choose_state_root(const std::string& hook_path);
 
 int run_command(const RunOptions& options);
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -18,10 +19,12 @@
 #include "deviceplugin/allocator.hpp"
 #include "deviceplugin/dir_watcher.hpp"
 #include "deviceplugin/discovery.hpp"
+#include "deviceplugin/mps_supervisor.hpp"
 #include "deviceplugin/node_registrar.hpp"
 #include "deviceplugin/plugin_server.hpp"
 #include "k8s/client.hpp"
 #include "k8s/config.hpp"
+#include "mps/control_daemon.hpp"
 #include "nvml/nvml.hpp"
 
 namespace hami::deviceplugin {
@@ -37,6 +40,30 @@ bool exists(const std::string& path) {
 
 std::string join(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / name).string();
+}
+
+// The MPS GPUs whose compute mode lets MPS run. The others stay Unhealthy
+// with the fix in the reason; the mode is read once, so the plugin must be
+// restarted after it is changed.
+std::vector<std::string> mps_capable(nvml::Library& nvml, DeviceState& state,
+                                     const std::vector<std::string>& uuids) {
+  std::vector<std::string> out;
+  for (const std::string& uuid : uuids) {
+    std::optional<int> mode;
+    for (const Gpu& g : state.gpus()) {
+      if (g.uuid != uuid) continue;
+      if (auto info = nvml.device(g.index)) mode = info->compute_mode;
+    }
+    const auto refusal = mode ? mps::compute_mode_refusal(*mode, uuid) : std::nullopt;
+    if (!refusal) {
+      out.push_back(uuid);
+      continue;
+    }
+    log::error("%s; then restart the device plugin. The GPU stays unhealthy until then",
+               refusal->c_str());
+    state.set_mps_health(uuid, false, *refusal);
+  }
+  return out;
 }
 
 // Serves, registers and re-registers until a terminating signal.
@@ -225,6 +252,21 @@ int run_daemon(const DaemonOptions& o) {
                       {[&allocator](const auto& r) { return allocator.allocate(r); },
                        [&allocator](const auto& r) { return allocator.preferred(r); }});
 
+  // One MPS control daemon per GPU in MPS mode, in <hook-path>/vgpu/mps/<uuid>
+  // (Allocate mounts the pipe directory from there); the GPU is Unhealthy
+  // while its daemon is down. The compute modes are read here, before the
+  // health thread owns NVML.
+  MpsSupervisorOptions mps_options;
+  mps_options.root = join(o.hook_path, "vgpu");
+  // Merge step: the UUIDs of the GPUs whose sharing mode is mps.
+  const std::vector<std::string> mps_gpus;
+  mps_options.gpu_uuids = mps_capable(**nvml, state, mps_gpus);
+  MpsSupervisor mps(std::move(mps_options),
+                    [&state](const std::string& uuid, bool up, const std::string& reason) {
+                      state.set_mps_health(uuid, up, reason);
+                    });
+  mps.start();
+
   // NVML belongs to this thread alone from here on (the library is not thread-safe).
   std::jthread health([&](std::stop_token st) {
     HealthChecker checker(**nvml, state, o.xids);
@@ -241,6 +283,7 @@ int run_daemon(const DaemonOptions& o) {
   std::jthread reg([&](std::stop_token st) { registrar.run(st, o.register_interval); });
 
   const int rc = Supervisor(o, server, sfd.get()).run();
+  mps.stop();
   server.stop();
   health.request_stop();
   reg.request_stop();

@@ -4,7 +4,34 @@ namespace hami::deviceplugin {
 
 std::vector<Gpu> DeviceState::gpus() const {
   std::lock_guard lk(mu_);
-  return gpus_;
+  std::vector<Gpu> out = gpus_;
+  for (Gpu& g : out) {
+    const auto down = mps_down_.find(g.uuid);
+    if (down == mps_down_.end()) continue;
+    g.unhealthy_reason = g.healthy ? down->second : g.unhealthy_reason + "; " + down->second;
+    g.healthy = false;
+  }
+  return out;
+}
+
+bool DeviceState::set_mps_health(const std::string& uuid, bool up, const std::string& reason) {
+  {
+    std::lock_guard lk(mu_);
+    const auto it = mps_down_.find(uuid);
+    if (up) {
+      if (it == mps_down_.end()) return false;
+      mps_down_.erase(it);
+    } else if (it == mps_down_.end()) {
+      mps_down_.emplace(uuid, reason);
+    } else {
+      // A new reason alone changes nothing kubelet sees.
+      it->second = reason;
+      return false;
+    }
+    ++version_;
+  }
+  cv_.notify_all();
+  return true;
 }
 
 uint64_t DeviceState::version() const {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ class DeviceState {
   uint64_t version() const;
   // True when the GPU's health changed (and the version moved).
   bool set_health(int index, bool healthy, const std::string& reason);
+  // The second source of health, for a GPU shared through MPS: its control
+  // daemon (MpsSupervisor). gpus() reports a GPU healthy only when NVML and
+  // its daemon both say so. True when that changed what gpus() reports.
+  bool set_mps_health(const std::string& uuid, bool up, const std::string& reason);
   // Waits until the version differs from `seen`, wake_all() is called or
   // `timeout` passes; returns the version then.
   uint64_t wait_change(uint64_t seen, std::chrono::milliseconds timeout) const;
@@ -38,7 +43,8 @@ class DeviceState {
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  std::vector<Gpu> gpus_;
+  std::vector<Gpu> gpus_;                        // health as NVML sees it
+  std::map<std::string, std::string> mps_down_;  // uuid -> why its MPS daemon is down
   uint64_t version_ = 1;
   uint64_t wakes_ = 0;
 };

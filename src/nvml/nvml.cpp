@@ -114,6 +114,8 @@ struct Library::Api {
   nvmlReturn_t (*pci_v3)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*numa)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*compute_capability)(nvmlDevice_t, int*, int*) = nullptr;
+  // nvmlComputeMode_t is an enum of int size.
+  nvmlReturn_t (*compute_mode)(nvmlDevice_t, int*) = nullptr;
   // Events: optional as a group.
   nvmlReturn_t (*event_set_create)(nvmlEventSet_t*) = nullptr;
   nvmlReturn_t (*supported_events)(nvmlDevice_t, unsigned long long*) = nullptr;
@@ -172,6 +174,7 @@ struct Library::Api {
     numa = lookup<decltype(numa)>(dl, "nvmlDeviceGetNumaNodeId");
     compute_capability =
         lookup<decltype(compute_capability)>(dl, "nvmlDeviceGetCudaComputeCapability");
+    compute_mode = lookup<decltype(compute_mode)>(dl, "nvmlDeviceGetComputeMode");
     event_set_create = lookup<decltype(event_set_create)>(dl, "nvmlEventSetCreate");
     supported_events = lookup<decltype(supported_events)>(dl, "nvmlDeviceGetSupportedEventTypes");
     register_events = lookup<decltype(register_events)>(dl, "nvmlDeviceRegisterEvents");
@@ -357,6 +360,15 @@ Result<DeviceInfo> Library::device(int index) {
       info.cc_minor = minor;
     } else if (device_gone(rc)) {
       return fail("nvmlDeviceGetCudaComputeCapability", index, rc);
+    }
+  }
+  if (api_->compute_mode != nullptr) {
+    int mode = 0;
+    const nvmlReturn_t rc = api_->compute_mode(h, &mode);
+    if (rc == NVML_SUCCESS) {
+      info.compute_mode = mode;
+    } else if (device_gone(rc)) {
+      return fail("nvmlDeviceGetComputeMode", index, rc);
     }
   }
   return info;

@@ -59,7 +59,15 @@ struct DeviceInfo {
   std::optional<unsigned> minor;  // /dev/nvidia<minor>
   int cc_major = 0;               // CUDA compute capability; 0.0 when unknown
   int cc_minor = 0;
+  // nvmlComputeMode_t (kComputeDefault...); unknown when the driver cannot say.
+  std::optional<int> compute_mode;
 };
+
+// nvmlComputeMode_t values.
+inline constexpr int kComputeDefault = 0;
+inline constexpr int kComputeExclusiveThread = 1;  // deprecated by NVIDIA, still reported
+inline constexpr int kComputeProhibited = 2;
+inline constexpr int kComputeExclusiveProcess = 3;
 
 // used = total - free: what the driver reserves for itself counts as used.
 struct MemoryInfo {

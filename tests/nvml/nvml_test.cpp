@@ -146,6 +146,16 @@ TEST_F(NvmlTest, EnumeratesDevicesWithTheirProperties) {
   EXPECT_EQ(ok(lib_->driver_version()), "550.127.05");
 }
 
+TEST_F(NvmlTest, ReportsEachDevicesComputeMode) {
+  ::setenv("SIMGPU_COMPUTE_MODE", "3,2", 1);
+  EXPECT_EQ(ok(lib_->device(0)).compute_mode, std::optional<int>(kComputeExclusiveProcess));
+  EXPECT_EQ(ok(lib_->device(1)).compute_mode, std::optional<int>(kComputeProhibited));
+  EXPECT_EQ(ok(lib_->device(2)).compute_mode, std::optional<int>(kComputeDefault));
+  ::unsetenv("SIMGPU_COMPUTE_MODE");
+  write_script("fail nvmlDeviceGetComputeMode 1\n");
+  EXPECT_EQ(ok(lib_->device(1)).compute_mode, std::nullopt);
+}
+
 TEST_F(NvmlTest, OptionalQueriesAreUnknownOnFailureButALostGpuIsAnError) {
   write_script("fail nvmlDeviceGetNumaNodeId\nfail nvmlDeviceGetPciInfo_v3 1\n");
   const DeviceInfo d1 = ok(lib_->device(1));

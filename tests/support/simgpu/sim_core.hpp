@@ -22,6 +22,9 @@
 //   SIMGPU_NAMES=NVIDIA A100-SXM4-40GB,Tesla T4   model name per device (default
 //                                 "Simulated GPU <i>"); read with SIMGPU_DEVICES.
 //   SIMGPU_DRIVER_VERSION=550.127.05   what nvmlSystemGetDriverVersion reports
+//   SIMGPU_COMPUTE_MODE=0,2      nvmlDeviceGetComputeMode per device (0 DEFAULT,
+//                                 1 EXCLUSIVE_THREAD, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS;
+//                                 default 0); read at every call.
 //   SIMGPU_NVML_SCRIPT=/tmp/x.nvml     scripted NVML, for daemons' tests (below)
 //
 // Memory is granted at the real driver's granularity (2 MiB pages for

@@ -391,6 +391,27 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int* major, int*
   return NVML_SUCCESS;
 }
 
+// SIMGPU_COMPUTE_MODE=<mode>[,<mode>...]: nvmlComputeMode_t per device
+// index (0 DEFAULT, 1 EXCLUSIVE_THREAD, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS);
+// DEFAULT for devices it does not name. Read at every call.
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t h, int* mode) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetComputeMode", h, &d); rc != NVML_SUCCESS) return rc;
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = 0;
+  const char* spec = std::getenv("SIMGPU_COMPUTE_MODE");
+  const int index = index_of(d);
+  for (int i = 0; spec != nullptr && *spec != '\0'; ++i) {
+    if (i == index) {
+      *mode = std::atoi(spec);
+      break;
+    }
+    spec = std::strchr(spec, ',');
+    if (spec != nullptr) ++spec;
+  }
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t* m) {
   simgpu::Device* d = nullptr;
   if (nvmlReturn_t rc = enter("nvmlDeviceGetMemoryInfo", h, &d); rc != NVML_SUCCESS) return rc;
