@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
                   "(default: no cap)")
       ->check(CLI::Range(0, 100));
   run->add_option("--gpu", run_opt.gpu, "GPU index or UUID (default: chosen by --policy)");
-  run->add_option("--priority", run_opt.priority, "high or low: who yields when both are busy")
+  run->add_option("--priority", run_opt.priority,
+                  "high or low: who yields when both are busy (with --sharing mps, a high job's "
+                  "SMs are not capped)")
       ->check(CLI::IsMember({"high", "low"}))
       ->capture_default_str();
   run->add_option("--policy", run_opt.policy, "How the GPU is chosen: spread, binpack, ...")

@@ -245,7 +245,12 @@ int run_command(const RunOptions& o) {
   if (mps) {
     // Started (or found) before the job's files, and left running afterwards:
     // the next MPS job on this GPU reuses it (vgpu mps stop ends it).
-    auto client = mps_client_env(hook, uuid, o.mps_control, o.cores, memory);
+    // A high-priority job (a latency-bound service) is not capped: the others
+    // are capped at their shares, whose sum fitting keeps within 100 - its
+    // share, so at least its share of the SMs is always free for it, and it
+    // may use SMs the others leave idle (docs/sharing-modes.md).
+    const int thread_cap = o.priority == "high" ? 0 : o.cores;
+    auto client = mps_client_env(hook, uuid, o.mps_control, thread_cap, memory);
     if (!client) {
       (void)remove_job_dir(*root, *job);
       return fail(kExitCannotRun, client.error().message);

@@ -101,6 +101,17 @@ TEST_F(VgpuRunMps, CommandIsAClientOfItsGpusDaemonWithItsShares) {
   EXPECT_EQ(read_file(root_.file("launches")), std::string("start ") + kGpu0 + "\n");
 }
 
+TEST_F(VgpuRunMps, AHighPriorityJobIsNotCappedButKeepsItsShareInTheStateFile) {
+  auto r = test::run_process(run({"--sharing", "mps", "--gpu", "0", "--memory", "4g", "--cores",
+                                  "30", "--priority", "high"},
+                                 {"env"}),
+                             env());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.find("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_line(r.out, "CUDA_TASK_PRIORITY=0")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M")) << r.out;
+}
+
 TEST_F(VgpuRunMps, DaemonIsLeftRunningAndReused) {
   auto first =
       test::run_process(run({"--sharing", "mps", "--gpu", "0", "--memory", "1g"}, {"true"}), env());
