@@ -15,14 +15,16 @@
 # Then: what a 4 GiB MPS client sees and may allocate (with libvgpu.so and
 # with MPS's pinned limit alone), what a fatal GPU fault in one client does to
 # another, and what killing the MPS daemon does, each followed by a fresh
-# client once the daemon is back. Writes OUTDIR/mps-raw.jsonl (one line per
+# client once the daemon is back. MPS_ROUNDS=N repeats the solo runs and the
+# judged pairs N times in random orders; MPS_EXTRAS=0 runs only those. Writes OUTDIR/mps-raw.jsonl (one line per
 # program run), mps-logs.txt (their stderr tails), memory.txt, faults.txt and
 # the verdicts, mps-summary.txt (also printed).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 final=${1:-${OUT:-/tmp/mps-results}}
 mkdir -p "$final"
-out=$(mktemp -d)  # one file per run here; gathered into $final at the end
+out=$(mktemp -d)
+mkdir -p "$out"/r{1..9}  # one file per run here; gathered into $final at the end
 export PYTHONUNBUFFERED=1
 build=build/gpu
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF \
@@ -79,16 +81,27 @@ solo() {  # NAME WORKLOAD SECONDS "PREFIX"
   echo "# GPU 0: $uuid; MPS clients through: $vgpu run --sharing mps"
 } >"$out/mps-machine.txt"
 
-solo solo-service gpt2_generate "$svc_s" ""
-solo solo-trainer gpt2_train "$svc_s" ""
-pair timeslice "" ""
-solo mps-solo-service-30 gpt2_generate "$svc_s" "$(vrun svc 8g 30)"
-solo mps-solo-service-100 gpt2_generate "$svc_s" "$(vrun svc 8g 30 high)"
-pair mps-30-60 "$(vrun svc 8g 30)" "$(vrun trn 40g 60)"
-for t in 60 70 80; do
-  pair "mps-100-$t" "$(vrun svc 8g 30 high)" "$(vrun trn 40g "$t")"
+# Rounds (MPS_ROUNDS, default 1) of the solo runs and the judged pairs in a
+# random order, each pair compared with its own round's solo figures: the host
+# runs the service's Python, and its speed drifts between machines and minutes.
+rounds=${MPS_ROUNDS:-1}
+for r in $(seq "$rounds"); do
+  for c in $(printf '%s\n' solo-service solo-trainer mps-30-60 mps-100-60 mps-100-70 | shuf); do
+    case $c in
+      solo-service) solo "r$r/solo-service" gpt2_generate "$svc_s" "" ;;
+      solo-trainer) solo "r$r/solo-trainer" gpt2_train "$svc_s" "" ;;
+      mps-30-60) pair "r$r/mps-30-60" "$(vrun svc 8g 30)" "$(vrun trn 40g 60)" ;;
+      mps-100-*) pair "r$r/$c" "$(vrun svc 8g 30 high)" "$(vrun trn 40g "${c##*-}")" ;;
+    esac
+  done
 done
-pair mps-100-100 "$(vrun svc 8g 100)" "$(vrun trn 40g 100)"
+extras=${MPS_EXTRAS:-1}  # 0: the rounds only
+if [ "$extras" = 1 ]; then
+pair r1/timeslice "" ""
+solo r1/mps-solo-service-30 gpt2_generate "$svc_s" "$(vrun svc 8g 30)"
+solo r1/mps-solo-service-100 gpt2_generate "$svc_s" "$(vrun svc 8g 30 high)"
+pair r1/mps-100-80 "$(vrun svc 8g 30 high)" "$(vrun trn 40g 80)"
+pair r1/mps-100-100 "$(vrun svc 8g 100)" "$(vrun trn 40g 100)"
 
 # Memory: a 4 GiB MPS pod (libvgpu.so + MPS's pinned limit), and MPS alone.
 {
@@ -131,8 +144,12 @@ fresh() {  # a new client once the trouble is over: seconds until it computes
   echo "vgpu mps status after: $("$vgpu" mps status --hook-path "$state" 2>&1 | tr '\n' ' ')"
   fresh  # vgpu run starts the daemon again
 } >"$out/faults.txt" 2>&1
+fi
 stop_mps
-for f in "$out"/*.json; do printf '%s %s\n' "$(basename "$f" .json)" "$(tail -1 "$f")"; done >"$final/mps-raw.jsonl"
-for f in "$out"/*.err; do echo "## $(basename "$f")"; tail -5 "$f"; done >"$final/mps-logs.txt"
-cp "$out/mps-machine.txt" "$out/memory.txt" "$out/faults.txt" "$final/"
+cd "$out" || exit 1
+for f in $(ls -- */*.json *.json 2>/dev/null); do printf '%s %s\n' "${f%.json}" "$(tail -1 "$f")"; done >"$final/mps-raw.jsonl"
+for f in $(ls -- */*.err *.err 2>/dev/null); do echo "## $f"; tail -5 "$f"; done >"$final/mps-logs.txt"
+cp mps-machine.txt "$final/"
+[ "$extras" = 1 ] && cp memory.txt faults.txt "$final/"
+cd - >/dev/null || exit 1
 python3 "$here/summarize.py" "$final" | tee "$final/mps-summary.txt"
