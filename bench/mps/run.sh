@@ -65,12 +65,23 @@ pair() {
   sleep 10
   ${se[@]+"${se[@]}"} python3 "$models" gpt2_generate --warmup 3 --seconds "$svc_s" >"$out/$name.service.json" 2>"$out/$name.service.err"
   wait "$tp"
+  keep "$name.trainer" "$name.service"
   echo "$name done"
+}
+# keep NAME...: the runs' result lines into OUTDIR at once, so a run cut short
+# by a time limit still leaves what it measured.
+keep() {
+  local n
+  for n in "$@"; do
+    printf '%s %s\n' "$n" "$(tail -1 "$out/$n.json")" >>"$final/mps-raw.jsonl"
+    { echo "## $n"; tail -5 "$out/$n.err"; } >>"$final/mps-logs.txt"
+  done
 }
 solo() {  # NAME WORKLOAD SECONDS "PREFIX"
   local e=()
   [ -n "$4" ] && mapfile -t e <<<"$4"
   ${e[@]+"${e[@]}"} python3 "$models" "$2" --warmup 3 --seconds "$3" >"$out/$1.json" 2>"$out/$1.err"
+  keep "$1"
   echo "$1 done"
 }
 
@@ -79,7 +90,9 @@ solo() {  # NAME WORKLOAD SECONDS "PREFIX"
   echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "# torch $(python3 -c 'import torch, transformers; print(torch.__version__, transformers.__version__)')"
   echo "# GPU 0: $uuid; MPS clients through: $vgpu run --sharing mps"
-} >"$out/mps-machine.txt"
+} >"$final/mps-machine.txt"
+: >"$final/mps-raw.jsonl"
+: >"$final/mps-logs.txt"
 
 # Rounds (MPS_ROUNDS, default 1) of the solo runs and the judged pairs in a
 # random order, each pair compared with its own round's solo figures: the host
@@ -146,10 +159,6 @@ fresh() {  # a new client once the trouble is over: seconds until it computes
 } >"$out/faults.txt" 2>&1
 fi
 stop_mps
-cd "$out" || exit 1
-for f in $(ls -- */*.json *.json 2>/dev/null); do printf '%s %s\n' "${f%.json}" "$(tail -1 "$f")"; done >"$final/mps-raw.jsonl"
-for f in $(ls -- */*.err *.err 2>/dev/null); do echo "## $f"; tail -5 "$f"; done >"$final/mps-logs.txt"
-cp mps-machine.txt "$final/"
-[ "$extras" = 1 ] && cp memory.txt faults.txt "$final/"
-cd - >/dev/null || exit 1
+for f in fault kill; do [ -f "$out/$f.service.err" ] && keep "$f.service"; done
+[ "$extras" = 1 ] && cp "$out/memory.txt" "$out/faults.txt" "$final/"
 python3 "$here/summarize.py" "$final" | tee "$final/mps-summary.txt"
