@@ -19,5 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   if (!(cfg.device_memory_scaling > 0) || !(cfg.device_core_scaling > 0)) __builtin_trap();
   if (cfg.resource_count_name.find('/') == std::string::npos) __builtin_trap();
+  // Every per-GPU mode names its GPU one way.
+  for (const auto& o : cfg.gpu_modes)
+    if (o.uuid.empty() == (o.index < 0)) __builtin_trap();
   return 0;
 }

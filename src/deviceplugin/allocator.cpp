@@ -156,7 +156,7 @@ Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, siz
       return Error{"container " + c.name + ": GPU " + d.uuid +
                    " is unhealthy: " + g->unhealthy_reason};
     }
-    chosen.emplace_back(g->index, AllocatedGpu{d.uuid, d.mem_mib, d.cores});
+    chosen.emplace_back(g->index, AllocatedGpu{d.uuid, d.mem_mib, d.cores, g->mode});
   }
   // The limits are indexed the way NVML inside the container lists the GPUs:
   // by host NVML order, whatever order the scheduler wrote them in.

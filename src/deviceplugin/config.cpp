@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/small_file.hpp"
+#include "protocol/annotations.hpp"
 
 namespace hami::deviceplugin {
 namespace {
@@ -193,8 +194,71 @@ Result<void> apply_filter(PluginConfig& cfg, const YAML::Node& f, const std::str
   return {};
 }
 
+// A sharing mode; `what` names the node or GPU it is for. "hami-core" is
+// upstream's word for timeslice, kept so upstream's config.json reads as is.
+Result<SharingMode> as_mode(const YAML::Node& n, const Where& w, const std::string& what) {
+  if (n.IsScalar()) {
+    const std::string s = lower(n.Scalar());
+    if (s.empty() || s == "timeslice" || s == "hami-core") return SharingMode::kTimeslice;
+    if (s == "mps") return SharingMode::kMps;
+    if (s == "mig") {
+      return Error{w.str() + what + ": mig is not supported by this device plugin (MIG is not " +
+                   "implemented); accepted: timeslice (also written hami-core) or mps"};
+    }
+  }
+  return Error{w.str() + what + ": expected timeslice (also written hami-core) or mps, got " +
+               shown(n)};
+}
+
+// devicemodes: [{uuid: GPU-..., operatingmode: mps}, {index: 1, operatingmode: timeslice}]
+Result<void> apply_device_modes(PluginConfig& cfg, const YAML::Node& list,
+                                const std::string& source, const std::string& prefix,
+                                const std::string& node_name) {
+  if (list.IsNull()) return {};
+  if (!list.IsSequence())
+    return Error{Where{source, prefix, list}.str() + "expected a list, got " + shown(list)};
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node entry = list[i];
+    const std::string at = prefix + "[" + std::to_string(i) + "]";
+    if (!entry.IsMap())
+      return Error{Where{source, at, entry}.str() + "expected a mapping, got " + shown(entry)};
+    GpuModeOverride o;
+    std::optional<YAML::Node> mode;
+    for (auto it = entry.begin(); it != entry.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      const std::string key = lower(name);
+      const YAML::Node v = it->second;  // a copy: it-> yields a temporary
+      const Where w{source, at + "." + name, v};
+      if (key == "uuid") {
+        if (!v.IsScalar() || v.Scalar().empty())
+          return Error{w.str() + "expected a GPU UUID, got " + shown(v)};
+        o.uuid = v.Scalar();
+      } else if (key == "index") {
+        auto r = as_int(v, w, 0, 1023);
+        if (!r) return r.error();
+        o.index = *r;
+      } else if (key == "operatingmode") {
+        mode = v;
+      } else {
+        cfg.warnings.push_back(w.str() + "unknown key, ignored");
+      }
+    }
+    const Where w{source, at, entry};
+    if (o.uuid.empty() == (o.index < 0))
+      return Error{w.str() + "name the GPU by exactly one of uuid or index"};
+    if (!mode) return Error{w.str() + "operatingmode missing (timeslice or mps)"};
+    const std::string gpu =
+        "GPU " + (o.uuid.empty() ? std::to_string(o.index) : o.uuid) + " on node " + node_name;
+    auto m = as_mode(*mode, Where{source, at + ".operatingmode", *mode}, gpu);
+    if (!m) return m.error();
+    o.mode = *m;
+    cfg.gpu_modes.push_back(std::move(o));
+  }
+  return {};
+}
+
 Result<void> apply_node_entry(PluginConfig& cfg, const YAML::Node& entry, const std::string& source,
-                              const std::string& prefix) {
+                              const std::string& prefix, const std::string& node_name) {
   for (auto it = entry.begin(); it != entry.end(); ++it) {
     const std::string name = it->first.Scalar();
     const std::string key = lower(name);
@@ -211,10 +275,12 @@ Result<void> apply_node_entry(PluginConfig& cfg, const YAML::Node& entry, const 
                      shown(v)};
       }
     } else if (key == "operatingmode") {
-      if (!v.IsScalar() || (v.Scalar() != "hami-core" && !v.Scalar().empty())) {
-        return Error{w.str() + "only hami-core is supported by this device plugin, got " +
-                     shown(v)};
-      }
+      auto r = as_mode(v, w, "node " + node_name);
+      if (!r) return r.error();
+      cfg.sharing_mode = *r;
+    } else if (key == "devicemodes") {
+      auto r = apply_device_modes(cfg, v, source, w.key, node_name);
+      if (!r) return r.error();
     } else if (key == "enablegetpreferredallocation") {
       auto r = as_bool(v, w);
       if (!r) return r.error();
@@ -250,7 +316,7 @@ Result<void> apply_nodeconfig(PluginConfig& cfg, const YAML::Node& list, const s
       cfg.warnings.push_back(Where{source, prefix, entry}.str() + "a second entry for node " +
                              node_name + "; it is applied over the first");
     }
-    auto r = apply_node_entry(cfg, entry, source, prefix);
+    auto r = apply_node_entry(cfg, entry, source, prefix, node_name);
     if (!r) return r;
     applied = true;
     cfg.sources.push_back(source + " (" + prefix + ", node " + node_name + ")");
@@ -271,6 +337,21 @@ bool PluginConfig::filtered(const std::string& uuid, int index) const {
          std::find(filter_indices.begin(), filter_indices.end(), index) != filter_indices.end();
 }
 
+SharingMode PluginConfig::mode_of(const std::string& uuid, int index) const {
+  for (auto it = gpu_modes.rbegin(); it != gpu_modes.rend(); ++it) {
+    if (it->uuid.empty() ? it->index == index : it->uuid == uuid) return it->mode;
+  }
+  return sharing_mode;
+}
+
+const char* sharing_mode_name(SharingMode m) {
+  return m == SharingMode::kMps ? "mps" : "timeslice";
+}
+
+const char* registered_mode(SharingMode m) {
+  return m == SharingMode::kMps ? protocol::kModeMps : protocol::kModeHamiCore;
+}
+
 std::string PluginConfig::describe() const {
   std::string s =
       "deviceSplitCount=" + std::to_string(device_split_count) +
@@ -281,6 +362,11 @@ std::string PluginConfig::describe() const {
       " enableGetPreferredAllocation=" + (enable_get_preferred_allocation ? "true" : "false") +
       " resourceCountName=" + resource_count_name +
       " resourcePriorityName=" + resource_priority_name;
+  s += std::string(" operatingMode=") + sharing_mode_name(sharing_mode);
+  for (const auto& o : gpu_modes) {
+    s += " GPU " + (o.uuid.empty() ? std::to_string(o.index) : o.uuid) + "=" +
+         sharing_mode_name(o.mode);
+  }
   if (lib_cuda_log_level) s += " libCudaLogLevel=" + std::to_string(*lib_cuda_log_level);
   if (!filter_uuids.empty() || !filter_indices.empty()) {
     s += " filterdevices=";

@@ -26,6 +26,27 @@ namespace hami::deviceplugin {
 
 inline constexpr int kMaxSplitCount = 1024;
 
+// How a GPU is shared (docs/sharing-modes.md). Timeslice: the GPU's time is
+// sliced between containers and libvgpu.so paces each to its SM share; it
+// registers as upstream's "hami-core". MPS: the containers are clients of the
+// GPU's MPS server, which runs their kernels side by side on disjoint SMs;
+// it registers as "mps", so only pods annotated nvidia.com/vgpu-mode: mps
+// land on it.
+enum class SharingMode : uint8_t { kTimeslice, kMps };
+
+// "timeslice" or "mps", as the config and the logs say it.
+const char* sharing_mode_name(SharingMode m);
+// The mode the GPU registers with the scheduler: "hami-core" or "mps".
+const char* registered_mode(SharingMode m);
+
+// One GPU's mode, set apart from the node's: by UUID when uuid is set, else
+// by NVML index.
+struct GpuModeOverride {
+  std::string uuid;
+  int index = -1;
+  SharingMode mode = SharingMode::kTimeslice;
+};
+
 struct PluginConfig {
   // May be overridden per node.
   int device_split_count = 10;
@@ -36,6 +57,8 @@ struct PluginConfig {
   bool enable_get_preferred_allocation = true;
   std::vector<std::string> filter_uuids;  // GPUs hidden from kubelet and the scheduler
   std::vector<int> filter_indices;
+  SharingMode sharing_mode = SharingMode::kTimeslice;  // nodeconfig operatingmode
+  std::vector<GpuModeOverride> gpu_modes;              // nodeconfig devicemodes
 
   bool disable_core_limit = false;  // GPU_CORE_UTILIZATION_POLICY=disable in every container
   std::string resource_count_name = "nvidia.com/gpu";
@@ -48,6 +71,9 @@ struct PluginConfig {
   std::vector<std::string> warnings;  // unknown keys and the like
 
   bool filtered(const std::string& uuid, int index) const;
+  // The GPU's sharing mode: the last devicemodes entry naming it, else the
+  // node's operatingmode.
+  SharingMode mode_of(const std::string& uuid, int index) const;
   // One line for the log: every effective value.
   std::string describe() const;
 };

@@ -22,6 +22,10 @@ std::string join(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
+std::string mps_pipe_dir(const std::string& hook_path, const std::string& uuid) {
+  return join(join(join(hook_path, "mps"), uuid), "pipe");
+}
+
 Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg) {
   if (in.hook_path.empty() || in.hook_path[0] != '/')
     return Error{"hook path '" + in.hook_path + "' is not an absolute path"};
@@ -35,6 +39,16 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
                  " GPUs; the library handles at most 16"};
   if (in.priority && *in.priority != 0 && *in.priority != 1)
     return Error{"priority " + std::to_string(*in.priority) + " is not 0 (high) or 1 (low)"};
+  const bool mps = std::any_of(in.gpus.begin(), in.gpus.end(),
+                               [](const AllocatedGpu& g) { return g.mode == SharingMode::kMps; });
+  if (mps && in.gpus.size() > 1) {
+    return Error{"container " + in.container + " is given " + std::to_string(in.gpus.size()) +
+                 " GPUs, one of them in mps mode; an MPS client reaches one GPU's MPS server, "
+                 "so a container on an MPS GPU gets exactly one GPU"};
+  }
+  // The UUID becomes a host path component.
+  if (mps && !safe_component(in.gpus[0].uuid))
+    return Error{"GPU UUID '" + in.gpus[0].uuid + "' cannot name a host directory"};
   // Only the three words go into the limits file: anything else could carry
   // a newline and a limit of the tenant's choosing.
   std::string policy;
@@ -67,8 +81,12 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
                         std::to_string(g.mem_mib) + "m");
   }
   // Upstream hands the first GPU's share to every GPU of the container; the
-  // library reads anything above 100 as "no cap", so say 100 plainly.
-  limits.emplace_back("CUDA_DEVICE_SM_LIMIT", std::to_string(std::clamp(in.gpus[0].cores, 0, 100)));
+  // library reads anything above 100 as "no cap", so say 100 plainly. Under
+  // MPS the server divides the SMs and the library's pacing stays off.
+  if (!mps) {
+    limits.emplace_back("CUDA_DEVICE_SM_LIMIT",
+                        std::to_string(std::clamp(in.gpus[0].cores, 0, 100)));
+  }
   if (in.priority) limits.emplace_back("CUDA_TASK_PRIORITY", std::to_string(*in.priority));
   // The node's --disable-core-limit overrides what the pod asked for.
   if (cfg.disable_core_limit) {
@@ -84,6 +102,18 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   p.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = state_file;
   if (cfg.device_memory_scaling > 1) p.envs["CUDA_OVERSUBSCRIBE"] = "true";
   if (cfg.lib_cuda_log_level) p.envs["LIBCUDA_LOG_LEVEL"] = std::to_string(*cfg.lib_cuda_log_level);
+  if (mps) {
+    const AllocatedGpu& g = in.gpus[0];
+    p.mps_pipe_dir = mps_pipe_dir(in.hook_path, g.uuid);
+    p.envs["CUDA_MPS_PIPE_DIRECTORY"] = kContainerMpsPipeDir;
+    // 0 (not given) and 100 both mean the whole GPU: no variable.
+    if (g.cores > 0 && g.cores < 100)
+      p.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(g.cores);
+    // The container sees its one GPU as device 0. The library's limit stays
+    // the hard one on every path; this one makes the server refuse too.
+    if (g.mem_mib > 0)
+      p.envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(g.mem_mib) + "M";
+  }
 
   p.limits_text = "# written by hami-device-plugin for pod " + in.pod_uid + ", container " +
                   in.container + "\n";
@@ -101,6 +131,8 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   if (!in.disable_control) p.mounts.push_back({"/etc/ld.so.preload", p.preload_file, true});
   p.mounts.push_back({kContainerLimitsFile, p.limits_file, true});
   p.mounts.push_back({kContainerControlFile, p.control_file, true});
+  // Read-write: clients connect to the server's sockets and pipes there.
+  if (mps) p.mounts.push_back({kContainerMpsPipeDir, p.mps_pipe_dir, false});
   return p;
 }
 

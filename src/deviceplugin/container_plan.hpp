@@ -11,6 +11,17 @@
 //   V/limits/<uid>_<c>      → /etc/vgpu/limits      ro  (our library's tamper-proof limits)
 //   V/control/<uid>_<c>     → /etc/vgpu/control     ro  (the node agent's switch and block)
 //
+// A container on a GPU in mps mode (docs/sharing-modes.md) is a client of that
+// GPU's MPS server: it also gets
+//
+//   <hook_path>/mps/<uuid>/pipe → /tmp/nvidia-mps    rw  (CUDA_MPS_PIPE_DIRECTORY)
+//
+// with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from its cores and
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its memory, and no
+// CUDA_DEVICE_SM_LIMIT: MPS divides the SMs, the library only keeps the
+// memory limit and the virtual GPU. Such a container has exactly one GPU (one
+// server per GPU, and a client talks to one server).
+//
 // The limits and control files sit outside the container's writable
 // directory, so the container cannot rewrite them through another path. The
 // limits file also names the state file and the GPUs in NVML order: the
@@ -36,11 +47,21 @@ inline constexpr const char* kContainerLimitsFile = "/etc/vgpu/limits";  // vgpu
 inline constexpr const char* kContainerControlFile =
     "/etc/vgpu/control";  // vgpu::kFixedControlFile
 inline constexpr const char* kContainerLockDir = "/tmp/vgpulock";
+// CUDA's default CUDA_MPS_PIPE_DIRECTORY, so a client finds its server even
+// where something clears the variable.
+inline constexpr const char* kContainerMpsPipeDir = "/tmp/nvidia-mps";
+
+// The host directory of the MPS control daemon's pipes for one GPU:
+// <hook_path>/mps/<uuid>/pipe.
+// TODO(H13 merge): the same path as mps::mps_pipe_dir(hook_path, uuid) in
+// src/mps/; use that function once both halves of issue 27 are merged.
+std::string mps_pipe_dir(const std::string& hook_path, const std::string& uuid);
 
 struct AllocatedGpu {
   std::string uuid;
   int32_t mem_mib = 0;
   int32_t cores = 0;
+  SharingMode mode = SharingMode::kTimeslice;
 };
 
 struct PlanInput {
@@ -77,6 +98,7 @@ struct ContainerPlan {
   std::string limits_text;
   std::string control_file;  // created fresh (switch on, not blocked), mode 0644
   std::string lock_dir;
+  std::string mps_pipe_dir;  // MPS GPUs only; the GPU's MPS daemon makes it
 };
 
 Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg);

@@ -227,9 +227,11 @@ int run_daemon(const DaemonOptions& o) {
   }
   if (gpus->empty()) log::warn("no GPUs found: advertising none");
   for (const Gpu& g : *gpus) {
-    log::info("GPU %d: %s %s, %llu MiB, NUMA node %s, advertised as %d devices", g.index,
-              g.uuid.c_str(), g.name.c_str(), static_cast<unsigned long long>(g.memory_total >> 20),
-              g.numa ? std::to_string(*g.numa).c_str() : "unknown", cfg.device_split_count);
+    log::info("GPU %d: %s %s, %llu MiB, NUMA node %s, advertised as %d devices, sharing: %s",
+              g.index, g.uuid.c_str(), g.name.c_str(),
+              static_cast<unsigned long long>(g.memory_total >> 20),
+              g.numa ? std::to_string(*g.numa).c_str() : "unknown", cfg.device_split_count,
+              sharing_mode_name(g.mode));
   }
   DeviceState state(std::move(*gpus));
 

@@ -50,7 +50,19 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
     g.name = info->name;
     g.memory_total = info->memory_total;
     g.numa = info->numa_node ? info->numa_node : sysfs_numa(sysfs_pci, info->pci_bus_id);
+    g.mode = cfg.mode_of(g.uuid, i);
     gpus.push_back(std::move(g));
+  }
+  // A devicemodes entry for a GPU that is not here is a typo or a config for
+  // other hardware: said, not fatal, as the GPU may come back.
+  for (const GpuModeOverride& o : cfg.gpu_modes) {
+    const bool found = std::any_of(gpus.begin(), gpus.end(), [&](const Gpu& g) {
+      return o.uuid.empty() ? g.index == o.index : g.uuid == o.uuid;
+    });
+    if (!found) {
+      log::warn("config devicemodes names GPU %s, which is not among this node's GPUs; ignored",
+                o.uuid.empty() ? std::to_string(o.index).c_str() : o.uuid.c_str());
+    }
   }
   return gpus;
 }

@@ -8,7 +8,6 @@
 namespace hami::deviceplugin {
 
 using protocol::device_type;
-using protocol::kModeHamiCore;
 using protocol::NodeDevice;
 
 std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count) {
@@ -41,7 +40,7 @@ std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginC
     d.devcore = static_cast<int32_t>(std::lround(cfg.device_core_scaling * 100));
     d.type = device_type(g.name);
     d.numa = g.numa.value_or(0);
-    d.mode = kModeHamiCore;
+    d.mode = registered_mode(g.mode);
     d.health = g.healthy;
     out.push_back(std::move(d));
   }

@@ -28,6 +28,7 @@ struct Gpu {
   std::optional<int> numa;  // unknown: no TopologyInfo
   bool healthy = true;
   std::string unhealthy_reason;
+  SharingMode mode = SharingMode::kTimeslice;  // from the config at discovery
 };
 
 std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count);

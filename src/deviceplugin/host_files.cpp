@@ -62,6 +62,13 @@ Result<void> prepare_host(const ContainerPlan& plan) {
                  " is missing: the library is not installed on this node (is the device "
                  "plugin's vgpu-init done, and --hook-path right?)"};
   }
+  // The GPU's MPS control daemon makes its pipe directory; without it the
+  // container would start and find no server.
+  if (!plan.mps_pipe_dir.empty() && !fs::is_directory(plan.mps_pipe_dir, ec)) {
+    return Error{plan.mps_pipe_dir +
+                 " is missing: the GPU's MPS control daemon is not running (see the device "
+                 "plugin's log)"};
+  }
   if (!fs::exists(plan.preload_file, ec)) {
     if (auto r = write_whole(plan.preload_file, plan.library + "\n", 0644); !r) return r;
   }

@@ -7,6 +7,8 @@
 // ld.so.preload that names the library (written only when missing; vgpu-init
 // normally puts it there) and the lock directory. The library itself must
 // already be installed: without it every container would start unlimited.
+// For a container on an MPS GPU the GPU's pipe directory must exist (its MPS
+// control daemon makes it): without it the container would find no server.
 //
 //   auto plan = plan_container(in, cfg);
 //   if (auto r = prepare_host(*plan); !r) return fail(r.error().message);

@@ -60,6 +60,9 @@ FitScratch::TypeVerdict make_verdict(const GpuDevice& d, const PreparedPod& pod)
   if (!o.use_types.empty() && !contains_any(type, o.use_types)) v.allowed = false;
   if (contains_any(type, o.nouse_types)) v.allowed = false;
   if (o.vgpu_mode && !contains(*o.vgpu_mode, d.mode)) v.allowed = false;
+  // An MPS GPU's tenants are clients of one MPS server: a pod that did not ask
+  // for that (no annotation accepts every mode) must not join them.
+  if (d.mode == kModeMps && !(o.vgpu_mode && contains(*o.vgpu_mode, kModeMps))) v.allowed = false;
   return v;
 }
 
@@ -284,6 +287,12 @@ Result<PreparedPod> PreparedPod::make(PodRequest request, PodOptions options) {
     if (c.cores < 0) return bad("negative cores");
     if (c.mem_percent != kMemPercentUnset && (c.mem_percent < 1 || c.mem_percent > 100)) {
       return bad("memory percentage outside 1..100");
+    }
+    // One MPS server per GPU, and a client reaches one server.
+    if (c.nums > 1 && options.vgpu_mode && contains(*options.vgpu_mode, kModeMps)) {
+      return Error{"container " + std::to_string(i) + " asks for " + std::to_string(c.nums) +
+                   " GPUs with nvidia.com/vgpu-mode " + *options.vgpu_mode +
+                   ": a container on an MPS GPU takes exactly one GPU"};
     }
     std::string key = upper(c.type);
     auto it = std::find(p.vendors_.begin(), p.vendors_.end(), key);

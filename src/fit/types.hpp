@@ -30,6 +30,8 @@ using protocol::PodDevices;
 inline constexpr const char* kVendorNvidia = "NVIDIA";
 inline constexpr const char* kModeHamiCore = "hami-core";
 inline constexpr const char* kModeMig = "mig";
+// A GPU in mps mode serves only pods whose nvidia.com/vgpu-mode names mps.
+inline constexpr const char* kModeMps = "mps";
 
 // gpumem-percentage's "not given" sentinel, as upstream stores it.
 inline constexpr int32_t kMemPercentUnset = 101;
@@ -38,7 +40,7 @@ struct GpuDevice {
   std::string uuid;                  // "GPU-…", the device's identity everywhere
   int32_t index = 0;                 // NVML index on the node
   std::string type;                  // model as registered: "NVIDIA H200", "NVIDIA-Tesla T4"
-  std::string mode = kModeHamiCore;  // "hami-core" or "mig"
+  std::string mode = kModeHamiCore;  // "hami-core", "mps" or "mig"
   int32_t numa = 0;                  // NUMA node (negative registered as 0)
   bool healthy = true;
   bool cordoned = false;      // listed in the node's hami.io/device-cordon

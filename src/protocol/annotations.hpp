@@ -30,5 +30,7 @@ inline constexpr const char* kHandshakeReported = "Reported_";
 
 // Device mode in the registration JSON.
 inline constexpr const char* kModeHamiCore = "hami-core";
+// A GPU shared through its MPS server (docs/sharing-modes.md).
+inline constexpr const char* kModeMps = "mps";
 
 }  // namespace hami::protocol

@@ -162,7 +162,89 @@ TEST(Config, MigModeIsRefusedClearly) {
                              "config.json", "n");
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message,
-              HasSubstr("nodeconfig[0].operatingmode: only hami-core is supported"));
+              HasSubstr("nodeconfig[0].operatingmode: node n: mig is not supported"));
+}
+
+TEST(Config, SharingModeIsTimesliceUnlessTheNodeSaysMps) {
+  PluginConfig c;
+  EXPECT_EQ(c.mode_of("GPU-a", 0), SharingMode::kTimeslice);
+  // Upstream's word for it reads the same.
+  ASSERT_TRUE(apply_config_text(c, R"({"nodeconfig":[{"name":"n","operatingmode":"hami-core"}]})",
+                                "config.json", "n"));
+  EXPECT_EQ(c.mode_of("GPU-a", 0), SharingMode::kTimeslice);
+  auto r = apply_config_text(c, "nodeconfig:\n- name: n\n  operatingmode: mps\n", "f.yaml", "n");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(c.mode_of("GPU-a", 0), SharingMode::kMps);
+  EXPECT_EQ(c.mode_of("GPU-b", 5), SharingMode::kMps);
+  EXPECT_THAT(c.describe(), HasSubstr("operatingMode=mps"));
+  // Another node's entry leaves this one alone.
+  PluginConfig other;
+  ASSERT_TRUE(
+      apply_config_text(other, "nodeconfig:\n- name: m\n  operatingmode: mps\n", "f.yaml", "n"));
+  EXPECT_EQ(other.mode_of("GPU-a", 0), SharingMode::kTimeslice);
+}
+
+TEST(Config, DeviceModesSetOneGpuByUuidOrIndex) {
+  const char* yaml = R"(nodeconfig:
+  - name: node-1
+    operatingmode: timeslice
+    devicemodes:
+      - index: 1
+        operatingmode: mps
+      - uuid: GPU-c
+        operatingmode: MPS
+  - name: node-2
+    operatingmode: mps
+    devicemodes:
+      - uuid: GPU-d
+        operatingmode: timeslice
+)";
+  PluginConfig c;
+  auto r = apply_config_text(c, yaml, "f.yaml", "node-1");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(c.mode_of("GPU-a", 0), SharingMode::kTimeslice);
+  EXPECT_EQ(c.mode_of("GPU-b", 1), SharingMode::kMps);
+  EXPECT_EQ(c.mode_of("GPU-c", 2), SharingMode::kMps);
+  EXPECT_THAT(c.describe(), HasSubstr("GPU 1=mps GPU GPU-c=mps"));
+  PluginConfig c2;
+  ASSERT_TRUE(apply_config_text(c2, yaml, "f.yaml", "node-2"));
+  EXPECT_EQ(c2.mode_of("GPU-a", 0), SharingMode::kMps);
+  EXPECT_EQ(c2.mode_of("GPU-d", 0), SharingMode::kTimeslice);  // the UUID wins over index 0
+  EXPECT_EQ(registered_mode(SharingMode::kMps), std::string("mps"));
+  EXPECT_EQ(registered_mode(SharingMode::kTimeslice), std::string("hami-core"));
+}
+
+TEST(Config, BadSharingModesNameTheNodeOrGpuAndTheAcceptedValues) {
+  struct Case {
+    const char* yaml;
+    const char* want;
+  } cases[] = {
+      {"nodeconfig:\n- name: n\n  operatingmode: spatial\n",
+       "f.yaml:3: nodeconfig[0].operatingmode: node n: expected timeslice (also written "
+       "hami-core) or mps, got 'spatial'"},
+      {"nodeconfig:\n- name: n\n  devicemodes:\n  - index: 2\n    operatingmode: fast\n",
+       "f.yaml:5: nodeconfig[0].devicemodes[0].operatingmode: GPU 2 on node n: expected "
+       "timeslice (also written hami-core) or mps, got 'fast'"},
+      {"nodeconfig:\n- name: n\n  devicemodes:\n  - uuid: GPU-z\n    operatingmode: mig\n",
+       "nodeconfig[0].devicemodes[0].operatingmode: GPU GPU-z on node n: mig is not supported"},
+      {"nodeconfig:\n- name: n\n  devicemodes:\n  - operatingmode: mps\n",
+       "nodeconfig[0].devicemodes[0]: name the GPU by exactly one of uuid or index"},
+      {"nodeconfig:\n- name: n\n  devicemodes:\n  - {index: 1, uuid: GPU-z, operatingmode: mps}\n",
+       "nodeconfig[0].devicemodes[0]: name the GPU by exactly one of uuid or index"},
+      {"nodeconfig:\n- name: n\n  devicemodes:\n  - index: 1\n",
+       "nodeconfig[0].devicemodes[0]: operatingmode missing (timeslice or mps)"},
+      {"nodeconfig:\n- name: n\n  devicemodes: mps\n",
+       "nodeconfig[0].devicemodes: expected a list, got 'mps'"},
+      {"nodeconfig:\n- name: n\n  devicemodes:\n  - index: -1\n    operatingmode: mps\n",
+       "nodeconfig[0].devicemodes[0].index: expected a whole number from 0 to 1023"},
+  };
+  for (const auto& k : cases) {
+    PluginConfig c;
+    auto r = apply_config_text(c, k.yaml, "f.yaml", "n");
+    ASSERT_FALSE(r) << k.yaml;
+    EXPECT_THAT(r.error().message, HasSubstr(k.want)) << k.yaml;
+    EXPECT_TRUE(c.gpu_modes.empty()) << k.yaml;
+  }
 }
 
 TEST(Config, MigStrategyOtherThanNoneIsRefusedClearly) {

@@ -149,6 +149,90 @@ TEST(ContainerPlan, RefusesWhatCannotBeServedSafely) {
   EXPECT_THAT(plan_container(in, cfg).error().message, HasSubstr("not 0 (high) or 1 (low)"));
 }
 
+// One MPS pod and one time-sliced pod, same request, side by side: the MPS
+// one is an MPS client with its share and memory for the server, keeps the
+// library for the memory limit and the virtual GPU, and has no SM pacing.
+TEST(ContainerPlan, MpsAndTimeslicePodsSideBySide) {
+  PluginConfig cfg;
+  PlanInput ts = input("/usr/local");
+  ts.gpus = {{"GPU-b", 4096, 30, SharingMode::kTimeslice}};
+  PlanInput mps = input("/usr/local");
+  mps.container = "serve";
+  mps.gpus = {{"GPU-c", 4096, 30, SharingMode::kMps}};
+  auto t = plan_container(ts, cfg);
+  auto m = plan_container(mps, cfg);
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_TRUE(m) << m.error().message;
+
+  EXPECT_EQ(t->envs.at("CUDA_DEVICE_SM_LIMIT"), "30");
+  for (const char* k : {"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"})
+    EXPECT_EQ(t->envs.count(k), 0u) << k;
+  EXPECT_TRUE(t->mps_pipe_dir.empty());
+  EXPECT_EQ(t->mounts.size(), 6u);
+
+  const std::map<std::string, std::string> want = {
+      {"NVIDIA_VISIBLE_DEVICES", "GPU-c"},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0", "4096m"},
+      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/usr/local/vgpu/x.cache"},
+      {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"},
+      {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"},
+      {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"}};
+  EXPECT_EQ(m->envs, want);
+  EXPECT_THAT(m->limits_text, Not(HasSubstr("CUDA_DEVICE_SM_LIMIT")));
+  EXPECT_THAT(m->limits_text, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\n"));
+  EXPECT_EQ(m->mps_pipe_dir, "/usr/local/mps/GPU-c/pipe");
+  ASSERT_EQ(m->mounts.size(), 7u);
+  EXPECT_EQ(m->mounts[0], (MountSpec{"/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so",
+                                     true}));  // the library stays
+  EXPECT_EQ(m->mounts.back(), (MountSpec{"/tmp/nvidia-mps", "/usr/local/mps/GPU-c/pipe", false}));
+}
+
+TEST(ContainerPlan, MpsShareOfZeroOrAllIsTheWholeGpu) {
+  PluginConfig cfg;
+  for (int cores : {0, 100, 150}) {
+    PlanInput in = input("/usr/local");
+    in.gpus = {{"GPU-c", 0, cores, SharingMode::kMps}};
+    auto p = plan_container(in, cfg);
+    ASSERT_TRUE(p) << p.error().message;
+    EXPECT_EQ(p->envs.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), 0u) << cores;
+    // No memory given: no pinned limit either (the library has none to keep).
+    EXPECT_EQ(p->envs.count("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), 0u) << cores;
+    EXPECT_EQ(p->envs.count("CUDA_DEVICE_SM_LIMIT"), 0u) << cores;
+    EXPECT_EQ(p->envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps");
+  }
+}
+
+TEST(ContainerPlan, MpsContainerGetsExactlyOneGpu) {
+  PluginConfig cfg;
+  PlanInput in = input("/usr/local");
+  in.gpus = {{"GPU-b", 3000, 30, SharingMode::kTimeslice}, {"GPU-c", 3000, 30, SharingMode::kMps}};
+  auto p = plan_container(in, cfg);
+  ASSERT_FALSE(p);
+  EXPECT_THAT(p.error().message, HasSubstr("gets exactly one GPU"));
+  in.gpus = {{"../x", 3000, 30, SharingMode::kMps}};
+  EXPECT_THAT(plan_container(in, cfg).error().message, HasSubstr("cannot name a host directory"));
+}
+
+TEST(HostFiles, MpsPipeDirectoryMustBeThere) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("vgpu"));
+  std::ofstream(dir.file("vgpu/libvgpu.so")) << "ELF";
+  PluginConfig cfg;
+  PlanInput in = input(dir.path());
+  in.gpus = {{"GPU-c", 3000, 30, SharingMode::kMps}};
+  auto p = plan_container(in, cfg);
+  ASSERT_TRUE(p) << p.error().message;
+  auto r = prepare_host(*p);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("MPS control daemon is not running"));
+  EXPECT_THAT(r.error().message, HasSubstr(dir.path() + "/mps/GPU-c/pipe"));
+  // Once the daemon has made it, the container can be served.
+  std::filesystem::create_directories(p->mps_pipe_dir);
+  r = prepare_host(*p);
+  EXPECT_TRUE(r) << r.error().message;
+}
+
 TEST(HostFiles, PreparesDirectoryLimitsFileAndPreload) {
   test::TempDir dir;
   std::filesystem::create_directories(dir.file("vgpu"));

@@ -35,5 +35,19 @@ TEST(Gpu, NodeDevicesScaleMemoryAndCores) {
   EXPECT_TRUE(d[1].health);
 }
 
+TEST(Gpu, EachGpuRegistersItsOwnSharingMode) {
+  PluginConfig cfg;
+  Gpu a{0, "GPU-a", "NVIDIA H100", 80ull << 30, 0, true, "", SharingMode::kTimeslice};
+  Gpu b{1, "GPU-b", "NVIDIA H100", 80ull << 30, 0, true, "", SharingMode::kMps};
+  const auto d = node_devices({a, b}, cfg);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].mode, "hami-core");  // upstream's mode for a time-sliced GPU
+  EXPECT_EQ(d[1].mode, "mps");
+  // And what the scheduler reads back.
+  auto back = protocol::decode_node_devices(protocol::encode_node_devices(d));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ((*back)[1].mode, "mps");
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin

@@ -1329,5 +1329,165 @@ TEST_F(ControlPlaneTest, ExtenderRestartedMidBatchLosesNoPodAndGrantsNoGpuTwice)
       << metric_sum("hami_gpu_shared_count");
 }
 
+// Issue 27, sharing modes: node-mps, for this test only, runs our device
+// plugin with a config that puts its second GPU in mps mode. A pod annotated
+// nvidia.com/vgpu-mode: mps lands on that GPU and Allocate makes it an MPS
+// client; a plain pod goes to the time-sliced GPU and, when only the MPS GPU
+// has room, waits with CardTypeMismatch instead of landing there.
+TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
+  Cluster& c = *c_;
+  NodeSpec spec{"node-mps",
+                {{"GPU-e2e000ee-0000-4000-8000-000000000001", "NVIDIA L4", 23034},
+                 {"GPU-e2e000ee-0000-4000-8000-000000000002", "NVIDIA L4", 23034}}};
+  const std::string ts_uuid = spec.gpus[0].uuid;
+  const std::string mps_uuid = spec.gpus[1].uuid;
+  const std::string root = c.dir + "/nodes/" + spec.name;
+  NodeRuntime* n = nullptr;
+  bool published = false;
+  OnExit undo{[&] {
+    EXPECT_TRUE(delete_all_pods()) << "pods of " << ns_ << " not deleted";
+    for (auto it = c.nodes.begin(); it != c.nodes.end(); ++it) {
+      if (it->get() != n) continue;
+      (*it)->standin.reset();
+      EXPECT_EQ((*it)->plugin.stop(), 0) << "hami-device-plugin on node-mps";
+      c.nodes.erase(it);
+      break;
+    }
+    if (!published) return;
+    auto d = client().del(k8s::node_path(spec.name));
+    EXPECT_TRUE(d || d.error().not_found()) << d.error().message;
+    EXPECT_TRUE(wait_until([&] { return metric_sum("hami_scheduler_cached_nodes") == 3; }, 30s))
+        << "hami-scheduler still counts node-mps";
+  }};
+
+  ASSERT_EQ(publish_node(client(), spec), "");
+  published = true;
+  auto rt = std::make_unique<NodeRuntime>();
+  rt->spec = spec;
+  rt->plugins = root + "/device-plugins";
+  rt->hook = root + "/hook";
+  std::filesystem::create_directories(rt->plugins);
+  std::filesystem::create_directories(rt->hook + "/vgpu");
+  std::ofstream(rt->hook + "/vgpu/libvgpu.so") << "not really a library";
+  // Stands in for the GPU's MPS control daemon, which makes its pipe directory.
+  const std::string pipe = rt->hook + "/mps/" + mps_uuid + "/pipe";
+  std::filesystem::create_directories(pipe);
+  std::ofstream(root + "/nvml.script") << "";
+  std::ofstream(root + "/config.yaml")
+      << "nodeconfig:\n- name: node-mps\n  devicemodes:\n  - index: 1\n    operatingmode: mps\n";
+  rt->kubelet = std::make_unique<test::FakeKubelet>(rt->plugins);
+  rt->plugin.start("hami-device-plugin-node-mps", DEVICE_PLUGIN_BINARY,
+                   {"--node-name=node-mps", "--kubeconfig=" + c.plugin_kubeconfig,
+                    "--device-plugin-path=" + rt->plugins, "--hook-path=" + rt->hook,
+                    "--lock-dir=" + root + "/vgpulock", "--nvml-library=" + std::string(SIMNVML),
+                    "--config-file=" + root + "/config.yaml", "--register-interval=5s", "-v4"},
+                   {{"SIMGPU_STATE", root + "/gpu.state"},
+                    {"SIMGPU_DEVICES", ts_uuid + ":23034m," + mps_uuid + ":23034m"},
+                    {"SIMGPU_NAMES", "NVIDIA L4,NVIDIA L4"},
+                    {"SIMGPU_NUMA", "0,0"},
+                    {"SIMGPU_NVML_SCRIPT", root + "/nvml.script"},
+                    {"SIMGPU_FAIL", test::kUnset},
+                    {"KUBECONFIG", test::kUnset}},
+                   c.dir);
+  ASSERT_TRUE(rt->kubelet->wait_for_registrations(1, 20s)) << "never registered with kubelet";
+  ASSERT_TRUE(rt->kubelet->wait_for_devices(
+      kRes, [&](const auto& l) { return l.devices_size() == 2 * kSplit; }, 20s))
+      << "never listed its devices";
+  rt->standin = std::make_unique<KubeletStandIn>(&*c.client, spec.name, rt->kubelet.get());
+  n = rt.get();
+  c.nodes.push_back(std::move(rt));
+
+  // Registered with each GPU's own mode, and counted by the scheduler.
+  json reg;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto node = client().get(k8s::node_path(spec.name));
+        if (!node) return false;
+        const std::string a = annotation(*node, "hami.io/node-nvidia-register");
+        if (a == "<absent>") return false;
+        reg = json::parse(a, nullptr, false);
+        return reg.is_array() && reg.size() == 2;
+      },
+      20s))
+      << reg.dump();
+  std::map<std::string, std::string> modes;
+  for (const json& d : reg)
+    modes[d.value("id", "")] = d.value("mode", "");
+  EXPECT_EQ(modes[ts_uuid], "hami-core");
+  EXPECT_EQ(modes[mps_uuid], "mps");
+  ASSERT_TRUE(wait_until([&] { return metric_sum("hami_scheduler_cached_nodes") == 4; }, 30s));
+
+  auto on_node = [](json p) {
+    p["spec"]["nodeSelector"] = {{"kubernetes.io/hostname", "node-mps"}};
+    return p;
+  };
+  const json mps = {{"nvidia.com/vgpu-mode", "mps"}};
+
+  // The MPS pod: on the MPS GPU, an MPS client with its share and memory.
+  create(on_node(pod(
+      "serve", {container("main", {{"nvidia.com/gpumem", "4000"}, {"nvidia.com/gpucores", "30"}})},
+      mps)));
+  auto serve = wait_placed("serve");
+  ASSERT_TRUE(serve);
+  EXPECT_EQ(serve->pod["spec"]["nodeName"], "node-mps");
+  const auto grants = decode_devices(annotation(serve->pod, "hami.io/vgpu-devices-allocated"));
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].size(), 1u);
+  EXPECT_EQ(grants[0][0].uuid, mps_uuid);
+  ASSERT_EQ(serve->alloc.containers.size(), 1u);
+  const ContainerAlloc& a = serve->alloc.containers[0];
+  ASSERT_EQ(a.error, "");
+  EXPECT_EQ(a.env.at("NVIDIA_VISIBLE_DEVICES"), mps_uuid);
+  EXPECT_EQ(a.env.at("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps");
+  EXPECT_EQ(a.env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
+  EXPECT_EQ(a.env.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=4000M");
+  EXPECT_EQ(a.env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4000m");  // the library's limit stays
+  EXPECT_EQ(a.env.count("CUDA_DEVICE_SM_LIMIT"), 0u);          // MPS divides the SMs
+  EXPECT_EQ(a.mounts.at("/tmp/nvidia-mps"), std::make_pair(pipe, false));
+  EXPECT_EQ(a.mounts.count(n->hook + "/vgpu/libvgpu.so"), 1u);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto p = get_pod("serve");
+        return p && annotation(*p, "hami.io/bind-phase") == "success";
+      },
+      10s));
+
+  // A plain pod: on the time-sliced GPU, paced by the library as before.
+  create(on_node(pod("train", {container("main", {{"nvidia.com/gpumem", "8000"},
+                                                  {"nvidia.com/gpucores", "60"}})})));
+  auto train = wait_placed("train");
+  ASSERT_TRUE(train);
+  const auto tg = expect_protocol(*train);
+  ASSERT_EQ(tg.size(), 1u);
+  ASSERT_EQ(tg[0].size(), 1u);
+  EXPECT_EQ(tg[0][0].uuid, ts_uuid);
+  EXPECT_EQ(train->alloc.containers.at(0).env.count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
+
+  // 16000 MiB fits only the MPS GPU now (19034 free there, 15034 on the
+  // other): a plain pod waits, an MPS pod of the same size is placed.
+  const json more =
+      create(on_node(pod("more", {container("main", {{"nvidia.com/gpumem", "16000"}})})));
+  std::string why;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        for (const json& e : events_of(more, "FailedScheduling"))
+          why = e.value("message", "");
+        return !why.empty();
+      },
+      30s));
+  EXPECT_THAT(why, HasSubstr("1/2 CardTypeMismatch"));
+  EXPECT_THAT(why, HasSubstr("1/2 CardInsufficientMemory"));
+  create(on_node(pod("serve2", {container("main", {{"nvidia.com/gpumem", "16000"}})}, mps)));
+  auto serve2 = wait_placed("serve2");
+  ASSERT_TRUE(serve2);
+  const auto g2 = decode_devices(annotation(serve2->pod, "hami.io/vgpu-devices-allocated"));
+  ASSERT_EQ(g2.size(), 1u);
+  ASSERT_EQ(g2[0].size(), 1u);
+  EXPECT_EQ(g2[0][0].uuid, mps_uuid);
+  auto m = get_pod("more");
+  ASSERT_TRUE(m);
+  EXPECT_EQ((*m)["spec"].value("nodeName", ""), "") << "a plain pod was placed beside MPS clients";
+}
+
 }  // namespace
 }  // namespace hami::e2e

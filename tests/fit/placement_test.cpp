@@ -109,6 +109,54 @@ TEST(Placement, TypeAndUuidFiltersPickTheAllowedGpu) {
   EXPECT_EQ(testing::run(n, testing::prepare({ctr(2)}, o)).uuids, (Uuids{{"GPU-1", "GPU-2"}}));
 }
 
+// A node with one GPU of each mode: every pod lands on the GPU of its own
+// mode, and the two modes never share a GPU however many pods come.
+TEST(Placement, SharingModesNeverMixOnOneGpu) {
+  NodeDevices n{"n", {gpu("GPU-ts", 0), gpu("GPU-mps", 1)}};
+  n.devices[1].mode = "mps";
+  PodOptions mps;
+  mps.vgpu_mode = "mps";
+  PodOptions timeslice;
+  timeslice.vgpu_mode = "hami-core";
+  const auto mps_pod = testing::prepare({ctr(1, 1000, 10)}, mps);
+  const auto plain_pod = testing::prepare({ctr(1, 1000, 10)});
+  const auto ts_pod = testing::prepare({ctr(1, 1000, 10)}, timeslice);
+  std::vector<std::string> on_mps;
+  std::vector<std::string> on_ts;
+  for (int k = 0; k < 12; ++k) {
+    const PreparedPod& pod = k % 3 == 0 ? mps_pod : k % 3 == 1 ? plain_pod : ts_pod;
+    auto devices = place_pod(n, pod);
+    if (!devices) {
+      // Only once a GPU's ten slots are gone, and then for want of slots.
+      EXPECT_GE(k, 10) << devices.error().message;
+      continue;
+    }
+    const std::string uuid = (*devices)[0][0].uuid;
+    (&pod == &mps_pod ? on_mps : on_ts).push_back(uuid);
+    apply_charges(n, pod_charges(*devices, {}));
+  }
+  EXPECT_EQ(on_mps, std::vector<std::string>(4, "GPU-mps"));
+  EXPECT_EQ(on_ts, std::vector<std::string>(8, "GPU-ts"));
+  // The MPS GPU has free slots and memory, still a plain pod does not go there.
+  n.devices[0].healthy = false;
+  auto r = place_pod(n, plain_pod);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("CardTypeMismatch"), std::string::npos) << r.error().message;
+  EXPECT_EQ(testing::run(n, mps_pod).uuids, (std::vector<std::vector<std::string>>{{"GPU-mps"}}));
+}
+
+TEST(Placement, MpsContainerAsksForOneGpu) {
+  PodOptions mps;
+  mps.vgpu_mode = "mps";
+  auto p = PreparedPod::make(PodRequest{{ctr(2)}}, mps);
+  ASSERT_FALSE(p);
+  EXPECT_NE(p.error().message.find("a container on an MPS GPU takes exactly one GPU"),
+            std::string::npos)
+      << p.error().message;
+  EXPECT_TRUE(PreparedPod::make(PodRequest{{ctr(1), ctr(1)}}, mps));
+  EXPECT_TRUE(PreparedPod::make(PodRequest{{ctr(2)}}, {}));
+}
+
 TEST(Placement, SpreadFillsTheHigherNumaNodeFirst) {
   // docs/fitting.md's example: 8 idle GPUs on 2 NUMA nodes, one-GPU pods.
   NodeDevices n{"n", {}};

@@ -65,6 +65,67 @@ TEST_F(ExtenderTest, FilterReturnsEveryFittingNodeAndWhyTheOthersFail) {
   EXPECT_EQ(metrics.failures(Verb::kFilter, "NoNodeFits"), 0u);
 }
 
+// Registration with one GPU per mode given ("hami-core" or "mps").
+json node_with_modes(const std::string& name, const std::vector<std::string>& modes) {
+  std::vector<protocol::NodeDevice> devs;
+  for (size_t i = 0; i < modes.size(); ++i) {
+    devs.push_back({.id = "GPU-" + name + "-" + std::to_string(i),
+                    .index = static_cast<int32_t>(i),
+                    .count = 10,
+                    .devmem = 16000,
+                    .devcore = 100,
+                    .type = "NVIDIA-Tesla T4",
+                    .mode = modes[i],
+                    .health = true});
+  }
+  json n = sched_node(name, 0);
+  n["metadata"]["annotations"]["hami.io/node-nvidia-register"] =
+      protocol::encode_node_devices(devs);
+  return n;
+}
+
+// A GPU in mps mode serves only pods asking nvidia.com/vgpu-mode: mps; the
+// others never land there, and the MPS pods never on a time-sliced GPU, even
+// on a node with one GPU of each.
+TEST_F(ExtenderTest, SharingModesNeverMixOnOneGpu) {
+  feed.node_changed(node_with_modes("mixed", {"hami-core", "mps"}));
+  feed.node_changed(node_with_modes("mps", {"mps"}));
+  const std::vector<std::string> nodes{"a", "mixed", "mps"};
+  const std::map<std::string, std::string> limits{
+      {"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "20"}};
+  const std::map<std::string, std::string> mps{{"nvidia.com/vgpu-mode", "mps"}};
+
+  FilterResult plain = ext.filter(pod_of(add("plain", limits, "u-plain")), nodes);
+  EXPECT_EQ(plain.nodes, (std::vector<std::string>{"a", "mixed"}));
+  EXPECT_EQ(plain.failed.at("mps"), "1/1 CardTypeMismatch");
+  FilterResult m = ext.filter(pod_of(add("m", limits, "u-m", mps)), nodes);
+  EXPECT_EQ(m.nodes, (std::vector<std::string>{"mixed", "mps"}));
+  EXPECT_EQ(m.failed.at("a"), "2/2 CardTypeMismatch");
+
+  // Bind pods of both kinds onto the mixed node in turn: each lands on the
+  // GPU of its mode, whatever the other GPU's load says about spreading.
+  for (int k = 0; k < 8; ++k) {
+    const bool is_mps = k % 2 == 0;
+    const std::string name = (is_mps ? "mps-" : "ts-") + std::to_string(k);
+    const std::map<std::string, std::string> an =
+        is_mps ? mps : std::map<std::string, std::string>{};
+    add(name, limits, "u-" + name, an);
+    ASSERT_EQ(ext.bind({"default", name, "u-" + name, "mixed"}), "") << name;
+    backend.release_all_locks();
+    const std::string alloc =
+        backend.pod("default", name)["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"];
+    EXPECT_EQ(alloc, std::string(is_mps ? "GPU-mixed-1" : "GPU-mixed-0") + ",NVIDIA,1000,20:;")
+        << name;
+  }
+  // The time-sliced GPU now has room for a 16000 - 4000 MiB pod; the MPS one
+  // too, but a plain pod is still not sent there.
+  FilterResult big = ext.filter(
+      pod_of(add("big", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1000"}}, "u-big")),
+      std::vector<std::string>{"mixed"});
+  EXPECT_TRUE(big.nodes.empty());
+  EXPECT_EQ(big.failed.at("mixed"), "1/2 CardTypeMismatch, 1/2 AllocatedCardsInsufficientRequest");
+}
+
 TEST_F(ExtenderTest, PodWithoutOurResourcesPassesThrough) {
   json p = add("plain", {{"cpu", "1"}}, "u2");
   FilterResult r = ext.filter(pod_of(p), all);

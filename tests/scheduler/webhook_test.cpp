@@ -212,6 +212,20 @@ TEST(WebhookTest, RefusesWhatTheFilterOrAllocateWouldInTheirWords) {
       call(test::sched_pod("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "1"}})).allowed);
 }
 
+// A container on an MPS GPU reaches one GPU's MPS server: asking an MPS pod
+// for two GPUs is refused at creation, not left Pending.
+TEST(WebhookTest, MpsPodAskingForTwoGpusIsRefused) {
+  json pod = test::sched_pod("p", {{"nvidia.com/gpu", "2"}}, "", {{"nvidia.com/vgpu-mode", "mps"}});
+  Reply r = call(pod);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.message,
+            "container 0 asks for 2 GPUs with nvidia.com/vgpu-mode mps: a container on an MPS GPU "
+            "takes exactly one GPU");
+  EXPECT_TRUE(
+      call(test::sched_pod("p", {{"nvidia.com/gpu", "1"}}, "", {{"nvidia.com/vgpu-mode", "mps"}}))
+          .allowed);
+}
+
 TEST(WebhookTest, PrivilegedAndPreassignedPodsAreRefused) {
   json pod = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
   pod["spec"]["containers"][0]["securityContext"] = {{"privileged", true}};
