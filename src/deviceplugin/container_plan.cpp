@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "mps/paths.hpp"
+
 namespace hami::deviceplugin {
 namespace {
 
@@ -21,10 +23,6 @@ std::string join(const std::string& dir, const std::string& name) {
 }
 
 }  // namespace
-
-std::string mps_pipe_dir(const std::string& hook_path, const std::string& uuid) {
-  return join(join(join(hook_path, "mps"), uuid), "pipe");
-}
 
 Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg) {
   if (in.hook_path.empty() || in.hook_path[0] != '/')
@@ -104,10 +102,15 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   if (cfg.lib_cuda_log_level) p.envs["LIBCUDA_LOG_LEVEL"] = std::to_string(*cfg.lib_cuda_log_level);
   if (mps) {
     const AllocatedGpu& g = in.gpus[0];
-    p.mps_pipe_dir = mps_pipe_dir(in.hook_path, g.uuid);
+    p.mps_pipe_dir = mps::mps_pipe_dir(p.vgpu_dir, g.uuid).string();
     p.envs["CUDA_MPS_PIPE_DIRECTORY"] = kContainerMpsPipeDir;
-    // 0 (not given) and 100 both mean the whole GPU: no variable.
-    if (g.cores > 0 && g.cores < 100)
+    // 0 (not given) and 100 both mean the whole GPU: no variable. Neither
+    // for a high-priority container (nvidia.com/priority: 0, a latency-bound
+    // service): the others are capped at their shares, which fitting keeps
+    // within 100 minus its share, so that share of the SMs is always free for
+    // it, and it may use SMs the others leave idle (docs/sharing-modes.md).
+    const bool high_priority = in.priority && *in.priority == 0;
+    if (g.cores > 0 && g.cores < 100 && !high_priority)
       p.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(g.cores);
     // The container sees its one GPU as device 0. The library's limit stays
     // the hard one on every path; this one makes the server refuse too.

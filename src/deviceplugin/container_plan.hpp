@@ -51,12 +51,6 @@ inline constexpr const char* kContainerLockDir = "/tmp/vgpulock";
 // where something clears the variable.
 inline constexpr const char* kContainerMpsPipeDir = "/tmp/nvidia-mps";
 
-// The host directory of the MPS control daemon's pipes for one GPU:
-// <hook_path>/mps/<uuid>/pipe.
-// TODO(H13 merge): the same path as mps::mps_pipe_dir(hook_path, uuid) in
-// src/mps/; use that function once both halves of issue 27 are merged.
-std::string mps_pipe_dir(const std::string& hook_path, const std::string& uuid);
-
 struct AllocatedGpu {
   std::string uuid;
   int32_t mem_mib = 0;

@@ -260,8 +260,9 @@ int run_daemon(const DaemonOptions& o) {
   // health thread owns NVML.
   MpsSupervisorOptions mps_options;
   mps_options.root = join(o.hook_path, "vgpu");
-  // Merge step: the UUIDs of the GPUs whose sharing mode is mps.
-  const std::vector<std::string> mps_gpus;
+  std::vector<std::string> mps_gpus;
+  for (const Gpu& g : state.gpus())
+    if (g.mode == SharingMode::kMps) mps_gpus.push_back(g.uuid);
   mps_options.gpu_uuids = mps_capable(**nvml, state, mps_gpus);
   MpsSupervisor mps(std::move(mps_options),
                     [&state](const std::string& uuid, bool up, const std::string& reason) {

@@ -181,11 +181,12 @@ TEST(ContainerPlan, MpsAndTimeslicePodsSideBySide) {
   EXPECT_EQ(m->envs, want);
   EXPECT_THAT(m->limits_text, Not(HasSubstr("CUDA_DEVICE_SM_LIMIT")));
   EXPECT_THAT(m->limits_text, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\n"));
-  EXPECT_EQ(m->mps_pipe_dir, "/usr/local/mps/GPU-c/pipe");
+  EXPECT_EQ(m->mps_pipe_dir, "/usr/local/vgpu/mps/GPU-c/pipe");
   ASSERT_EQ(m->mounts.size(), 7u);
   EXPECT_EQ(m->mounts[0], (MountSpec{"/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so",
                                      true}));  // the library stays
-  EXPECT_EQ(m->mounts.back(), (MountSpec{"/tmp/nvidia-mps", "/usr/local/mps/GPU-c/pipe", false}));
+  EXPECT_EQ(m->mounts.back(),
+            (MountSpec{"/tmp/nvidia-mps", "/usr/local/vgpu/mps/GPU-c/pipe", false}));
 }
 
 TEST(ContainerPlan, MpsShareOfZeroOrAllIsTheWholeGpu) {
@@ -201,6 +202,22 @@ TEST(ContainerPlan, MpsShareOfZeroOrAllIsTheWholeGpu) {
     EXPECT_EQ(p->envs.count("CUDA_DEVICE_SM_LIMIT"), 0u) << cores;
     EXPECT_EQ(p->envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps");
   }
+}
+
+TEST(ContainerPlan, AHighPriorityMpsContainerIsNotCappedButLowOnesAre) {
+  PluginConfig cfg;
+  PlanInput in = input("/usr/local");
+  in.gpus = {{"GPU-c", 4000, 30, SharingMode::kMps}};
+  in.priority = 0;
+  auto high = plan_container(in, cfg);
+  ASSERT_TRUE(high) << high.error().message;
+  EXPECT_EQ(high->envs.count("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), 0u);
+  EXPECT_EQ(high->envs.at("CUDA_TASK_PRIORITY"), "0");
+  EXPECT_EQ(high->envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=4000M");
+  in.priority = 1;
+  auto low = plan_container(in, cfg);
+  ASSERT_TRUE(low) << low.error().message;
+  EXPECT_EQ(low->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
 }
 
 TEST(ContainerPlan, MpsContainerGetsExactlyOneGpu) {
@@ -226,7 +243,7 @@ TEST(HostFiles, MpsPipeDirectoryMustBeThere) {
   auto r = prepare_host(*p);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message, HasSubstr("MPS control daemon is not running"));
-  EXPECT_THAT(r.error().message, HasSubstr(dir.path() + "/mps/GPU-c/pipe"));
+  EXPECT_THAT(r.error().message, HasSubstr(dir.path() + "/vgpu/mps/GPU-c/pipe"));
   // Once the daemon has made it, the container can be served.
   std::filesystem::create_directories(p->mps_pipe_dir);
   r = prepare_host(*p);

@@ -1369,9 +1369,10 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
   std::filesystem::create_directories(rt->plugins);
   std::filesystem::create_directories(rt->hook + "/vgpu");
   std::ofstream(rt->hook + "/vgpu/libvgpu.so") << "not really a library";
-  // Stands in for the GPU's MPS control daemon, which makes its pipe directory.
-  const std::string pipe = rt->hook + "/mps/" + mps_uuid + "/pipe";
-  std::filesystem::create_directories(pipe);
+  // The plugin starts the MPS GPU's control daemon (the simulated one, first
+  // in its PATH), which makes the pipe directory Allocate mounts.
+  const std::string pipe = rt->hook + "/vgpu/mps/" + mps_uuid + "/pipe";
+  const char* path = std::getenv("PATH");
   std::ofstream(root + "/nvml.script") << "";
   std::ofstream(root + "/config.yaml")
       << "nodeconfig:\n- name: node-mps\n  devicemodes:\n  - index: 1\n    operatingmode: mps\n";
@@ -1387,6 +1388,7 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
                     {"SIMGPU_NUMA", "0,0"},
                     {"SIMGPU_NVML_SCRIPT", root + "/nvml.script"},
                     {"SIMGPU_FAIL", test::kUnset},
+                    {"PATH", std::string(SIMMPS_BIN_DIR) + ":" + (path ? path : "/usr/bin:/bin")},
                     {"KUBECONFIG", test::kUnset}},
                    c.dir);
   ASSERT_TRUE(rt->kubelet->wait_for_registrations(1, 20s)) << "never registered with kubelet";
