@@ -309,7 +309,9 @@ class AgentDaemonTamper : public ::testing::Test {
     httplib::Client http("127.0.0.1", port);
     http.set_read_timeout(std::chrono::seconds(30));
     std::string last;
-    for (int i = 0; i < 200; ++i) {
+    // Up to a minute: a pass over 8,000 files on a loaded 2-core CI machine
+    // has taken longer than the 20 s this waited before.
+    for (int i = 0; i < 600; ++i) {
       auto r = http.Get("/metrics");
       if (r && r->status == 200) {
         last = r->body;
