@@ -38,7 +38,7 @@ spawn() {
   for _ in $(seq 1 250); do
     comm=$(cat "/proc/$pid/comm" 2>/dev/null || echo gone)
     case "$comm" in
-    bash | setsid | env | nsenter) sleep 0.02 ;;
+    bash | setsid | env | nsenter | netns.sh) sleep 0.02 ;;
     *) break ;;
     esac
   done
