@@ -95,6 +95,8 @@ EOF
     echo "create-to-Running p50: ${p50} s"
     echo "create-to-Running p99: ${p99} s"
     echo "first Running: ${first} s, last Running: ${last} s"
+    echo "binds refused for node lock contention (hami-scheduler's log): $(grep -c "node lock contention" "$N/logs/hami-scheduler.log")"
+    echo "each pod, sorted (s): $(tr '\n' ' ' <<<"$times")"
   } >"$out"
   cat "$out"
   K delete pods -l hami-e2e-bench=1 --wait=false >/dev/null
