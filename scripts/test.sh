@@ -6,7 +6,8 @@
 # plane, and a bounded fuzzing run.
 #   scripts/test.sh            everything
 #   FUZZ_SECONDS=0 scripts/test.sh   skip the bounded fuzzing run
-#   E2E=0 scripts/test.sh            skip the end-to-end run on a real control plane
+#   E2E=0 scripts/test.sh            skip the end-to-end run (control plane and real node)
+#   HAMI_E2E_NODE=0 scripts/test.sh  the end-to-end run without the real node
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,12 +51,14 @@ step "test tsan (concurrency, the Kubernetes client, the scheduler's cache, the 
 TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
   ctest --preset tsan -L "concurrency|k8s|scheduler|http"
 
-# The whole path through a real kube-apiserver and kube-scheduler (1.20, built
-# once from Debian's source package and cached outside the clone): E2E=0 skips.
+# The whole path through a real kube-apiserver and kube-scheduler, then a real
+# kubelet and containerd (1.20, built once from Debian's source package and
+# cached outside the clone): E2E=0 skips. In build/release, which has every
+# binary already: only the e2e test itself is compiled.
 if [ "${E2E:-1}" != 0 ]; then
-  step "end to end on a real Kubernetes 1.20 control plane (tests/e2e/run.sh)"
+  step "end to end on a real Kubernetes 1.20 control plane and node (tests/e2e/run.sh)"
   e2e_start=$SECONDS
-  tests/e2e/run.sh
+  HAMI_E2E_BUILD=build/release HAMI_E2E_JOBS=$jobs tests/e2e/run.sh
   echo "end to end: $((SECONDS - e2e_start)) s"
 fi
 

@@ -288,11 +288,13 @@ stop() {
   fi
   # A shim killed leaves its socket in /run/containerd/s: the ones our shims
   # listen on are found through their file descriptors and removed after.
+  # A shim may exit on its own meanwhile: nothing here may fail the stop.
   local sockets=() inode path
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $N/containerd.sock" || true); do
     for inode in $(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n'); do
-      path=$(awk -v i="$inode" '$7 == i && $8 ~ /^\/run\/containerd\/s\// {print $8}' "/proc/$pid/net/unix")
-      [ -n "$path" ] && sockets+=("$path")
+      path=$(awk -v i="$inode" '$7 == i && $8 ~ /^\/run\/containerd\/s\// {print $8}' \
+        "/proc/$pid/net/unix" 2>/dev/null || true)
+      if [ -n "$path" ]; then sockets+=("$path"); fi
     done
     kill -KILL "$pid" 2>/dev/null || true
   done

@@ -90,10 +90,17 @@ for f in "$B/src/hami-scheduler" "$B/src/hami-device-plugin" build/release/src/h
   }
 done
 
+# A stop that leaves state behind fails the run: the next one would not
+# start clean.
 teardown() {
-  "${NS[@]}" tests/e2e/node.sh stop >/dev/null 2>&1
+  local rc=$?
+  if ! "${NS[@]}" tests/e2e/node.sh stop >"$D.stop.log" 2>&1; then
+    log "node.sh stop failed, the machine is not clean ($D.stop.log): $(tail -3 "$D.stop.log")"
+    rc=1
+  fi
   "${NS[@]}" tests/e2e/control-plane.sh stop >/dev/null 2>&1
   tests/e2e/netns.sh delete
+  exit $rc
 }
 trap teardown EXIT
 
@@ -168,6 +175,8 @@ metadata: {name: $name, namespace: default}
 spec:
   restartPolicy: Never
   dnsPolicy: Default
+  # PID 1 of a container ignores SIGTERM: kubelet kills it after the grace period.
+  terminationGracePeriodSeconds: 1
   containers:
   - name: main
     image: hami-e2e/cuda-client:1
