@@ -329,6 +329,14 @@ stop() {
     case "$d" in /var/lib/kubelet | /var/log/pods | /var/log/containers) rm -rf "$d" ;; esac
   done < <(cat "$N/made" 2>/dev/null)
   rm -f "$HOST_PLUGINS/kubelet.sock" "$HOST_PLUGINS/kubelet_internal_checkpoint"
+  # The logs of this node's pods, deleted pods' included: whatever appeared
+  # there since the start (no other kubelet runs meanwhile: start refuses).
+  if [ -d /var/log/pods ] && [ -f "$N/name" ]; then
+    find /var/log/pods /var/log/containers -mindepth 1 -maxdepth 1 -newer "$N/name" \
+      -exec rm -rf {} + 2>/dev/null || true
+  fi
+  # Links in /var/log/containers to the logs just removed.
+  if [ -d /var/log/containers ]; then find /var/log/containers -maxdepth 1 -xtype l -delete; fi
   # The shims' fixed directories (sockets, FIFOs, runc state), as far as
   # they are empty: another containerd on the machine may use them.
   [ -d /run/containerd ] && find /run/containerd -depth -type d -empty -delete 2>/dev/null
