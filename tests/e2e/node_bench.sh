@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The real node's pod start-up figure (sourced by node_scenarios.sh
 # --bench-pods, which has started the cluster, the plugin and the scheduler
 # and defines K, log, GPU and N).
