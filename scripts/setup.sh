@@ -15,6 +15,8 @@ PACKAGES=(
   golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
   clang libclang-rt-14-dev llvm clang-format
   valgrind
+  # The end-to-end suite's real node (tests/e2e/node.sh).
+  containerd runc containernetworking-plugins busybox-static iproute2
 )
 if [ $# -gt 0 ]; then PACKAGES=("$@"); fi
 
@@ -43,4 +45,17 @@ fi
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
-"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Debian would start its own containerd service on install; the e2e node runs
+# its own with its own configuration. policy-rc.d (exit 101) stops
+# invoke-rc.d from starting services; one made here is removed afterwards.
+rc_d=/usr/sbin/policy-rc.d
+made_rc_d=0
+if [ ! -e $rc_d ]; then
+  printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee $rc_d >/dev/null
+  "${SUDO[@]}" chmod +x $rc_d
+  made_rc_d=1
+fi
+rc=0
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
+if [ $made_rc_d -eq 1 ]; then "${SUDO[@]}" rm -f $rc_d; fi
+exit $rc

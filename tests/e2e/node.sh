@@ -6,6 +6,8 @@
 #
 #   tests/e2e/node.sh start [NAME]   start the node (default name hami-e2e-node)
 #   tests/e2e/node.sh stop           stop it by PID and remove the host state it made
+#   tests/e2e/node.sh restart-kubelet
+#                                    stop kubelet by PID and start it again (pods keep running)
 #   tests/e2e/node.sh status         what runs
 #   tests/e2e/node.sh env            print `export ...` lines for the shell
 #   tests/e2e/node.sh client-image BUILD_DIR
@@ -58,7 +60,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'
   exit "${1:-0}"
 }
 
@@ -234,15 +236,32 @@ start() {
   images
 
   log "kubelet $name ($NODE_IP)"
-  spawn kubelet env AWS_EC2_METADATA_DISABLED=true "$BIN/kubelet" \
-    --config="$N/kubelet.yaml" --kubeconfig="$D/admin.kubeconfig" \
-    --container-runtime=remote --container-runtime-endpoint="unix://$N/containerd.sock" \
-    --root-dir="$N/kubelet" --cert-dir="$N/kubelet/pki" \
-    --hostname-override="$name" --node-ip="$NODE_IP" -v=2
+  spawn_kubelet "$name"
   wait_for kubelet 60 KUBECTL get node "$name"
   wait_for kubelet 60 node_ready "$name"
   KUBECTL taint nodes "$name" node.kubernetes.io/not-ready- >/dev/null 2>&1 || true
   log "ready: node $name; logs in $LOGS"
+}
+
+spawn_kubelet() {
+  spawn kubelet env AWS_EC2_METADATA_DISABLED=true "$BIN/kubelet" \
+    --config="$N/kubelet.yaml" --kubeconfig="$D/admin.kubeconfig" \
+    --container-runtime=remote --container-runtime-endpoint="unix://$N/containerd.sock" \
+    --root-dir="$N/kubelet" --cert-dir="$N/kubelet/pki" \
+    --hostname-override="$1" --node-ip="$NODE_IP" -v=2
+}
+
+# kubelet stopped by PID and started again with the same configuration, as a
+# kubelet upgrade or crash would: containers keep running, the device plugins
+# must register again on the new kubelet.sock. The old log is kept beside.
+restart_kubelet() {
+  [ -f "$N/name" ] || die "not started"
+  live_pid "$PIDS/containerd.pid" >/dev/null || die "the node is not running"
+  stop_one "$PIDS/kubelet.pid" 10
+  [ -f "$LOGS/kubelet.log" ] && cat "$LOGS/kubelet.log" >>"$LOGS/kubelet.previous.log"
+  spawn_kubelet "$(cat "$N/name")"
+  wait_for kubelet 60 node_ready "$(cat "$N/name")"
+  log "kubelet restarted"
 }
 
 node_ready() {
@@ -267,9 +286,19 @@ stop() {
       CTR tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true
     done
   fi
+  # A shim killed leaves its socket in /run/containerd/s: the ones our shims
+  # listen on are found through their file descriptors and removed after.
+  # A shim may exit on its own meanwhile: nothing here may fail the stop.
+  local sockets=() inode path
   for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $N/containerd.sock" || true); do
+    for inode in $(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n'); do
+      path=$(awk -v i="$inode" '$7 == i && $8 ~ /^\/run\/containerd\/s\// {print $8}' \
+        "/proc/$pid/net/unix" 2>/dev/null || true)
+      if [ -n "$path" ]; then sockets+=("$path"); fi
+    done
     kill -KILL "$pid" 2>/dev/null || true
   done
+  [ ${#sockets[@]} -eq 0 ] || rm -f "${sockets[@]}"
   stop_one "$PIDS/containerd.pid" 10
   # Mounts under the node's directories (volumes, rootfs, shm), deepest first.
   grep -F " $N/" /proc/self/mounts | awk '{print $2}' | sort -r | while read -r m; do
@@ -300,6 +329,14 @@ stop() {
     case "$d" in /var/lib/kubelet | /var/log/pods | /var/log/containers) rm -rf "$d" ;; esac
   done < <(cat "$N/made" 2>/dev/null)
   rm -f "$HOST_PLUGINS/kubelet.sock" "$HOST_PLUGINS/kubelet_internal_checkpoint"
+  # The logs of this node's pods, deleted pods' included: whatever appeared
+  # there since the start (no other kubelet runs meanwhile: start refuses).
+  if [ -d /var/log/pods ] && [ -f "$N/name" ]; then
+    find /var/log/pods /var/log/containers -mindepth 1 -maxdepth 1 -newer "$N/name" \
+      -exec rm -rf {} + 2>/dev/null || true
+  fi
+  # Links in /var/log/containers to the logs just removed.
+  if [ -d /var/log/containers ]; then find /var/log/containers -maxdepth 1 -xtype l -delete; fi
   # The shims' fixed directories (sockets, FIFOs, runc state), as far as
   # they are empty: another containerd on the machine may use them.
   [ -d /run/containerd ] && find /run/containerd -depth -type d -empty -delete 2>/dev/null
@@ -345,6 +382,7 @@ case "${1:-}" in
 start) start "${2:-}" ;;
 client-image) client_image "${2:-}" ;;
 stop) stop ;;
+restart-kubelet) restart_kubelet ;;
 status) status ;;
 env) env_lines ;;
 -h | --help) usage ;;

@@ -4,16 +4,31 @@
 # started is stopped on exit, failures and Ctrl-C included.
 #
 #   tests/e2e/node_scenarios.sh
+#   tests/e2e/node_scenarios.sh --check-prerequisites   what the machine must give, then exit
+#   tests/e2e/node_scenarios.sh --bench-pods N [FILE]
+#       instead of the scenarios: N GPU pods (100 MiB each, the plugin's
+#       --device-split-count raised to N) created at once; their
+#       create-to-Running times, p50 and p99, written to FILE (default
+#       bench/results/e2e-node-pods.txt) with the machine they ran on
 #
-# Needs root, kubelet (tests/e2e/build-k8s.sh --with-kubelet), our binaries
-# in build/e2e (cmake -DHAMI_E2E=ON, targets hami-scheduler
-# hami-device-plugin) and the test client in build/release (cuda-client and
-# the simulated driver). Prints one line per check; exit 1 if any failed.
+# Needs root, kubelet (tests/e2e/build-k8s.sh --with-kubelet), our daemons
+# in $HAMI_E2E_BUILD (default build/e2e; targets hami-scheduler
+# hami-device-plugin) and in build/release the test client and the node agent
+# (cuda-client, vgpu_lib, simcuda, simnvml, hami-node-agent). Prints one line
+# per check; exit 1 if any failed.
 #
 # 1. a pod with gpumem 3000 sees a 3000 MiB GPU and is refused past it, as
 #    its own exit code (checked through the pod's phase) says;
 # 2. two pods of 6000 MiB share the one 16 GiB GPU;
-# 3. a pod of 20000 MiB stays Pending, with our reason in its event.
+# 3. a pod of 20000 MiB stays Pending, with our reason in its event;
+# 4. hami-node-agent, run as its DaemonSet runs it (host PIDs, the plugin's
+#    hook path, pod names from the API server), maps a running pod's CUDA
+#    process from runc's PID namespace to its host PID and reports its memory
+#    and utilisation under its namespace, pod and container names;
+# 5. kubelet restarted: the plugin registers again within 5 s, the running
+#    pod keeps its container and devices, a new pod is allocated;
+# 6. the device plugin restarted: the same;
+# 7. a pod deleted gives its GPU memory back: a pod that did not fit runs.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
@@ -22,19 +37,52 @@ D=$HAMI_E2E_DIR
 N=$D/node
 NS=("$R/tests/e2e/netns.sh" run)
 BIN=${HAMI_E2E_CACHE:-$HOME/.cache/hami-e2e}/bin
+B=${HAMI_E2E_BUILD:-build/e2e}
 GPU=GPU-aaaa0000-0000-0000-0000-000000000001
 failures=0
 
 log() { printf 'node-scenarios: %s\n' "$*" >&2; }
+# One line per check, with the seconds since the script started.
 check() {
-  if [ "$1" = ok ]; then echo "ok    $2"; else
-    echo "FAIL  $2"
+  if [ "$1" = ok ]; then printf 'ok    %4ds  %s\n' $SECONDS "$2"; else
+    printf 'FAIL  %4ds  %s\n' $SECONDS "$2"
     failures=$((failures + 1))
   fi
 }
 K() { "${NS[@]}" "$BIN/kubectl" --kubeconfig "$D/admin.kubeconfig" "$@" 2> >(grep -v '^netns:' >&2); }
 
-for f in build/e2e/src/hami-scheduler build/e2e/src/hami-device-plugin build/release/tests/vgpu/cuda-client \
+# What no script here can provide; said loudly, never skipped.
+prerequisites() {
+  local bad=0
+  if [ "$(id -u)" -ne 0 ]; then
+    log "needs root (containerd, runc, network namespaces, kubelet's cgroups): run as root," \
+      "or HAMI_E2E_NODE=0 tests/e2e/run.sh for the control plane alone"
+    bad=1
+  fi
+  if ! grep -qE '^cgroup2? /sys/fs/cgroup' /proc/self/mounts &&
+    ! grep -qE ' /sys/fs/cgroup/(cpu|memory)[, ]' /proc/self/mounts; then
+    log "no cgroup hierarchy under /sys/fs/cgroup: kubelet cannot run pods; mount cgroups (or use a VM, not an unprivileged container)"
+    bad=1
+  fi
+  if pgrep -x kubelet >/dev/null; then
+    log "a kubelet already runs on this machine (PID $(pgrep -x kubelet | head -1)); only one real node fits: stop it, or HAMI_E2E_NODE=0"
+    bad=1
+  fi
+  return $bad
+}
+if [ "${1:-}" = --check-prerequisites ]; then
+  prerequisites
+  exit
+fi
+BENCH_PODS=0
+if [ "${1:-}" = --bench-pods ]; then
+  BENCH_PODS=${2:?--bench-pods needs a number of pods}
+  BENCH_OUT=${3:-$R/bench/results/e2e-node-pods.txt}
+fi
+SPLIT=$((BENCH_PODS > 10 ? BENCH_PODS : 10))
+prerequisites || exit 2
+
+for f in "$B/src/hami-scheduler" "$B/src/hami-device-plugin" build/release/src/hami-node-agent build/release/tests/vgpu/cuda-client \
   build/release/src/libvgpu.so build/release/tests/support/simgpu/lib/libnvidia-ml.so "$BIN/kubelet"; do
   [ -e "$f" ] || {
     log "missing $f (see the header)"
@@ -42,10 +90,17 @@ for f in build/e2e/src/hami-scheduler build/e2e/src/hami-device-plugin build/rel
   }
 done
 
+# A stop that leaves state behind fails the run: the next one would not
+# start clean.
 teardown() {
-  "${NS[@]}" tests/e2e/node.sh stop >/dev/null 2>&1
+  local rc=$?
+  if ! "${NS[@]}" tests/e2e/node.sh stop >"$D.stop.log" 2>&1; then
+    log "node.sh stop failed, the machine is not clean ($D.stop.log): $(tail -3 "$D.stop.log")"
+    rc=1
+  fi
   "${NS[@]}" tests/e2e/control-plane.sh stop >/dev/null 2>&1
   tests/e2e/netns.sh delete
+  exit $rc
 }
 trap teardown EXIT
 
@@ -62,20 +117,35 @@ source <(tests/e2e/node.sh env)
 # shellcheck disable=SC1091
 source "$D/env"
 
-"${NS[@]}" setsid build/e2e/src/hami-scheduler --kubeconfig="$HAMI_E2E_SCHEDULER_KUBECONFIG" \
+# Our daemons are started like the node's own (spawn, a pid file under the
+# node's directory), so node.sh stop stops them by PID.
+PIDS=$N/pids
+LOGS=$N/logs
+die() {
+  log "$*"
+  exit 1
+}
+# shellcheck source=tests/e2e/processes.sh
+source "$R/tests/e2e/processes.sh"
+SIM_ENV=(SIMGPU_STATE="$N/dp/gpu.state" SIMGPU_DEVICES="$GPU:16384m" SIMGPU_NAMES="NVIDIA H100")
+SIM_NVML=$R/build/release/tests/support/simgpu/lib/libnvidia-ml.so
+
+spawn hami-scheduler "${NS[@]}" "$B/src/hami-scheduler" \
+  --kubeconfig="$HAMI_E2E_SCHEDULER_KUBECONFIG" \
   --http_bind="127.0.0.1:$HAMI_E2E_EXTENDER_PORT" --cert_file="$HAMI_E2E_CERT" \
   --key_file="$HAMI_E2E_KEY" --client-ca-file="$HAMI_E2E_CLIENT_CA" \
-  --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT" >"$N/logs/hami-scheduler.log" 2>&1 &
-echo $! >"$N/pids/hami-scheduler.pid"
+  --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT"
 mkdir -p "$N/hook/vgpu" "$N/dp"
 cp build/release/src/libvgpu.so "$N/hook/vgpu/"
-(cd "$N/dp" && SIMGPU_STATE="$N/dp/gpu.state" SIMGPU_DEVICES="$GPU:16384m" SIMGPU_NAMES="NVIDIA H100" \
-  "${NS[@]}" setsid "$R/build/e2e/src/hami-device-plugin" --node-name="$HAMI_E2E_NODE_NAME" \
-  --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG" --device-plugin-path="$HAMI_E2E_DEVICE_PLUGIN_DIR" \
-  --hook-path="$N/hook" --lock-dir="$N/dp/vgpulock" \
-  --nvml-library="$R/build/release/tests/support/simgpu/lib/libnvidia-ml.so" \
-  >"$N/logs/hami-device-plugin.log" 2>&1 &
-  echo $! >"$N/pids/hami-device-plugin.pid")
+start_plugin() {
+  (cd "$N/dp" && spawn hami-device-plugin "${NS[@]}" env "${SIM_ENV[@]}" \
+    "$R/$B/src/hami-device-plugin" --node-name="$HAMI_E2E_NODE_NAME" \
+    --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG" \
+    --device-plugin-path="$HAMI_E2E_DEVICE_PLUGIN_DIR" \
+    --hook-path="$N/hook" --lock-dir="$N/dp/vgpulock" --nvml-library="$SIM_NVML" \
+    --device-split-count="$SPLIT")
+}
+start_plugin
 "${NS[@]}" tests/e2e/node.sh client-image "$R/build/release" >>"$D.start.log" 2>&1
 
 wait_until() {
@@ -87,10 +157,12 @@ wait_until() {
   done
   return 1
 }
-gpus_listed() { [ "$(K get node "$HAMI_E2E_NODE_NAME" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" = 10 ]; }
+gpus_listed() { [ "$(K get node "$HAMI_E2E_NODE_NAME" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" = "$SPLIT" ]; }
 wait_until 30 gpus_listed
-check "$(gpus_listed && echo ok)" "the device plugin registered with the real kubelet: nvidia.com/gpu 10"
+check "$(gpus_listed && echo ok)" "the device plugin registered with the real kubelet: nvidia.com/gpu $SPLIT"
 
+# How often the plugin has registered with a kubelet (its log says so each time).
+registrations() { grep -c "registered with kubelet at" "$LOGS/hami-device-plugin.log" 2>/dev/null || echo 0; }
 pod() {  # pod NAME MIB COMMAND...
   local name=$1 mib=$2
   shift 2
@@ -103,6 +175,8 @@ metadata: {name: $name, namespace: default}
 spec:
   restartPolicy: Never
   dnsPolicy: Default
+  # PID 1 of a container ignores SIGTERM: kubelet kills it after the grace period.
+  terminationGracePeriodSeconds: 1
   containers:
   - name: main
     image: hami-e2e/cuda-client:1
@@ -116,6 +190,14 @@ EOF
 }
 phase() { K get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 ended() { case "$(phase "$1")" in Succeeded | Failed) return 0 ;; esac; return 1; }
+
+if [ "$BENCH_PODS" -gt 0 ]; then
+  # shellcheck source=tests/e2e/node_bench.sh
+  source "$R/tests/e2e/node_bench.sh"
+  bench_pods "$BENCH_PODS" "$BENCH_OUT" || failures=$((failures + 1))
+  [ $failures -eq 0 ] || exit 1
+  exit 0
+fi
 
 # 1. Refused past the limit: the client's own output decides its exit code.
 pod fill 3000 /bin/sh -c 'out=$(cuda-client init ctx:0 meminfo fill:100m); echo "$out"
@@ -140,6 +222,113 @@ reason() { K get events --field-selector involvedObject.name=too-big -o jsonpath
 wait_until 30 eval '[ -n "$(reason)" ]'
 check "$([ "$(phase too-big)" = Pending ] && reason | grep -q CardInsufficientMemory && echo ok)" \
   "a pod of 20000 MiB stays Pending: $(reason | head -c 160)"
+
+K delete pod fill share-a share-b too-big --wait=false >/dev/null
+
+# 4. The node agent as its DaemonSet runs it: the host's PIDs (it runs in the
+# host PID namespace), the plugin's hook path, pod names through the API
+# server with the plugin's account, the simulated NVML. Its hook path is
+# the plugin's vgpu directory, as in the chart.
+AGENT_PORT=$(free_port)
+spawn hami-node-agent "${NS[@]}" env "${SIM_ENV[@]}" build/release/src/hami-node-agent \
+  --hook-path="$N/hook/vgpu" --node-name="$HAMI_E2E_NODE_NAME" --interval=500ms \
+  --metrics-bind-address="127.0.0.1:$AGENT_PORT" --pod-names=api \
+  --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG" --nvml-library="$SIM_NVML"
+wait_for hami-node-agent 20 "${NS[@]}" curl -sf "http://127.0.0.1:$AGENT_PORT/healthz"
+# A CUDA process that stays: 1000 MiB and some kernels, then sleeps.
+CLIENT=(/bin/cuda-client init ctx:0 alloc:1000m launchpath:kernel:2000 sleep:600000)
+pod holder 2000 "${CLIENT[@]}"
+running() { [ "$(phase "$1")" = Running ]; }
+wait_until 60 running holder
+host_pid=$(pgrep -f "^${CLIENT[*]}\$" | head -1)
+# The process's PID inside its container: the last of its NSpid chain.
+ns_pid=$(awk '/^NSpid:/ {print $NF}' "/proc/${host_pid:-0}/status" 2>/dev/null)
+agent_json() { "${NS[@]}" curl -sf "http://127.0.0.1:$AGENT_PORT/containers" 2>/dev/null; }
+agent_metrics() { "${NS[@]}" curl -sf "http://127.0.0.1:$AGENT_PORT/metrics" 2>/dev/null; }
+# "PID HOST_PID" of the holder pod's processes, as the agent sees them.
+agent_pids() {
+  agent_json | python3 -c 'import json, sys
+for c in json.load(sys.stdin)["containers"]:
+    if (c["namespace"], c["pod"], c["container"]) == ("default", "holder", "main"):
+        for p in c["processes"]:
+            if p["live"]: print(p["pid"], p.get("host_pid", "-"))'
+}
+mapped() { [ "$(agent_pids)" = "$ns_pid $host_pid" ]; }
+wait_until 20 mapped
+check "$([ -n "$host_pid" ] && [ "$ns_pid" != "$host_pid" ] && mapped && echo ok)" \
+  "node agent: the pod's CUDA process, PID $ns_pid in its container, is host PID $host_pid (agent: $(agent_pids))"
+used() {
+  agent_metrics | awk '/^hami_vgpu_memory_used_bytes\{/ && /namespace="default"/ && /pod="holder"/ &&
+    /container="main"/ {print $NF}'
+}
+util_series() {
+  agent_metrics | grep -c '^hami_container_device_utilization_ratio{.*namespace="default".*pod="holder".*container="main"'
+}
+wait_until 20 eval '[ "$(used)" -ge $((1000 << 20)) ] 2>/dev/null'
+check "$([ "$(used)" -ge $((1000 << 20)) ] 2>/dev/null && [ "$(util_series)" -ge 1 ] && echo ok)" \
+  "node agent: /metrics has default/holder/main using $(used) bytes, $(util_series) utilisation series"
+
+# A small pod that must be allocated by whichever kubelet and plugin run now.
+fresh_pod() {
+  pod "$1" 1000 /bin/sh -c 'cuda-client init ctx:0 meminfo | grep -q "total=1048576000"'
+  wait_until 60 ended "$1"
+  [ "$(phase "$1")" = Succeeded ]
+}
+holder_id() { K get pod holder -o jsonpath='{.status.containerStatuses[0].containerID}/{.status.phase}'; }
+holder_before=$(holder_id)
+# The plugin noticing a new kubelet.sock and registering on it: timed from the
+# socket's creation (its inode changes) to the plugin's log line.
+sock_id() { stat -c '%i %z' "$HAMI_E2E_DEVICE_PLUGIN_DIR/kubelet.sock" 2>/dev/null || echo none; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}'; }
+under5() { awk -v s="$1" 'BEGIN {exit !(s < 5)}'; }
+registered_since() { [ "$(registrations)" -gt "$1" ]; }
+
+# 5. kubelet restarted.
+regs=$(registrations)
+old_sock=$(sock_id)
+t_stop=$(date +%s.%N)
+"${NS[@]}" tests/e2e/node.sh restart-kubelet >>"$D.start.log" 2>&1 &
+restart_job=$!
+wait_until 60 eval '[ "$(sock_id)" != "$old_sock" ] && [ "$(sock_id)" != none ]'
+t_sock=$(date +%s.%N)
+wait_until 30 registered_since "$regs"
+secs=$(since "$t_sock")
+total=$(since "$t_stop")
+wait "$restart_job"
+echo "measured: plugin re-registered ${secs} s after the new kubelet.sock (${total} s after kubelet was stopped)"
+check "$(registered_since "$regs" && under5 "$secs" && echo ok)" \
+  "kubelet restart: the plugin registered again within 5 s (${secs} s)"
+check "$([ "$(holder_id)" = "$holder_before" ] && mapped && echo ok)" \
+  "kubelet restart: the running pod kept its container and process ($(holder_id))"
+check "$(fresh_pod after-kubelet && echo ok)" "kubelet restart: a new pod gets a 1000 MiB GPU ($(phase after-kubelet))"
+
+# 6. The device plugin restarted.
+regs=$(registrations)
+stop_one "$PIDS/hami-device-plugin.pid" 10
+cat "$LOGS/hami-device-plugin.log" >>"$LOGS/hami-device-plugin.previous.log"
+t_start=$(date +%s.%N)
+start_plugin
+wait_until 30 eval '[ "$(grep -c "registered with kubelet at" "$LOGS/hami-device-plugin.log")" -ge 1 ]'
+secs=$(since "$t_start")
+echo "measured: the restarted plugin registered ${secs} s after it was started"
+check "$(grep -q "registered with kubelet at" "$LOGS/hami-device-plugin.log" && under5 "$secs" && echo ok)" \
+  "device plugin restart: registered again within 5 s (${secs} s)"
+check "$([ "$(holder_id)" = "$holder_before" ] && mapped && echo ok)" \
+  "device plugin restart: the running pod kept its container and process"
+check "$(fresh_pod after-plugin && echo ok)" "device plugin restart: a new pod gets a 1000 MiB GPU ($(phase after-plugin))"
+
+# 7. Deletion gives capacity back: with holder (2000) and hog (12000) on the
+# 16384 MiB GPU, a 6000 MiB pod fits only once hog is gone.
+K delete pod after-kubelet after-plugin --wait=false >/dev/null
+pod hog 12000 /bin/sleep 600
+wait_until 60 running hog
+pod waiter 6000 /bin/sh -c 'cuda-client init ctx:0 meminfo | grep -q "total=6291456000"'
+wait_until 20 eval '[ -n "$(K get events --field-selector involvedObject.name=waiter -o jsonpath="{.items[*].message}")" ]'
+pending_before=$(phase waiter)
+K delete pod hog --wait=false >/dev/null
+wait_until 90 ended waiter
+check "$([ "$pending_before" = Pending ] && [ "$(phase waiter)" = Succeeded ] && echo ok)" \
+  "pod deletion: a 6000 MiB pod Pending beside a 12000 MiB one ran once that was deleted ($pending_before, then $(phase waiter))"
 
 if [ $failures -gt 0 ]; then
   log "$failures check(s) failed; logs in $N/logs and $D/logs"

@@ -8,11 +8,16 @@
 #   stop_one "$PIDS/etcd.pid"
 
 # A port nothing listens on. Another process may take it before we bind; the
-# process then fails to start and the health check says so.
+# process then fails to start and the health check says so. Chosen below the
+# kernel's ephemeral range, where every outgoing connection of every process
+# on the machine takes its local port: a daemon of ours found its port held
+# by one there ("Address already in use") while other suites ran.
 free_port() {
-  local p
+  local p lo base=20000 span=30000
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=0
+  if [ "$lo" -gt $((base + 2000)) ]; then span=$((lo - base)); fi
   for _ in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((base + RANDOM % span))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       if ! grep -qs "^$p$" "$D/ports.used"; then
         echo "$p" >>"$D/ports.used"
@@ -38,7 +43,7 @@ spawn() {
   for _ in $(seq 1 250); do
     comm=$(cat "/proc/$pid/comm" 2>/dev/null || echo gone)
     case "$comm" in
-    bash | setsid | env | nsenter) sleep 0.02 ;;
+    bash | setsid | env | nsenter | netns.sh) sleep 0.02 ;;
     *) break ;;
     esac
   done

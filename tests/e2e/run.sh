@@ -5,16 +5,24 @@
 #   2. our daemons and the test, in build/e2e (Release, -DHAMI_E2E=ON)
 #   3. tests/e2e/control-plane.sh start; the test; control-plane.sh stop, also
 #      when a step fails or the run is interrupted
+#   4. the scenarios on a real node (tests/e2e/node_scenarios.sh: kubelet,
+#      containerd, our daemons, in a network namespace with no way out), with
+#      the state directory $HAMI_E2E_DIR-node; needs root
 # Prints the time each phase took.
 #
 #   tests/e2e/run.sh [gtest flags, e.g. --gtest_filter=*Spread*]
 #
-# HAMI_E2E_JOBS   parallel build jobs (default 2); the rest: control-plane.sh --help
+# HAMI_E2E_JOBS   parallel build jobs (default 2)
+# HAMI_E2E_BUILD  build directory (default build/e2e; scripts/test.sh passes
+#                 build/release, which then also builds the e2e test)
+# HAMI_E2E_NODE   0: no real node (step 4), e.g. beside another run on this
+#                 machine: only one real node runs per machine
+# The rest: control-plane.sh --help
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 JOBS=${HAMI_E2E_JOBS:-2}
-BUILD=build/e2e
+BUILD=${HAMI_E2E_BUILD:-build/e2e}
 export HAMI_E2E_DIR=${HAMI_E2E_DIR:-/tmp/hami-e2e}
 start=$SECONDS
 phase_start=$SECONDS
@@ -23,11 +31,24 @@ phase() {
   phase_start=$SECONDS
 }
 
-tests/e2e/build-k8s.sh
+NODE=${HAMI_E2E_NODE:-1}
+if [ "$NODE" != 0 ]; then
+  # Fail here, before any build, rather than skip the node in CI.
+  tests/e2e/node_scenarios.sh --check-prerequisites
+  tests/e2e/build-k8s.sh --with-kubelet
+else
+  tests/e2e/build-k8s.sh
+fi
 phase "Kubernetes binaries (build or cache)"
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHAMI_E2E=ON >/dev/null
-cmake --build "$BUILD" -j "$JOBS" --target e2e_control_plane_tests
+cmake --build "$BUILD" -j "$JOBS" --target e2e_control_plane_tests hami-scheduler hami-device-plugin
+if [ "$NODE" != 0 ]; then
+  # The node's CUDA client, simulated driver, libvgpu.so and node agent: in
+  # CI build/release has them already.
+  [ -f build/release/build.ninja ] || cmake --preset release >/dev/null
+  cmake --build build/release -j "$JOBS" --target cuda-client vgpu_lib simcuda simnvml hami-node-agent
+fi
 phase "our binaries"
 
 cleanup() {
@@ -49,3 +70,9 @@ phase "control plane start"
 source "$HAMI_E2E_DIR/env"
 "$BUILD/tests/e2e_control_plane_tests" "$@"
 phase "scenarios"
+
+if [ "$NODE" != 0 ]; then
+  tests/e2e/control-plane.sh stop
+  HAMI_E2E_DIR=$HAMI_E2E_DIR-node HAMI_E2E_BUILD=$BUILD tests/e2e/node_scenarios.sh
+  phase "real node scenarios"
+fi
