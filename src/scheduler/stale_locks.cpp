@@ -1,5 +1,7 @@
 #include "scheduler/stale_locks.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
@@ -30,13 +32,31 @@ const std::string* annotation(const json& obj, const char* key) {
 void StaleLocks::check(const std::string& holder) {
   auto l = locked_.find(holder);
   auto b = bound_to_.find(holder);
-  if (l == locked_.end() || b == bound_to_.end() || b->second == l->second) return;
+  if (l == locked_.end() || b == bound_to_.end()) return;
+  std::vector<std::string>& nodes = l->second;
   const size_t slash = holder.find('/');
-  pending_.push_back({l->second, holder.substr(0, slash), holder.substr(slash + 1)});
-  // Reported once; if the release fails, the node's next event shows the
-  // lock again and it is reported again.
-  holder_of_.erase(l->second);
-  locked_.erase(l);
+  for (auto it = nodes.begin(); it != nodes.end();) {
+    if (*it == b->second) {
+      ++it;
+      continue;
+    }
+    pending_.push_back({*it, holder.substr(0, slash), holder.substr(slash + 1)});
+    // Reported once; if the release fails, the node's next event shows the
+    // lock again and it is reported again.
+    holder_of_.erase(*it);
+    it = nodes.erase(it);
+  }
+  if (nodes.empty()) locked_.erase(l);
+}
+
+void StaleLocks::forget_lock(const std::string& node) {
+  auto it = holder_of_.find(node);
+  if (it == holder_of_.end()) return;
+  if (auto l = locked_.find(it->second); l != locked_.end()) {
+    std::erase(l->second, node);
+    if (l->second.empty()) locked_.erase(l);
+  }
+  holder_of_.erase(it);
 }
 
 void StaleLocks::node_seen(const json& node) {
@@ -50,14 +70,12 @@ void StaleLocks::node_seen(const json& node) {
   std::vector<Pending> todo;
   {
     std::lock_guard lk(mu_);
-    if (auto it = holder_of_.find(*name); it != holder_of_.end() && it->second != holder) {
-      if (auto l = locked_.find(it->second); l != locked_.end() && l->second == *name)
-        locked_.erase(l);
-      holder_of_.erase(it);
-    }
+    if (auto it = holder_of_.find(*name); it != holder_of_.end() && it->second != holder)
+      forget_lock(*name);
     if (!holder.empty()) {
       holder_of_[*name] = holder;
-      locked_[holder] = *name;
+      std::vector<std::string>& nodes = locked_[holder];
+      if (std::find(nodes.begin(), nodes.end(), *name) == nodes.end()) nodes.push_back(*name);
       check(holder);
     }
     todo.swap(pending_);
@@ -73,11 +91,7 @@ void StaleLocks::node_gone(const json& node) {
   const std::string* name = string_at(node, "metadata", "name");
   if (name == nullptr) return;
   std::lock_guard lk(mu_);
-  if (auto it = holder_of_.find(*name); it != holder_of_.end()) {
-    if (auto l = locked_.find(it->second); l != locked_.end() && l->second == *name)
-      locked_.erase(l);
-    holder_of_.erase(it);
-  }
+  forget_lock(*name);
 }
 
 void StaleLocks::pod_seen(const json& pod) {

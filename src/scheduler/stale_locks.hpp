@@ -45,13 +45,16 @@ class StaleLocks {
   std::string holder(const std::string& node) const;
 
  private:
-  void check(const std::string& holder);  // mu_ held; may queue a release
+  void check(const std::string& holder);      // mu_ held; may queue releases
+  void forget_lock(const std::string& node);  // mu_ held: node's lock, if known, is gone
 
   Release release_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::string> holder_of_;  // node → "ns/pod"
-  std::unordered_map<std::string, std::string> locked_;     // "ns/pod" → node it locks
-  std::unordered_map<std::string, std::string> bound_to_;   // "ns/pod" → its spec.nodeName
+  // "ns/pod" → the nodes it locks: two after a bind cut short and retried
+  // elsewhere (the stale lock and the retry's own).
+  std::unordered_map<std::string, std::vector<std::string>> locked_;
+  std::unordered_map<std::string, std::string> bound_to_;  // "ns/pod" → its spec.nodeName
   struct Pending {
     std::string node, ns, pod;
   };

@@ -55,6 +55,22 @@ TEST_F(StaleLocksTest, LockThenPodBoundElsewhereIsReleasedOnce) {
   EXPECT_EQ(released.size(), 1u);
 }
 
+// The extender killed after locking c for p, restarted, and its retry locked
+// a and bound p there: p holds two locks, and only c's is stale.
+TEST_F(StaleLocksTest, APodHoldingTwoLocksAfterARetryReleasesTheOtherNodesOnly) {
+  stale.node_seen(node("c", lock_by("p")));
+  stale.pod_seen(pod("p", ""));
+  stale.node_seen(node("a", lock_by("p")));
+  EXPECT_TRUE(released.empty());
+  stale.pod_seen(pod("p", "a"));
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0], Released("c", "default", "p"));
+  EXPECT_EQ(stale.holder("a"), "default/p") << "its own bind's lock stays until the plugin's";
+  stale.node_seen(node("a"));  // the plugin released it
+  EXPECT_EQ(stale.locks(), 0u);
+  EXPECT_EQ(released.size(), 1u);
+}
+
 TEST_F(StaleLocksTest, PodBoundElsewhereThenLockIsReleased) {
   stale.pod_seen(pod("p", "b"));
   stale.node_seen(node("a", lock_by("p")));
