@@ -1399,7 +1399,9 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
   n = rt.get();
   c.nodes.push_back(std::move(rt));
 
-  // Registered with each GPU's own mode, and counted by the scheduler.
+  // Registered with each GPU's own mode, and counted by the scheduler. The
+  // MPS GPU registers unhealthy until its daemon answers: wait for healthy,
+  // or a pod created in between waits out kube-scheduler's 60-s retry.
   json reg;
   ASSERT_TRUE(wait_until(
       [&] {
@@ -1408,7 +1410,10 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
         const std::string a = annotation(*node, "hami.io/node-nvidia-register");
         if (a == "<absent>") return false;
         reg = json::parse(a, nullptr, false);
-        return reg.is_array() && reg.size() == 2;
+        if (!reg.is_array() || reg.size() != 2) return false;
+        for (const json& d : reg)
+          if (!d.value("health", false)) return false;
+        return true;
       },
       20s))
       << reg.dump();
