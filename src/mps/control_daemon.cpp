@@ -163,8 +163,18 @@ Result<std::string> ControlDaemon::command(std::string_view line) {
 }
 
 Result<void> ControlDaemon::check() {
-  auto r = command("get_server_list");
+  // A question whose answer is never empty: scripts around the real client
+  // check its output as well as its exit status, so an empty answer with
+  // status 0 does not count as a daemon answering.
+  auto r = command("get_default_active_thread_percentage");
   if (!r) return r.error();
+  const std::string answer = trimmed(*r);
+  char* end = nullptr;
+  (void)std::strtod(answer.c_str(), &end);
+  if (answer.empty() || end != answer.c_str() + answer.size())
+    return Error{"MPS control daemon at " + options_.pipe_dir.string() +
+                 " gave no thread percentage to get_default_active_thread_percentage (answer: \"" +
+                 answer.substr(0, 200) + "\")"};
   return {};
 }
 

@@ -56,7 +56,7 @@ class ControlDaemon {
   // Starts the daemon unless one already answers on the pipe directory, then
   // waits (start_timeout) until it answers.
   Result<Started> start();
-  // The daemon answers `get_server_list`.
+  // The daemon answers `get_default_active_thread_percentage` with a number.
   Result<void> check();
   // Pipes `line` to the control program; its output on exit status 0.
   Result<std::string> command(std::string_view line);

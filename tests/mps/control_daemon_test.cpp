@@ -185,6 +185,20 @@ TEST_F(ControlDaemonTest, DetectsAKilledDaemonAndStartsAFreshOne) {
   EXPECT_NE(d.pid(), pid);
 }
 
+TEST_F(ControlDaemonTest, AnEmptyAnswerIsNoDaemonEvenWithExitStatusZero) {
+  ScopedEnv quiet("SIMMPS_CLIENT_EXIT0", "1");
+  ControlDaemon d(options());
+  auto c = d.check();
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("gave no thread percentage"), std::string::npos)
+      << c.error().message;
+  // So start() launches one instead of "reusing" nothing.
+  auto s = d.start();
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(*s, Started::fresh);
+  EXPECT_TRUE(d.check());
+}
+
 TEST_F(ControlDaemonTest, StopKillsADaemonThatIgnoresQuit) {
   ScopedEnv ignore("SIMMPS_IGNORE_QUIT", "1");
   auto o = options();
