@@ -26,12 +26,7 @@ mkdir -p "$final"
 out=$(mktemp -d)
 mkdir -p "$out"/r{1..9}  # one file per run here; gathered into $final at the end
 export PYTHONUNBUFFERED=1
-build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF \
-  -DHAMI_LIBVGPU_ONLY=ON >/dev/null &&
-  cmake --build "$build" -j "$(nproc)" --target vgpu_lib vgpu >/dev/null || exit 1
-lib=$PWD/$build/src/libvgpu.so
-vgpu=$PWD/$build/src/vgpu
+. bench/gpu_build.sh  # sets build, lib, vgpu
 models=bench/sm_limit/models.py
 here=bench/mps
 work=$(mktemp -d)

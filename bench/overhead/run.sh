@@ -14,10 +14,7 @@ rounds=${1:-15}
 out=${2:-${OUT:-/tmp/bench-results}}
 mkdir -p "$out"
 raw="$out/overhead-raw.tsv"
-build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF -DHAMI_LIBVGPU_ONLY=ON >/dev/null &&
-  cmake --build "$build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
-lib=$PWD/$build/src/libvgpu.so
+. bench/gpu_build.sh  # sets build, lib, vgpu
 nvcc -O2 -arch=sm_90 -o "$build/hook_bench" bench/overhead/hook_bench.cu || exit 1
 work=$(mktemp -d)
 

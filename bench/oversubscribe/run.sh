@@ -18,10 +18,7 @@ cd "$(dirname "$0")/../.." || exit 1
 steps=${1:-30}
 out=${2:-${OUT:-/tmp/bench-results}}
 mkdir -p "$out"
-build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF -DHAMI_LIBVGPU_ONLY=ON >/dev/null &&
-  cmake --build "$build" -j "$(nproc)" --target vgpu_lib >/dev/null || exit 1
-lib=$PWD/$build/src/libvgpu.so
+. bench/gpu_build.sh  # sets build, lib, vgpu
 work=$(mktemp -d)
 here=bench/oversubscribe
 hog_pid=

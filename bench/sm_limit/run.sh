@@ -32,12 +32,7 @@ rounds=${SM_ROUNDS:-10}
 want() { [[ $parts == *" $1 "* ]]; }
 export PYTHONUNBUFFERED=1
 
-build=build/gpu
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_WERROR=OFF \
-  -DHAMI_LIBVGPU_ONLY=ON >/dev/null &&
-  cmake --build "$build" -j "$(nproc)" --target vgpu_lib vgpu >/dev/null || exit 1
-lib=$PWD/$build/src/libvgpu.so
-vgpu=$PWD/$build/src/vgpu
+. bench/gpu_build.sh  # sets build, lib, vgpu
 bin=$build/gpu-bin
 mkdir -p "$bin"
 g++ -O2 -std=c++20 -Isrc tests/gpu/agent_once.cpp src/monitor/agent.cpp \

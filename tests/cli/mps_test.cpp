@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/vgpu_run_fixture.hpp"
 #include "mps/control_daemon.hpp"
 #include "mps/paths.hpp"
 #include "support/subprocess.hpp"
@@ -34,27 +35,14 @@ bool has_line(const std::string& text, const std::string& line) {
   return false;
 }
 
-class VgpuRunMps : public ::testing::Test {
+class VgpuRunMps : public test::VgpuRunFixture {
  protected:
   test::Env env(bool with_mps = true) const {
-    return {{"LD_LIBRARY_PATH", SIMGPU_LIB_DIR},
-            {"SIMGPU_STATE", root_.file("gpu.state")},
-            {"SIMGPU_CONTEXT_SIZE", "0"},
-            {"SIMMPS_RECORD", root_.file("launches")},
-            {"PATH", (with_mps ? std::string(SIMMPS_BIN_DIR) + ":" : "") + "/usr/bin:/bin"},
-            {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
-            {"CUDA_VISIBLE_DEVICES", test::kUnset},
-            {"CUDA_MPS_PIPE_DIRECTORY", test::kUnset},
-            {"LD_PRELOAD", test::kUnset}};
-  }
-  std::vector<std::string> run(std::vector<std::string> opts, std::vector<std::string> cmd) const {
-    std::vector<std::string> argv = {
-        VGPU_BINARY, "run",   "--hook-path",    root_.path(),
-        "--library", LIBVGPU, "--nvml-library", std::string(SIMGPU_LIB_DIR) + "/libnvidia-ml.so.1"};
-    argv.insert(argv.end(), opts.begin(), opts.end());
-    argv.push_back("--");
-    argv.insert(argv.end(), cmd.begin(), cmd.end());
-    return argv;
+    return test::with_overrides(
+        VgpuRunFixture::env(),
+        {{"SIMMPS_RECORD", root_.file("launches")},
+         {"PATH", (with_mps ? std::string(SIMMPS_BIN_DIR) + ":" : "") + "/usr/bin:/bin"},
+         {"CUDA_MPS_PIPE_DIRECTORY", test::kUnset}});
   }
   std::vector<std::string> mps(const std::string& verb, std::vector<std::string> opts = {}) const {
     std::vector<std::string> argv = {VGPU_BINARY,
@@ -79,7 +67,6 @@ class VgpuRunMps : public ::testing::Test {
       (void)mps::ControlDaemon(o).stop();
     }
   }
-  test::TempDir root_;
 };
 
 TEST_F(VgpuRunMps, CommandIsAClientOfItsGpusDaemonWithItsShares) {

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "cli/state_dir.hpp"
+#include "cli/vgpu_run_fixture.hpp"
 #include "region/region.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -52,27 +53,7 @@ TEST(LocalNode, RunningContainersReserveTheirLimits) {
   EXPECT_EQ(node.devices[1].used_mem_mib, 0);
 }
 
-class VgpuRun : public ::testing::Test {
- protected:
-  test::Env env() const {
-    return {{"LD_LIBRARY_PATH", SIMGPU_LIB_DIR},
-            {"SIMGPU_STATE", root_.file("gpu.state")},
-            {"SIMGPU_CONTEXT_SIZE", "0"},
-            {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
-            {"CUDA_VISIBLE_DEVICES", test::kUnset},
-            {"LD_PRELOAD", test::kUnset}};
-  }
-  std::vector<std::string> run(std::vector<std::string> opts, std::vector<std::string> cmd) const {
-    std::vector<std::string> argv = {
-        VGPU_BINARY, "run",   "--hook-path",    root_.path(),
-        "--library", LIBVGPU, "--nvml-library", std::string(SIMGPU_LIB_DIR) + "/libnvidia-ml.so.1"};
-    argv.insert(argv.end(), opts.begin(), opts.end());
-    argv.push_back("--");
-    argv.insert(argv.end(), cmd.begin(), cmd.end());
-    return argv;
-  }
-  test::TempDir root_;
-};
+class VgpuRun : public test::VgpuRunFixture {};
 
 TEST_F(VgpuRun, CommandSeesItsLimit) {
   auto r = test::run_process(
