@@ -16,7 +16,8 @@
 # with MPS's pinned limit alone), what a fatal GPU fault in one client does to
 # another, and what killing the MPS daemon does, each followed by a fresh
 # client once the daemon is back. MPS_ROUNDS=N repeats the solo runs and the
-# judged pairs N times in random orders; MPS_EXTRAS=0 runs only those. Writes OUTDIR/mps-raw.jsonl (one line per
+# judged pairs N times in random orders (MPS_FIRST_ROUND=K numbers them from K,
+# so that calls' mps-raw.jsonl can be joined); MPS_EXTRAS=0 runs only those. Writes OUTDIR/mps-raw.jsonl (one line per
 # program run), mps-logs.txt (their stderr tails), memory.txt, faults.txt and
 # the verdicts, mps-summary.txt (also printed).
 set -uo pipefail
@@ -93,7 +94,8 @@ solo() {  # NAME WORKLOAD SECONDS "PREFIX"
 # random order, each pair compared with its own round's solo figures: the host
 # runs the service's Python, and its speed drifts between machines and minutes.
 rounds=${MPS_ROUNDS:-1}
-for r in $(seq "$rounds"); do
+first=${MPS_FIRST_ROUND:-1}  # e.g. 3 in a second call: its rounds are r3...
+for r in $(seq "$first" $((first + rounds - 1))); do
   for c in $(printf '%s\n' solo-service solo-trainer mps-30-60 mps-100-60 mps-100-70 | shuf); do
     case $c in
       solo-service) solo "r$r/solo-service" gpt2_generate "$svc_s" "" ;;
