@@ -96,8 +96,10 @@ solo() {  # NAME WORKLOAD SECONDS "PREFIX"
 rounds=${MPS_ROUNDS:-1}
 first=${MPS_FIRST_ROUND:-1}  # e.g. 3 in a second call: its rounds are r3...
 for r in $(seq "$first" $((first + rounds - 1))); do
-  for c in $(printf '%s\n' solo-service solo-trainer mps-30-60 mps-100-60 mps-100-70 | shuf); do
+  for c in $(printf '%s\n' solo-service solo-trainer mps-solo-service-100 mps-30-60 mps-100-60 \
+             mps-100-70 | shuf); do
     case $c in
+      mps-solo-service-100) solo "r$r/$c" gpt2_generate "$svc_s" "$(vrun svc 8g 30 high)" ;;
       solo-service) solo "r$r/solo-service" gpt2_generate "$svc_s" "" ;;
       solo-trainer) solo "r$r/solo-trainer" gpt2_train "$svc_s" "" ;;
       mps-30-60) pair "r$r/mps-30-60" "$(vrun svc 8g 30)" "$(vrun trn 40g 60)" ;;
@@ -109,7 +111,6 @@ extras=${MPS_EXTRAS:-1}  # 0: the rounds only
 if [ "$extras" = 1 ]; then
 pair r1/timeslice "" ""
 solo r1/mps-solo-service-30 gpt2_generate "$svc_s" "$(vrun svc 8g 30)"
-solo r1/mps-solo-service-100 gpt2_generate "$svc_s" "$(vrun svc 8g 30 high)"
 pair r1/mps-100-80 "$(vrun svc 8g 30 high)" "$(vrun trn 40g 80)"
 pair r1/mps-100-100 "$(vrun svc 8g 100)" "$(vrun trn 40g 100)"
 

@@ -22,7 +22,8 @@
 #             against the driver's own function in the same process; and
 #             with a share of 30 charged but not paced (reported, not judged)
 # Writes OUTDIR/sm-raw.jsonl (one line per run), nvml.tsv, the libraries'
-# exit lines (sm-logs.txt) and the verdicts (sm-summary.txt, also printed).
+# exit lines (sm-logs.txt; for the below-share runs the summary lists how long
+# the limiter held each back) and the verdicts (sm-summary.txt, also printed).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${1:-${OUT:-/tmp/sm-results}}
@@ -184,5 +185,5 @@ fi
 
 kill $sampler 2>/dev/null
 python3 bench/sm_limit/summarize.py "$raw" "$out/nvml.tsv" "$out/pair-frames.txt" \
-  "$out/overhead-raw.tsv" > "$out/sm-summary.txt"
+  "$out/overhead-raw.tsv" "$logs" > "$out/sm-summary.txt"
 cat "$out/sm-machine.txt" "$out/sm-summary.txt"

@@ -149,6 +149,24 @@ if turn_rows:
         print(f"{'':14} rounds bare2/bare:   {', '.join(f'{100 * x:.1f}' for x in res['aa'])}")
     print()
 
+# What the limiter itself did in the below-share runs (their exit lines in
+# sm-logs.txt): a program it never held back cannot have been slowed by
+# pacing, whatever the speed ratios above read on a noisy host.
+logs = sys.argv[5] if len(sys.argv) > 5 else ""
+if logs and os.path.exists(logs) and (ab_rows or turn_rows):
+    print("## The limiter's own account of the below-share runs (exit lines, sm-logs.txt)")
+    print(f"{'run':32} {'launches':>9} {'charged ms':>11} {'waited ms':>10}")
+    run = None
+    for line in open(logs):
+        if line.startswith("## "):
+            run = line[3:].strip()
+            continue
+        m = re.search(r"launches kernel=(\d+) kernel_ex=(\d+).*charged ([\d.]+) ms, waited ([\d.]+) ms",
+                      line)
+        if m and run and (run.startswith("under-ab") or run.startswith("turns")):
+            print(f"{run:32} {int(m[1]) + int(m[2]):9d} {float(m[3]):11.1f} {float(m[4]):10.3f}")
+    print()
+
 # The pair.
 rows = runs("pair")
 if rows:
