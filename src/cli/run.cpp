@@ -1,5 +1,6 @@
 #include "cli/run.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include "cli/state_dir.hpp"
 #include "common/size_parse.hpp"
 #include "fit/fit.hpp"
+#include "monitor/trusted_record.hpp"
 #include "mps/control_daemon.hpp"
 #include "mps/paths.hpp"
 #include "nvml/nvml.hpp"
@@ -81,6 +83,22 @@ Result<void> make_state_file(const JobDir& job, const std::string& uuid, uint64_
   }
   if (auto ok = region->set_device_uuid(0, uuid); !ok) return ok.error();
   region->set_device_count(1);
+  return {};
+}
+
+// For an MPS job, <job>/mps: its thread percentage, which the node agent and
+// `vgpu top` show as its share (a standalone job has no device-plugin record).
+Result<void> write_mps_client_file(const JobDir& job, const RunOptions& o) {
+  const int cap = o.priority == "high" ? 0 : o.cores;
+  const std::string text = std::string(monitor::kMpsThreadKey) + "=" +
+                           std::to_string(cap > 0 && cap < 100 ? cap : 100) + "\n";
+  const std::string path = job.named_path() + "/" + monitor::kMpsClientFile;
+  UniqueFd fd{::openat(job.fd.get(), monitor::kMpsClientFile,
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)};
+  if (fd.get() < 0) return Error::from_errno(path + ": cannot create");
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return Error::from_errno(path + ": cannot write");
+  }
   return {};
 }
 
@@ -265,7 +283,9 @@ int run_command(const RunOptions& o) {
     std::fprintf(stderr, "vgpu run: mount %s and %s%s%s into the container at the same paths\n",
                  library.c_str(), dir.c_str(), mps ? " and the MPS pipe directory " : "",
                  mps ? mps::mps_pipe_dir(hook, uuid).c_str() : "");
-    if (auto made = make_state_file(*job, uuid, memory, o); !made) {
+    auto made = make_state_file(*job, uuid, memory, o);
+    if (made && mps) made = write_mps_client_file(*job, o);
+    if (!made) {
       (void)remove_job_dir(*root, *job);
       return fail(kExitCannotRun, made.error().message);
     }
@@ -280,6 +300,9 @@ int run_command(const RunOptions& o) {
   }
   if (auto made = make_state_file(*job, uuid, memory, o); !made) {
     return give_up(made.error().message);
+  }
+  if (mps) {
+    if (auto made = write_mps_client_file(*job, o); !made) return give_up(made.error().message);
   }
 
   const pid_t child = ::fork();

@@ -24,7 +24,12 @@ std::string percent(uint64_t v) {
   return std::to_string(v) + "%";
 }
 
-std::string share(uint64_t sm_limit) {
+std::string share(const monitor::ContainerView& c, uint64_t sm_limit) {
+  // An MPS client's share is its thread percentage, held by the MPS server.
+  if (c.mps_thread_percentage) {
+    const uint64_t t = *c.mps_thread_percentage;
+    return t >= 100 ? "mps -" : "mps " + percent(t);
+  }
   return sm_limit == 0 || sm_limit >= 100 ? "-" : percent(sm_limit);
 }
 
@@ -81,7 +86,7 @@ std::string render_top(const monitor::NodeView& v) {
           d->spilled == 0 ? format_bytes(d->used)
                           : format_bytes(d->used) + " (" + format_bytes(d->spilled) + " host)";
       t.add({pod, c->ref.container, memory, limit_text(d->memory_limit), percent(d->sm_util),
-             share(d->sm_limit), state(*c), processes(*c)});
+             share(*c, d->sm_limit), state(*c), processes(*c)});
     }
     out += t.render("  ");
     out += "\n";

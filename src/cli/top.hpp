@@ -3,9 +3,10 @@
 // like nvtop for HAMi. It runs the node agent's pass read-only (it never
 // writes a state file) over the state directory, with NVML when it can load
 // it, and shows per GPU its memory and utilisation, and per container on it
-// the memory used against the limit, the SM utilisation against the share, its
-// processes (container PID -> host PID) and whether it is active, blocked or
-// capped. `--once` prints one frame for scripts.
+// the memory used against the limit, the SM utilisation against the share (an
+// MPS client's: "mps 30%", its thread percentage), its processes (container
+// PID -> host PID) and whether it is active, blocked or capped. `--once`
+// prints one frame for scripts.
 //
 //   NodeView v = ...;                                   // from monitor::Agent
 //   std::cout << hami::cli::render_top(v, /*color=*/false);

@@ -127,6 +127,13 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   p.limits_text += "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + state_file + "\n";
   for (size_t i = 0; i < in.gpus.size(); ++i)
     p.limits_text += "VGPU_DEVICE_UUID_" + std::to_string(i) + "=" + in.gpus[i].uuid + "\n";
+  // The container is an MPS client: the node agent and `vgpu top` show this
+  // as its share (100: no cap), whether or not the variable was set.
+  if (mps) {
+    auto it = p.envs.find("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    p.limits_text += std::string("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=") +
+                     (it == p.envs.end() ? "100" : it->second) + "\n";
+  }
 
   p.mounts.push_back({p.library, p.library, true});
   p.mounts.push_back({p.vgpu_dir, p.container_dir, false});

@@ -200,7 +200,10 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
       dev.uuid = devs[static_cast<size_t>(d)].uuid;
       dev.memory_limit = devs[static_cast<size_t>(d)].memory_limit;
       dev.sm_limit = devs[static_cast<size_t>(d)].sm_limit;
+      // Under MPS the server caps the SMs; no CUDA_DEVICE_SM_LIMIT is set.
+      if (c.mps_thread_percentage) dev.sm_limit = *c.mps_thread_percentage;
     }
+    cv.mps_thread_percentage = c.mps_thread_percentage;
 
     std::optional<StateWriter> writer;
     bool writer_failed = !options_.write_back;

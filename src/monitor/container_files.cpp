@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/small_file.hpp"
 
 namespace hami::monitor {
 
@@ -64,6 +65,28 @@ void ContainerFiles::note_problem(std::map<std::string, std::string>& now, const
     ++problems_logged_;
   }
   now[path] = std::move(reason);
+}
+
+std::optional<uint64_t> ContainerFiles::read_mps_client_file(
+    const std::string& path, std::map<std::string, std::string>& now) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;  // not an MPS job
+  // The job's directory is its own: never follow a link out of it.
+  if (!S_ISREG(st.st_mode)) {
+    note_problem(now, path, "not a regular file", /*skipped=*/false);
+    return std::nullopt;
+  }
+  auto text = read_small_file(path, 4096);
+  if (!text) {
+    if (text.error().sys_errno != ENOENT) note_problem(now, path, text.error().message, false);
+    return std::nullopt;
+  }
+  auto pct = parse_mps_thread_percentage(*text);
+  if (!pct) {
+    note_problem(now, path, pct.error().message, /*skipped=*/false);
+    return std::nullopt;
+  }
+  return *pct;
 }
 
 std::optional<ContainerState> ContainerFiles::read_container(
@@ -137,6 +160,11 @@ std::optional<ContainerState> ContainerFiles::read_container(
     if (problems_.count(path) != 0) log::info("%s: reads well now", path.c_str());
     c.path = path;
     c.snapshot = std::move(*snap);
+  }
+  if (c.record) {
+    c.mps_thread_percentage = c.record->mps_thread_percentage;
+  } else if (c.snapshot.layout != nullptr) {
+    c.mps_thread_percentage = read_mps_client_file(dir_path + "/" + kMpsClientFile, now);
   }
   if (c.snapshot.layout == nullptr) {
     if (c.record && !c.record->gpu_uuids.empty())

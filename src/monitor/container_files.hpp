@@ -54,6 +54,9 @@ struct ContainerState {
   region::RegionSnapshot snapshot;
   std::optional<TrustedRecord> record;  // the device plugin's, when there is one
   std::string control_path;             // <root>/control/<dir>; may not exist
+  // An MPS client's thread percentage (100: no cap): the record's, or for a
+  // standalone `vgpu run --sharing mps` job its directory's kMpsClientFile.
+  std::optional<uint64_t> mps_thread_percentage;
 };
 
 // A container the device plugin allocated whose processes have made no state
@@ -92,6 +95,9 @@ class ContainerFiles {
   void note_problem(std::map<std::string, std::string>& now, const std::string& path,
                     std::string reason, bool skipped = true);
 
+  // A standalone job's kMpsClientFile; nullopt when absent or unreadable.
+  std::optional<uint64_t> read_mps_client_file(const std::string& path,
+                                               std::map<std::string, std::string>& now);
   // The state file of one container directory, or nullopt.
   std::optional<ContainerState> read_container(const std::string& dir_name, const ContainerRef& ref,
                                                std::map<std::string, std::string>& now);

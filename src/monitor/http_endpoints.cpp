@@ -63,6 +63,7 @@ std::string view_json(const NodeView& v) {
               {"devices", devices},
               {"processes", procs}};
     if (c.last_kernel_time) o["last_kernel_time"] = *c.last_kernel_time;
+    if (c.mps_thread_percentage) o["mps_thread_percentage"] = *c.mps_thread_percentage;
     containers.push_back(std::move(o));
   }
   json out = {

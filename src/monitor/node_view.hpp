@@ -55,6 +55,9 @@ struct ContainerView {
   int32_t utilization_switch = 0;
   bool active = false;                       // launched kernels during the last period
   std::optional<uint64_t> last_kernel_time;  // unix seconds; absent in old layouts or 0
+  // Set for an MPS client: its CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (100: no
+  // cap), which is then also its devices' sm_limit.
+  std::optional<uint64_t> mps_thread_percentage;
   std::vector<ContainerDevice> devices;
   std::vector<ContainerProcess> processes;
 };

@@ -22,6 +22,18 @@ std::string indexed(const char* key, int i) {
 
 }  // namespace
 
+Result<std::optional<uint64_t>> parse_mps_thread_percentage(const std::string& text) {
+  const KvText kv = parse_kv_text(text);
+  auto m = kv.find(kMpsThreadKey);
+  if (!m) return std::optional<uint64_t>();
+  auto v = parse_percent(*m);
+  if (!v || *v == 0) {
+    return Error{std::string(kMpsThreadKey) + "=" + m->substr(0, 100) +
+                 ": not a percentage from 1 to 100"};
+  }
+  return std::optional<uint64_t>(*v);
+}
+
 Result<TrustedRecord> parse_trusted_record(const std::string& text, const std::string& path) {
   const KvText kv = parse_kv_text(text);
   if (!kv.malformed.empty()) {
@@ -70,6 +82,9 @@ Result<TrustedRecord> parse_trusted_record(const std::string& text, const std::s
     }
     r.gpu_uuids.push_back(*u);
   }
+  auto mps = parse_mps_thread_percentage(text);
+  if (!mps) return Error{path + ": " + mps.error().message};
+  r.mps_thread_percentage = *mps;
   if (auto f = kv.find("CUDA_DEVICE_MEMORY_SHARED_CACHE")) {
     const size_t slash = f->rfind('/');
     const std::string base = slash == std::string::npos ? *f : f->substr(slash + 1);

@@ -32,7 +32,21 @@ struct TrustedRecord {
   std::array<uint64_t, region::kMaxDevices> memory_limit{};  // bytes, 0: none
   std::array<uint64_t, region::kMaxDevices> sm_limit{};      // percent, 0 or 100: none
   std::string state_file_name;  // basename of CUDA_DEVICE_MEMORY_SHARED_CACHE; "" not given
+  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: present when the container is an MPS
+  // client; its SM share is this cap (100: none), not CUDA_DEVICE_SM_LIMIT.
+  std::optional<uint64_t> mps_thread_percentage;
 };
+
+// The key of both the record and of the file `vgpu run --sharing mps` leaves
+// in a job's directory (kMpsClientFile).
+inline constexpr const char* kMpsThreadKey = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+// <containers>/<job>/mps: `vgpu run --sharing mps` writes "<kMpsThreadKey>=N"
+// there (a standalone job has no record); read for display only.
+inline constexpr const char* kMpsClientFile = "mps";
+
+// The thread percentage in a record or job file's text: nullopt when the key
+// is absent, an error when its value is not 1-100.
+Result<std::optional<uint64_t>> parse_mps_thread_percentage(const std::string& text);
 
 // nullopt: no such file. An error: present but not trusted, or unreadable.
 Result<std::optional<TrustedRecord>> read_trusted_record(const std::string& path);

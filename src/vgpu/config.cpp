@@ -28,6 +28,9 @@ const char* kSustainKey = "CUDA_DEVICE_SM_SUSTAIN_MS";
 const char* kStateFileKey = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
 const char* kUuidKey = "VGPU_DEVICE_UUID";
 const char* kOversubscribeKey = "CUDA_OVERSUBSCRIBE";
+// The device plugin records an MPS client's thread percentage for the node
+// agent; the MPS server applies it from the environment, not this library.
+const char* kMpsThreadKey = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
 constexpr size_t kMaxUuidLength = 95;  // what the state file's table holds
 
 std::string indexed(const char* key, int dev) {
@@ -36,7 +39,8 @@ std::string indexed(const char* key, int dev) {
 
 bool known_key(const std::string& key) {
   if (key == kMemoryKey || key == kSmKey || key == kPriorityKey || key == kPolicyKey ||
-      key == kSustainKey || key == kStateFileKey || key == kOversubscribeKey)
+      key == kSustainKey || key == kStateFileKey || key == kOversubscribeKey ||
+      key == kMpsThreadKey)
     return true;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (key == indexed(kMemoryKey, d) || key == indexed(kSmKey, d) || key == indexed(kUuidKey, d))

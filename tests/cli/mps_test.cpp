@@ -99,6 +99,25 @@ TEST_F(VgpuRunMps, AHighPriorityJobIsNotCappedButKeepsItsShareInTheStateFile) {
   EXPECT_TRUE(has_line(r.out, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M")) << r.out;
 }
 
+// A standalone job has no device-plugin record: its directory says it is an
+// MPS client and with which cap, for the node agent and `vgpu top`.
+TEST_F(VgpuRunMps, JobDirectorySaysItsThreadPercentage) {
+  const std::string cat = "cat \"$(dirname \"$CUDA_DEVICE_MEMORY_SHARED_CACHE\")/mps\"";
+  auto capped = test::run_process(
+      run({"--sharing", "mps", "--gpu", "0", "--cores", "30"}, {"sh", "-c", cat}), env());
+  ASSERT_EQ(capped.exit_code, 0) << capped.err << capped.out;
+  EXPECT_EQ(capped.out, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n");
+  auto high = test::run_process(
+      run({"--sharing", "mps", "--gpu", "0", "--cores", "30", "--priority", "high"},
+          {"sh", "-c", cat}),
+      env());
+  ASSERT_EQ(high.exit_code, 0) << high.err << high.out;
+  EXPECT_EQ(high.out, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100\n");
+  // A time-sliced job leaves no such file.
+  auto ts = test::run_process(run({"--gpu", "0", "--cores", "30"}, {"sh", "-c", cat}), env());
+  EXPECT_NE(ts.exit_code, 0) << ts.out;
+}
+
 TEST_F(VgpuRunMps, DaemonIsLeftRunningAndReused) {
   auto first =
       test::run_process(run({"--sharing", "mps", "--gpu", "0", "--memory", "1g"}, {"true"}), env());

@@ -77,6 +77,20 @@ TEST(Top, SpilledMemoryShowsBesideTheUsage) {
   EXPECT_NE(frame.find("6 GiB (2 GiB host)"), std::string::npos) << frame;
 }
 
+TEST(Top, MpsClientsShowTheirThreadPercentage) {
+  monitor::NodeView v;
+  for (auto [name, pct] : {std::pair<const char*, uint64_t>{"svc", 100}, {"trn", 60}}) {
+    monitor::ContainerView c;
+    c.ref = {"uid-1", name};
+    c.mps_thread_percentage = pct;
+    c.devices.push_back({.vdevice_index = 0, .uuid = "GPU-a", .sm_limit = pct});
+    v.containers.push_back(c);
+  }
+  const std::string frame = render_top(v);
+  EXPECT_NE(frame.find("mps 60%"), std::string::npos) << frame;
+  EXPECT_NE(frame.find("mps -"), std::string::npos) << frame;
+}
+
 TEST(Top, OnceOverAStateDirectoryWithoutNvml) {
   test::TempDir root;
   const std::string dir = root.path() + "/containers/pod-9_app";

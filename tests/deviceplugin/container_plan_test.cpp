@@ -180,6 +180,7 @@ TEST(ContainerPlan, MpsAndTimeslicePodsSideBySide) {
       {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"}};
   EXPECT_EQ(m->envs, want);
   EXPECT_THAT(m->limits_text, Not(HasSubstr("CUDA_DEVICE_SM_LIMIT")));
+  EXPECT_THAT(t->limits_text, Not(HasSubstr("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")));
   EXPECT_THAT(m->limits_text, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\n"));
   EXPECT_EQ(m->mps_pipe_dir, "/usr/local/vgpu/mps/GPU-c/pipe");
   ASSERT_EQ(m->mounts.size(), 7u);
@@ -218,6 +219,10 @@ TEST(ContainerPlan, AHighPriorityMpsContainerIsNotCappedButLowOnesAre) {
   auto low = plan_container(in, cfg);
   ASSERT_TRUE(low) << low.error().message;
   EXPECT_EQ(low->envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
+  // The record tells the node agent the container is an MPS client and its
+  // cap (100 for none), the variable set or not.
+  EXPECT_THAT(high->limits_text, HasSubstr("\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100\n"));
+  EXPECT_THAT(low->limits_text, HasSubstr("\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n"));
 }
 
 TEST(ContainerPlan, MpsContainerGetsExactlyOneGpu) {

@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 
 #include "monitor/metrics.hpp"
 #include "monitor/state_writer.hpp"
@@ -158,6 +161,48 @@ TEST_F(AgentTest, ReadOnlyAgentWritesNothing) {
   EXPECT_EQ(region.slot(*slot).host_pid(), 0);
   EXPECT_EQ(region.recent_kernel(), 2);
   EXPECT_EQ(v->counters.write_errors, 0u);
+}
+
+// An MPS client's share is its thread percentage: from the plugin's record
+// for a pod, from the job's directory for `vgpu run --sharing mps`; the
+// metric and the JSON carry it as the SM share.
+TEST_F(AgentTest, MpsClientsShowTheirThreadPercentageAsTheirShare) {
+  auto pod = make_file("pod-a_main", kGpuA);
+  fs::create_directories(root_.path() + "/limits");
+  const std::string rec = root_.path() + "/limits/pod-a_main";
+  std::ofstream(rec) << "CUDA_DEVICE_MEMORY_LIMIT_0=4096m\nVGPU_DEVICE_UUID_0=" << kGpuA
+                     << "\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n";
+  fs::permissions(rec, fs::perms(0644));
+  auto job = make_file("local-1_serve", kGpuA);
+  std::ofstream(dir("local-1_serve") + "/mps") << "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100\n";
+  auto plain = make_file("local-2_train", kGpuA);
+  // A job's file that says nothing readable is a problem, not a share.
+  auto bad = make_file("local-3_bad", kGpuA);
+  std::ofstream(dir("local-3_bad") + "/mps") << "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0\n";
+
+  Agent agent = make_agent(/*write_back=*/false);
+  auto v = agent.run_pass();
+  ASSERT_EQ(v->containers.size(), 4u);
+  std::map<std::string, const ContainerView*> by;
+  for (const ContainerView& c : v->containers)
+    by[c.ref.pod_uid] = &c;
+  EXPECT_EQ(by.at("pod-a")->mps_thread_percentage, 30u);
+  EXPECT_EQ(by.at("pod-a")->devices.at(0).sm_limit, 30u);
+  EXPECT_EQ(by.at("local-1")->mps_thread_percentage, 100u);
+  EXPECT_FALSE(by.at("local-2")->mps_thread_percentage);
+  EXPECT_FALSE(by.at("local-3")->mps_thread_percentage);
+  EXPECT_EQ(v->counters.file_problems, 1u);
+  // The metric carries the cap as the SM share (100: none).
+  std::istringstream metrics(render_metrics(*v, {.version = "t"}));
+  std::map<std::string, std::string> share;
+  for (std::string l; std::getline(metrics, l);) {
+    if (l.rfind("hami_container_device_sm_limit_ratio{", 0) != 0) continue;
+    for (const char* uid : {"trainer-0", "local-1"})
+      if (l.find(std::string("\"") + uid + "\"") != std::string::npos)
+        share[uid] = l.substr(l.rfind(' ') + 1);
+  }
+  EXPECT_EQ(share["trainer-0"], "30");  // pod-a's name
+  EXPECT_EQ(share["local-1"], "100");
 }
 
 // Upstream's feedback semantics through real files: the high-priority

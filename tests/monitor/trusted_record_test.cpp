@@ -40,10 +40,24 @@ TEST(TrustedRecord, OlderRecordsLeaveTheRestToTheStateFile) {
   EXPECT_EQ(r->state_file_name, "");
 }
 
+TEST(TrustedRecord, AnMpsClientsRecordGivesItsThreadPercentage) {
+  auto r = parse_trusted_record(
+      "CUDA_DEVICE_MEMORY_LIMIT_0=4096m\n"
+      "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n",
+      "rec");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->mps_thread_percentage, 30u);
+  auto plain = parse_trusted_record("CUDA_DEVICE_SM_LIMIT=30\n", "rec");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->mps_thread_percentage);
+}
+
 TEST(TrustedRecord, ValuesThatCannotBeReadAreErrors) {
-  for (const char* text : {"CUDA_TASK_PRIORITY=-2147483648\n", "CUDA_DEVICE_MEMORY_LIMIT_0=lots\n",
-                           "CUDA_DEVICE_SM_LIMIT=300\n", "not a pair\n",
-                           "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/\n"}) {
+  for (const char* text :
+       {"CUDA_TASK_PRIORITY=-2147483648\n", "CUDA_DEVICE_MEMORY_LIMIT_0=lots\n",
+        "CUDA_DEVICE_SM_LIMIT=300\n", "not a pair\n",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=/usr/local/vgpu/\n",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0\n", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=101\n"}) {
     SCOPED_TRACE(text);
     EXPECT_FALSE(parse_trusted_record(text, "rec"));
   }

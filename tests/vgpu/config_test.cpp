@@ -213,7 +213,10 @@ TEST(Config, CorruptOrUnreadableFileRefusesEverything) {
 
 TEST(Config, UnknownKeysInFileAreWarnings) {
   Fake f;
-  f.files["/etc/vgpu/limits"] = "CUDA_DEVICE_MEMORY_LIMIT=1g\nSOMETHING_NEW=1\n";
+  // The MPS client's thread percentage is the plugin's note for the node
+  // agent: known, left to the MPS server, no warning.
+  f.files["/etc/vgpu/limits"] =
+      "CUDA_DEVICE_MEMORY_LIMIT=1g\nSOMETHING_NEW=1\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n";
   const Config c = f.load();
   EXPECT_EQ(c.memory_limit[0], GiB);
   EXPECT_TRUE(c.errors.empty());
