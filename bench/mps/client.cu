@@ -1,7 +1,7 @@
 // A short MPS client (bench/mps/shm_check.sh): makes a context, runs one
-// kernel, and prints how many SMs its context may use. Run with
-// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE set, a client of an MPS server gets
-// fewer SMs than the GPU has; a process outside MPS gets them all.
+// kernel, and prints how many SMs its context may use. With
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 a client of an MPS server sees half
+// the SMs (the device attribute too); a process outside MPS sees them all.
 #include <cstdio>
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -26,9 +26,7 @@ int main() {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   const CUresult r = cuCtxGetExecAffinity(&aff, CU_EXEC_AFFINITY_TYPE_SM_COUNT);
-  std::printf("client: kernel ok (%d), context SMs %d of %d%s\n", host[0],
-              r == CUDA_SUCCESS ? static_cast<int>(aff.param.smCount.val) : -1, sms,
-              r == CUDA_SUCCESS && static_cast<int>(aff.param.smCount.val) < sms
-                  ? ": an MPS client" : "");
+  std::printf("client: kernel ok (%d), context SMs %d, device attribute %d\n", host[0],
+              r == CUDA_SUCCESS ? static_cast<int>(aff.param.smCount.val) : -1, sms);
   return host[0] == 1 ? 0 : 1;
 }

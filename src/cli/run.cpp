@@ -280,12 +280,9 @@ int run_command(const RunOptions& o) {
     for (const auto& [k, v] : env)
       std::printf("%s=%s\n", k.c_str(), v.c_str());
     std::printf("LD_PRELOAD=%s\n", library.c_str());
-    // The MPS server started here uses the host's /dev/shm, which its
-    // clients must share (docker run --ipc=host).
-    std::fprintf(stderr, "vgpu run: mount %s and %s%s%s into the container at the same paths%s\n",
+    std::fprintf(stderr, "vgpu run: mount %s and %s%s%s into the container at the same paths\n",
                  library.c_str(), dir.c_str(), mps ? " and the MPS pipe directory " : "",
-                 mps ? mps::mps_pipe_dir(hook, uuid).c_str() : "",
-                 mps ? ", and share the host's /dev/shm (docker run --ipc=host)" : "");
+                 mps ? mps::mps_pipe_dir(hook, uuid).c_str() : "");
     auto made = make_state_file(*job, uuid, memory, o);
     if (made && mps) made = write_mps_client_file(*job, o);
     if (!made) {

@@ -103,7 +103,6 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   if (mps) {
     const AllocatedGpu& g = in.gpus[0];
     p.mps_pipe_dir = mps::mps_pipe_dir(p.vgpu_dir, g.uuid).string();
-    p.mps_shm_dir = mps::mps_shm_dir(p.vgpu_dir).string();
     p.envs["CUDA_MPS_PIPE_DIRECTORY"] = kContainerMpsPipeDir;
     // 0 (not given) and 100 both mean the whole GPU: no variable. Neither
     // for a high-priority container (nvidia.com/priority: 0, a latency-bound
@@ -143,12 +142,7 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   p.mounts.push_back({kContainerLimitsFile, p.limits_file, true});
   p.mounts.push_back({kContainerControlFile, p.control_file, true});
   // Read-write: clients connect to the server's sockets and pipes there.
-  if (mps) {
-    p.mounts.push_back({kContainerMpsPipeDir, p.mps_pipe_dir, false});
-    // The server's shared memory: a client with a /dev/shm of its own cannot
-    // attach to it.
-    p.mounts.push_back({kContainerShmDir, p.mps_shm_dir, false});
-  }
+  if (mps) p.mounts.push_back({kContainerMpsPipeDir, p.mps_pipe_dir, false});
   return p;
 }
 

@@ -15,7 +15,6 @@
 // GPU's MPS server: it also gets
 //
 //   V/mps/<uuid>/pipe       → /tmp/nvidia-mps       rw  (CUDA_MPS_PIPE_DIRECTORY)
-//   V/mps/shm               → /dev/shm              rw  (the servers' shared memory)
 //
 // with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from its cores and
 // CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from its memory, and no
@@ -51,7 +50,6 @@ inline constexpr const char* kContainerLockDir = "/tmp/vgpulock";
 // CUDA's default CUDA_MPS_PIPE_DIRECTORY, so a client finds its server even
 // where something clears the variable.
 inline constexpr const char* kContainerMpsPipeDir = "/tmp/nvidia-mps";
-inline constexpr const char* kContainerShmDir = "/dev/shm";
 
 struct AllocatedGpu {
   std::string uuid;
@@ -95,7 +93,6 @@ struct ContainerPlan {
   std::string control_file;  // created fresh (switch on, not blocked), mode 0644
   std::string lock_dir;
   std::string mps_pipe_dir;  // MPS GPUs only; the GPU's MPS daemon makes it
-  std::string mps_shm_dir;   // MPS GPUs only: the servers' /dev/shm (mps::mps_shm_dir)
 };
 
 Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg);

@@ -69,10 +69,6 @@ Result<void> prepare_host(const ContainerPlan& plan) {
                  " is missing: the GPU's MPS control daemon is not running (see the device "
                  "plugin's log)"};
   }
-  // World-writable and sticky as /dev/shm is: clients run as any user.
-  if (!plan.mps_shm_dir.empty()) {
-    if (auto r = make_dir(plan.mps_shm_dir, fs::perms::all | fs::perms::sticky_bit); !r) return r;
-  }
   if (!fs::exists(plan.preload_file, ec)) {
     if (auto r = write_whole(plan.preload_file, plan.library + "\n", 0644); !r) return r;
   }

@@ -1,7 +1,5 @@
 #include "deviceplugin/mps_supervisor.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -31,7 +29,6 @@ MpsSupervisor::~MpsSupervisor() {
 
 void MpsSupervisor::start() {
   if (entries_.empty()) return;
-  check_shared_memory();
   for (const auto& e : entries_)
     health_(e->uuid, false, "MPS control daemon not started yet");
   thread_ = std::jthread([this](std::stop_token st) {
@@ -41,31 +38,6 @@ void MpsSupervisor::start() {
       wake_.wait_for(lk, st, options_.check_interval, [] { return false; });
     }
   });
-}
-
-void MpsSupervisor::check_shared_memory() const {
-  const std::filesystem::path shm = mps::mps_shm_dir(options_.root);
-  std::error_code ec;
-  std::filesystem::create_directories(shm, ec);
-  if (!ec) {
-    std::filesystem::permissions(
-        shm, std::filesystem::perms::all | std::filesystem::perms::sticky_bit, ec);
-  }
-  if (ec) {
-    log::error("MPS: cannot make %s: %s; MPS pods cannot be served", shm.c_str(),
-               ec.message().c_str());
-    return;
-  }
-  struct stat a {
-  }, b{};
-  if (::stat(shm.c_str(), &a) != 0 || ::stat(options_.own_shm.c_str(), &b) != 0 ||
-      a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
-    log::warn(
-        "MPS: %s here is not %s, which MPS pods get as their /dev/shm: their clients "
-        "will not reach the servers started here. Mount %s at /dev/shm in the device "
-        "plugin's container (the Helm chart does)",
-        options_.own_shm.c_str(), shm.c_str(), shm.c_str());
-  }
 }
 
 void MpsSupervisor::stop() {

@@ -39,9 +39,6 @@ struct MpsSupervisorOptions {
   std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};
   // A daemon that fails to start is tried again after 1 s, doubling up to this.
   std::chrono::milliseconds max_backoff{std::chrono::seconds(60)};
-  // This process's /dev/shm, which the daemons' servers use: it must be
-  // mps::mps_shm_dir(root), the directory Allocate gives MPS pods as theirs.
-  std::filesystem::path own_shm = "/dev/shm";
 };
 
 // up == false comes with the reason (for the log and Allocate's refusal).
@@ -55,10 +52,8 @@ class MpsSupervisor {
   MpsSupervisor(const MpsSupervisor&) = delete;
   MpsSupervisor& operator=(const MpsSupervisor&) = delete;
 
-  // Makes the shared memory directory (mode 1777; a warning when this
-  // process's /dev/shm is another directory: pods could not reach the
-  // servers), reports every GPU down ("starting"), then checks and starts on
-  // a thread of its own, the first pass at once.
+  // Reports every GPU down ("starting"), then checks and starts on a thread of
+  // its own, the first pass at once.
   void start();
   // Ends the thread, then stops every daemon. Idempotent.
   void stop();
@@ -80,7 +75,6 @@ class MpsSupervisor {
     std::chrono::milliseconds backoff{1000};
   };
   void check(Entry& e);
-  void check_shared_memory() const;
 
   MpsSupervisorOptions options_;
   MpsHealthFn health_;

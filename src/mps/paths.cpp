@@ -8,10 +8,6 @@ std::filesystem::path mps_pipe_dir(const std::filesystem::path& root, std::strin
   return root / "mps" / std::string(uuid) / "pipe";
 }
 
-std::filesystem::path mps_shm_dir(const std::filesystem::path& root) {
-  return root / "mps" / "shm";
-}
-
 std::filesystem::path mps_log_dir(const std::filesystem::path& root, std::string_view uuid) {
   return root / "mps" / std::string(uuid) / "log";
 }

@@ -1,7 +1,6 @@
 #pragma once
 // Where one GPU's MPS control daemon keeps its pipe directory (the control
-// socket clients connect to), its log directory and the shared memory
-// directory of all the daemons, below a root that the
+// socket clients connect to) and its log directory, below a root that the
 // device plugin (its hook path) and `vgpu run` (its state directory) choose.
 // The device plugin's supervisor starts the daemon there and Allocate mounts
 // the same pipe directory into MPS pods, so both call these functions.
@@ -18,10 +17,5 @@ namespace hami::mps {
 std::filesystem::path mps_pipe_dir(const std::filesystem::path& root, std::string_view uuid);
 // <root>/mps/<uuid>/log
 std::filesystem::path mps_log_dir(const std::filesystem::path& root, std::string_view uuid);
-// <root>/mps/shm: the /dev/shm that MPS servers and their clients share (they
-// talk through shared memory there as well as through the pipe directory).
-// The device plugin's container has it as its /dev/shm, and Allocate mounts
-// it at /dev/shm in MPS pods; one for all GPUs, as the plugin's one /dev/shm.
-std::filesystem::path mps_shm_dir(const std::filesystem::path& root);
 
 }  // namespace hami::mps

@@ -183,13 +183,11 @@ TEST(ContainerPlan, MpsAndTimeslicePodsSideBySide) {
   EXPECT_THAT(t->limits_text, Not(HasSubstr("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")));
   EXPECT_THAT(m->limits_text, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\n"));
   EXPECT_EQ(m->mps_pipe_dir, "/usr/local/vgpu/mps/GPU-c/pipe");
-  ASSERT_EQ(m->mounts.size(), 8u);
+  ASSERT_EQ(m->mounts.size(), 7u);
   EXPECT_EQ(m->mounts[0], (MountSpec{"/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so",
                                      true}));  // the library stays
-  EXPECT_EQ(m->mounts[6], (MountSpec{"/tmp/nvidia-mps", "/usr/local/vgpu/mps/GPU-c/pipe", false}));
-  // The MPS servers' /dev/shm, shared with the device plugin's container.
-  EXPECT_EQ(m->mounts.back(), (MountSpec{"/dev/shm", "/usr/local/vgpu/mps/shm", false}));
-  EXPECT_EQ(m->mps_shm_dir, "/usr/local/vgpu/mps/shm");
+  EXPECT_EQ(m->mounts.back(),
+            (MountSpec{"/tmp/nvidia-mps", "/usr/local/vgpu/mps/GPU-c/pipe", false}));
 }
 
 TEST(ContainerPlan, MpsShareOfZeroOrAllIsTheWholeGpu) {
@@ -255,10 +253,6 @@ TEST(HostFiles, MpsPipeDirectoryMustBeThere) {
   std::filesystem::create_directories(p->mps_pipe_dir);
   r = prepare_host(*p);
   EXPECT_TRUE(r) << r.error().message;
-  // The shared memory directory is made for clients of any user, as /dev/shm.
-  struct stat st {};
-  ASSERT_EQ(::stat(p->mps_shm_dir.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 01777u);
 }
 
 TEST(HostFiles, PreparesDirectoryLimitsFileAndPreload) {

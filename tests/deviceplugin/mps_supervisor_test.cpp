@@ -6,10 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -17,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "common/log.hpp"
 #include "mps/paths.hpp"
 #include "support/temp_dir.hpp"
 #include "support/wait.hpp"
@@ -109,33 +106,6 @@ TEST_F(MpsSupervisorTest, StartsOneDaemonPerGpuAndReportsItUp) {
   EXPECT_EQ(ev[0], kA + " down: MPS control daemon not started yet");
   s.stop();
   EXPECT_TRUE(test::wait_until([&] { return gone(a) && gone(b); }, 5s));
-}
-
-// The servers' /dev/shm is the directory MPS pods get as theirs: made for
-// clients of any user, and said plainly when this process's is another one.
-TEST_F(MpsSupervisorTest, MakesTheSharedMemoryDirectoryAndChecksItIsItsOwn) {
-  MpsSupervisorOptions o = options({kA});
-  o.own_shm = root_.file("elsewhere");
-  std::filesystem::create_directories(o.own_shm);
-  const log::Level was = log::level();
-  log::set_level(log::Level::kWarn);  // as the daemon logs
-  auto logged = [&] {
-    ::testing::internal::CaptureStderr();
-    MpsSupervisor s(o, health_.fn());
-    s.start();
-    s.stop();
-    return ::testing::internal::GetCapturedStderr();
-  };
-  const std::string elsewhere = logged();
-  EXPECT_NE(elsewhere.find("which MPS pods get as their /dev/shm"), std::string::npos) << elsewhere;
-  struct stat st {};
-  ASSERT_EQ(::stat(mps::mps_shm_dir(root_.path()).c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 01777u);
-  // Mounted where it should be (here: the same directory), nothing to say.
-  o.own_shm = mps::mps_shm_dir(root_.path());
-  const std::string mounted = logged();
-  EXPECT_EQ(mounted.find("/dev/shm"), std::string::npos) << mounted;
-  log::set_level(was);
 }
 
 TEST_F(MpsSupervisorTest, RestartsAKilledDaemonAndFlagsTheGpuMeanwhile) {

@@ -1451,10 +1451,6 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
   EXPECT_EQ(a.env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4000m");  // the library's limit stays
   EXPECT_EQ(a.env.count("CUDA_DEVICE_SM_LIMIT"), 0u);          // MPS divides the SMs
   EXPECT_EQ(a.mounts.at("/tmp/nvidia-mps"), std::make_pair(pipe, false));
-  // The servers' shared memory, made for clients of any user.
-  EXPECT_EQ(a.mounts.at("/dev/shm"), std::make_pair(n->hook + "/vgpu/mps/shm", false));
-  EXPECT_EQ(std::filesystem::status(n->hook + "/vgpu/mps/shm").permissions(),
-            std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
   EXPECT_EQ(a.mounts.count(n->hook + "/vgpu/libvgpu.so"), 1u);
   EXPECT_TRUE(wait_until(
       [&] {
