@@ -4,6 +4,8 @@
 # Two PyTorch jobs started with `vgpu run` share GPU 0 (4 GiB + 30 % and
 # 2 GiB + 60 %); the second tries to allocate past its limit. `vgpu top --once`
 # shows them; a third request that cannot fit is refused with the reasons.
+# Then two jobs as MPS clients (--sharing mps, 30 % and high priority): vgpu top
+# shows their thread percentages.
 # Output: OUTDIR/vgpu-cli.txt; exits non-zero when a check fails.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -67,5 +69,32 @@ grep -q "allocated 2048 MiB" "$hook/train.log" && pass "train allocated 2 GiB un
 grep -q "OutOfMemoryError" "$hook/serve.log" && pass "serve refused past its 2 GiB limit" || fail "serve limit"
 grep -q "train " "$hook/top.txt" && grep -q "serve " "$hook/top.txt" && pass "vgpu top shows both jobs" || fail "vgpu top rows"
 grep -E "train|serve" "$hook/top.txt" | grep -q -- "->" && pass "vgpu top maps their PIDs" || fail "vgpu top PIDs"
+
+# The same through MPS: a capped job and a high-priority (uncapped) one, as
+# clients of the GPU's MPS server; vgpu top shows each one's thread percentage.
+echo
+echo "\$ vgpu run --sharing mps --memory 4g --cores 30 --name mpstrain -- python3 job.py 8 &"
+"$vgpu" run --sharing mps --hook-path "$hook" --library "$lib" --memory 4g --cores 30 \
+  --name mpstrain --gpu 0 -- python3 -c "$job" 8 > "$hook/mpstrain.log" 2>&1 &
+p3=$!
+echo "\$ vgpu run --sharing mps --memory 2g --cores 30 --priority high --name mpsserve -- python3 job.py 4 &"
+"$vgpu" run --sharing mps --hook-path "$hook" --library "$lib" --memory 2g --cores 30 \
+  --priority high --name mpsserve --gpu 0 -- python3 -c "$job" 4 > "$hook/mpsserve.log" 2>&1 &
+p4=$!
+sleep 10
+echo
+echo "\$ vgpu top --once"
+"$vgpu" top --once --hook-path "$hook" | tee "$hook/top-mps.txt"
+wait $p3 $p4
+echo "\$ vgpu mps stop"
+"$vgpu" mps stop --hook-path "$hook"
+echo "mpstrain: $(tr '\n' ' ' < "$hook/mpstrain.log")"
+echo "mpsserve: $(tr '\n' ' ' < "$hook/mpsserve.log")"
+grep -q "iterations=" "$hook/mpstrain.log" && grep -q "iterations=" "$hook/mpsserve.log" &&
+  pass "both MPS jobs ran" || fail "MPS jobs"
+grep "mpstrain " "$hook/top-mps.txt" | grep -q "mps 30%" && pass "vgpu top shows the capped MPS job at mps 30%" ||
+  fail "vgpu top MPS share of mpstrain"
+grep "mpsserve " "$hook/top-mps.txt" | grep -q "mps -" && pass "vgpu top shows the uncapped MPS job as mps -" ||
+  fail "vgpu top MPS share of mpsserve"
 echo "# $fails failed"
 [ "$fails" -eq 0 ]
