@@ -160,6 +160,7 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
     in.recent_kernel = sane_recent_kernel(c.snapshot.recent_kernel);
     in.utilization_switch = c.snapshot.utilization_switch;
     in.priority = c.record ? c.record->priority.value_or(1) : sane_priority(c.snapshot.priority);
+    in.mps_client = c.mps_thread_percentage.has_value();
     for (const Device& d : devices.back()) {
       if (!d.uuid.empty()) in.gpu_uuids.emplace_back(uuid_key(d.uuid));
     }

@@ -14,7 +14,7 @@ std::vector<FeedbackOutput> observe(std::span<const FeedbackInput> containers) {
     FeedbackOutput& o = out[i];
     o.recent_kernel = c.recent_kernel > 0 ? c.recent_kernel - 1 : c.recent_kernel;
     o.active = o.recent_kernel > 0;
-    if (!o.active) continue;
+    if (!o.active || c.mps_client) continue;
     for (const std::string& gpu : c.gpu_uuids)
       ++active[{gpu, c.priority}];
   }
@@ -23,7 +23,7 @@ std::vector<FeedbackOutput> observe(std::span<const FeedbackInput> containers) {
     FeedbackOutput& o = out[i];
     bool higher_active = false;
     bool peers_active = false;
-    for (const std::string& gpu : c.gpu_uuids) {
+    for (const std::string& gpu : c.mps_client ? std::vector<std::string>{} : c.gpu_uuids) {
       for (auto it = active.lower_bound({gpu, INT32_MIN});
            it != active.end() && it->first.first == gpu; ++it) {
         if (it->first.second < c.priority) higher_active = true;

@@ -15,6 +15,9 @@
 //     policy) when a higher-priority container is active on one of its GPUs or
 //     more than one container of its priority is, and to 0 otherwise.
 //
+// MPS clients (FeedbackInput::mps_client) take part in 1 only: never blocked,
+// switch 0, and their activity counts for nobody else.
+//
 //   std::vector<FeedbackInput> in = ...;          // one per state file
 //   std::vector<FeedbackOutput> out = observe(in);  // same order; write back
 //   // the fields that changed (FeedbackOutput::changed)
@@ -31,6 +34,11 @@ struct FeedbackInput {
   int32_t utilization_switch = 0;
   int32_t priority = 1;                // 0 high, 1 low (any value: lower wins)
   std::vector<std::string> gpu_uuids;  // the container's GPUs
+  // An MPS client: its kernels run beside the others' on disjoint SMs, its
+  // share held by the MPS server. Priority neither blocks it nor lets its
+  // activity block or contend others (a high-priority MPS service must not
+  // stop the trainer beside it).
+  bool mps_client = false;
 };
 
 struct FeedbackOutput {

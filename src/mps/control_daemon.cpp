@@ -1,6 +1,8 @@
 #include "mps/control_daemon.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -15,6 +17,7 @@
 #include <utility>
 
 #include "common/small_file.hpp"
+#include "common/unique_fd.hpp"
 #include "mps/process.hpp"
 
 namespace hami::mps {
@@ -208,6 +211,20 @@ Result<Started> ControlDaemon::start() {
   auto bin = binary();
   if (!bin) return bin.error();
   if (auto dirs = prepare_dirs(); !dirs) return dirs.error();
+  // Held until this start is over: a second `-d` meanwhile would fail with
+  // "An instance of this daemon is already running".
+  const fs::path lock_path = options_.pipe_dir.parent_path() / "start.lock";
+  UniqueFd lock{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)};
+  if (lock.get() < 0) return Error::from_errno(lock_path.string() + ": cannot open");
+  const auto lock_deadline = Clock::now() + 2 * options_.start_timeout;
+  while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR)
+      return Error::from_errno(lock_path.string() + ": cannot lock");
+    if (Clock::now() >= lock_deadline)
+      return Error{"another start of the MPS control daemon for GPU " + options_.gpu_uuid +
+                   " has held " + lock_path.string() + " for " + ms(2 * options_.start_timeout)};
+    std::this_thread::sleep_for(kPoll);
+  }
   if (check()) {
     (void)pid();
     return Started::reused;

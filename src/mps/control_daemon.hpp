@@ -54,7 +54,9 @@ class ControlDaemon {
   explicit ControlDaemon(DaemonOptions options);
 
   // Starts the daemon unless one already answers on the pipe directory, then
-  // waits (start_timeout) until it answers.
+  // waits (start_timeout) until it answers. Starters of one pipe directory
+  // (two `vgpu run` at once, the plugin beside them) take turns through a
+  // lock file beside it (start.lock): the second finds the first's daemon.
   Result<Started> start();
   // The daemon answers `get_default_active_thread_percentage` with a number.
   Result<void> check();

@@ -165,15 +165,17 @@ TEST_F(AgentTest, ReadOnlyAgentWritesNothing) {
 
 // An MPS client's share is its thread percentage: from the plugin's record
 // for a pod, from the job's directory for `vgpu run --sharing mps`; the
-// metric and the JSON carry it as the SM share.
+// metric and the JSON carry it as the SM share. Priority blocks no MPS client.
 TEST_F(AgentTest, MpsClientsShowTheirThreadPercentageAsTheirShare) {
   auto pod = make_file("pod-a_main", kGpuA);
   fs::create_directories(root_.path() + "/limits");
   const std::string rec = root_.path() + "/limits/pod-a_main";
   std::ofstream(rec) << "CUDA_DEVICE_MEMORY_LIMIT_0=4096m\nVGPU_DEVICE_UUID_0=" << kGpuA
-                     << "\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n";
+                     << "\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\nCUDA_TASK_PRIORITY=0\n";
   fs::permissions(rec, fs::perms(0644));
+  pod.set_recent_kernel(2);  // a busy high-priority MPS client...
   auto job = make_file("local-1_serve", kGpuA);
+  job.set_recent_kernel(2);  // ...does not block this low-priority one
   std::ofstream(dir("local-1_serve") + "/mps") << "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100\n";
   auto plain = make_file("local-2_train", kGpuA);
   // A job's file that says nothing readable is a problem, not a share.
@@ -189,6 +191,7 @@ TEST_F(AgentTest, MpsClientsShowTheirThreadPercentageAsTheirShare) {
   EXPECT_EQ(by.at("pod-a")->mps_thread_percentage, 30u);
   EXPECT_EQ(by.at("pod-a")->devices.at(0).sm_limit, 30u);
   EXPECT_EQ(by.at("local-1")->mps_thread_percentage, 100u);
+  EXPECT_EQ(by.at("local-1")->recent_kernel, 1);  // active, not blocked (-1)
   EXPECT_FALSE(by.at("local-2")->mps_thread_percentage);
   EXPECT_FALSE(by.at("local-3")->mps_thread_percentage);
   EXPECT_EQ(v->counters.file_problems, 1u);

@@ -82,6 +82,24 @@ TEST(Feedback, NothingChangesForAnIdleNodeAtRest) {
   EXPECT_FALSE(out[1].changed);
 }
 
+// MPS: a busy high-priority service must not stop the trainer beside it (its
+// kernels run on other SMs at the same time), and an old block is lifted.
+TEST(Feedback, MpsClientsAreNeverBlockedAndBlockNobody) {
+  FeedbackInput service = c(2, 0, {"GPU-a"});
+  FeedbackInput trainer = c(-1, 1, {"GPU-a"});
+  FeedbackInput other = c(2, 1, {"GPU-a"});
+  service.mps_client = trainer.mps_client = other.mps_client = true;
+  const auto out = observe(std::vector<FeedbackInput>{service, trainer, other});
+  EXPECT_TRUE(out[0].active);
+  EXPECT_EQ(out[1].recent_kernel, 0);  // unblocked
+  EXPECT_EQ(out[2].recent_kernel, 1);  // active, not blocked
+  for (const FeedbackOutput& o : out)
+    EXPECT_EQ(o.utilization_switch, 0);
+  // An MPS client's activity does not block a time-sliced container either.
+  const auto mixed = observe(std::vector<FeedbackInput>{service, c(2, 1, {"GPU-a"})});
+  EXPECT_EQ(mixed[1].recent_kernel, 1);
+}
+
 TEST(Feedback, NoContainersNoOutput) {
   EXPECT_TRUE(observe(std::vector<FeedbackInput>{}).empty());
 }

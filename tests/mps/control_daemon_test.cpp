@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "mps/paths.hpp"
 #include "support/temp_dir.hpp"
@@ -126,6 +127,23 @@ TEST_F(ControlDaemonTest, ReusesADaemonThatAlreadyAnswers) {
   EXPECT_EQ(*s, Started::reused);
   EXPECT_EQ(count_of(read_file(record_), "start "), 1);
   EXPECT_EQ(first.pid(), second.pid());
+}
+
+// Two starters at once (two `vgpu run --sharing mps` started together): one
+// starts the daemon, the other waits for it and reuses it. Without the start
+// lock the second `-d` failed with "An instance of this daemon is already
+// running" (seen on an H200).
+TEST_F(ControlDaemonTest, TwoStartsAtOnceMakeOneDaemon) {
+  ScopedEnv slow{"SIMMPS_START_DELAY_MS", "300"};  // a wide window for the race
+  std::optional<Result<Started>> a, b;
+  {
+    std::jthread ta([&] { a = ControlDaemon(options()).start(); });
+    std::jthread tb([&] { b = ControlDaemon(options()).start(); });
+  }
+  ASSERT_TRUE(*a) << a->error().message;
+  ASSERT_TRUE(*b) << b->error().message;
+  EXPECT_NE(**a, **b);  // one fresh, one reused
+  EXPECT_EQ(count_of(read_file(record_), "start "), 1);
 }
 
 TEST_F(ControlDaemonTest, FindsTheBinaryInPath) {
