@@ -110,8 +110,11 @@ Reason check_before_numa(const GpuDevice& d, uint8_t eligible) {
 
 // The checks after it; mem receives what the container would take here.
 Reason check_after_numa(const GpuDevice& d, const DeviceUsage& u, uint8_t eligible,
-                        const ContainerRequest& c, int32_t cores, bool mutex, int32_t& mem) {
+                        const ContainerRequest& c, int32_t cores, bool mutex, int64_t user,
+                        int32_t& mem) {
   if (!(eligible & kUuidAccepted)) return Reason::kCardUuidMismatch;
+  if (d.mode == kModeMps && d.mps_user_pods > 0 && d.mps_user != user)
+    return Reason::kMpsUserMismatch;
   if (d.split_count <= u.tenants) return Reason::kCardTimeSlicingExhausted;
   if (mutex && u.tenants > 0) return Reason::kExclusiveDeviceAllocateConflict;
   int64_t want = c.mem_mib;
@@ -149,7 +152,7 @@ bool choose_unbound(const NodeDevices& node, const ContainerRequest& c, uint16_t
     int32_t mem = 0;
     Reason r = check_before_numa(d, s.eligible[i]);
     if (r == kPass)
-      r = check_after_numa(d, usage[i], s.eligible[i], c, cores, o.gpu_policy.mutex, mem);
+      r = check_after_numa(d, usage[i], s.eligible[i], c, cores, o.gpu_policy.mutex, o.user, mem);
     if (r != kPass) {
       failure.add(r);
       continue;
@@ -215,7 +218,7 @@ bool choose_numa_bound(const NodeDevices& node, const ContainerRequest& c, uint1
       s.chosen.clear();
     }
     int32_t mem = 0;
-    r = check_after_numa(d, usage[i], s.eligible[i], c, cores, o.gpu_policy.mutex, mem);
+    r = check_after_numa(d, usage[i], s.eligible[i], c, cores, o.gpu_policy.mutex, o.user, mem);
     if (r != kPass) {
       failure.add(r);
       continue;

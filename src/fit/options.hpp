@@ -19,6 +19,7 @@
 
 #include "common/function_ref.hpp"
 #include "common/result.hpp"
+#include "fit/types.hpp"
 
 namespace hami::fit {
 
@@ -77,6 +78,9 @@ struct PodOptions {
   NodePolicy node_policy = NodePolicy::kBinpack;
   GpuPolicy gpu_policy{};
   ScoringWeights weights{};
+  // Not an annotation: the pod's runAsUser (its GPU container's, else the
+  // pod's), set by the caller; an MPS GPU takes pods of one user only.
+  int64_t user = kUserUndeclared;
 };
 
 using AnnotationLookup = FunctionRef<std::optional<std::string_view>(std::string_view key)>;

@@ -10,6 +10,8 @@ const char* reason_name(Reason r) {
       return "CardCordoned";
     case Reason::kCardTypeMismatch:
       return "CardTypeMismatch";
+    case Reason::kMpsUserMismatch:
+      return "MpsUserMismatch";
     case Reason::kNumaNotFit:
       return "NumaNotFit";
     case Reason::kCardUuidMismatch:

@@ -23,6 +23,7 @@ enum class Reason : uint8_t {
   kCardTypeMismatch,
   kNumaNotFit,
   kCardUuidMismatch,
+  kMpsUserMismatch,  // ours: an MPS GPU whose server serves another user
   kCardTimeSlicingExhausted,
   kExclusiveDeviceAllocateConflict,
   kCardInsufficientMemory,

@@ -33,6 +33,10 @@ inline constexpr const char* kModeMig = "mig";
 // A GPU in mps mode serves only pods whose nvidia.com/vgpu-mode names mps.
 inline constexpr const char* kModeMps = "mps";
 
+// The user of a pod that declares no securityContext.runAsUser (its image's
+// user, which the scheduler cannot see): such pods count as one user.
+inline constexpr int64_t kUserUndeclared = -1;
+
 // gpumem-percentage's "not given" sentinel, as upstream stores it.
 inline constexpr int32_t kMemPercentUnset = 101;
 
@@ -50,6 +54,11 @@ struct GpuDevice {
   int32_t used_tenants = 0;   // slices handed out (upstream Used)
   int32_t used_mem_mib = 0;
   int32_t used_cores = 0;
+  // An MPS server serves one Linux user at a time (another user's clients
+  // wait until the first user's have exited), so an MPS GPU takes pods of
+  // one user: the user of the mps_user_pods pods placed on it.
+  int64_t mps_user = kUserUndeclared;
+  int32_t mps_user_pods = 0;
   // Equal non-zero ids mean equal (type, mode), so fitting over thousands of
   // nodes compares two integers instead of two strings per GPU. Whoever holds
   // many nodes (the scheduler's cache) assigns them; 0 means "compare the

@@ -72,6 +72,11 @@ size_t apply_charges(NodeDevices& node, std::span<const DeviceCharge> charges) {
     d->used_tenants = clamp32(int64_t{d->used_tenants} + c.tenants);
     d->used_mem_mib = clamp32(int64_t{d->used_mem_mib} + c.mem_mib);
     d->used_cores = clamp32(int64_t{d->used_cores} + c.cores);
+    if (d->mode == kModeMps) {
+      // The first pod's user; fitting keeps the others to it.
+      if (d->mps_user_pods == 0) d->mps_user = c.user;
+      ++d->mps_user_pods;
+    }
   }
   return unmatched;
 }
@@ -87,6 +92,9 @@ size_t remove_charges(NodeDevices& node, std::span<const DeviceCharge> charges) 
     d->used_tenants = clamp32(int64_t{d->used_tenants} - c.tenants);
     d->used_mem_mib = clamp32(int64_t{d->used_mem_mib} - c.mem_mib);
     d->used_cores = clamp32(int64_t{d->used_cores} - c.cores);
+    if (d->mode == kModeMps && d->mps_user_pods > 0 && --d->mps_user_pods == 0) {
+      d->mps_user = kUserUndeclared;
+    }
   }
   return unmatched;
 }

@@ -37,6 +37,7 @@ struct DeviceCharge {
   int32_t tenants = 0;
   int32_t mem_mib = 0;
   int32_t cores = 0;
+  int64_t user = kUserUndeclared;  // the pod's runAsUser: what an MPS GPU keeps (GpuDevice)
   bool operator==(const DeviceCharge&) const = default;
 };
 

@@ -52,6 +52,22 @@ class Reader {
     out = j->get<bool>();
     return {};
   }
+  hami::Result<void> integer(const json& parent, const char* key, const std::string& path,
+                             std::optional<int64_t>& out) const {
+    const json* j = member(parent, key);
+    if (!j) return {};
+    if (!j->is_number_integer()) return type_error(path, "integer", *j);
+    out = j->get<int64_t>();
+    return {};
+  }
+  // securityContext.runAsUser of `parent` (a pod spec or a container).
+  hami::Result<void> run_as_user(const json& parent, const std::string& path,
+                                 std::optional<int64_t>& out) const {
+    const json* sc = member(parent, "securityContext");
+    if (auto r = object(sc, path + ".securityContext"); !r) return r;
+    if (!sc) return {};
+    return integer(*sc, "runAsUser", path + ".securityContext.runAsUser", out);
+  }
   hami::Result<void> string_map(const json& parent, const char* key, const std::string& path,
                                 StringMap& out) const {
     const json* j = member(parent, key);
@@ -125,6 +141,7 @@ hami::Result<void> read_containers(const Reader& rd, const json& spec, const cha
     HAMI_TRY(rd.object(&c, at));
     Container& out_c = out.emplace_back();
     HAMI_TRY(rd.string(c, "name", at + ".name", out_c.name));
+    HAMI_TRY(rd.run_as_user(c, at, out_c.run_as_user));
     const json* res = Reader::member(c, "resources");
     HAMI_TRY(rd.object(res, at + ".resources"));
     if (res) {
@@ -200,6 +217,7 @@ hami::Result<Pod> Pod::from_json(const json& obj) {
     HAMI_TRY(rd.object(spec, "spec"));
     HAMI_TRY(rd.string(*spec, "nodeName", "spec.nodeName", p.node_name));
     HAMI_TRY(rd.string(*spec, "schedulerName", "spec.schedulerName", p.scheduler_name));
+    HAMI_TRY(rd.run_as_user(*spec, "spec", p.run_as_user));
     HAMI_TRY(
         read_containers(rd, *spec, "initContainers", "spec.initContainers", p.init_containers));
     HAMI_TRY(read_containers(rd, *spec, "containers", "spec.containers", p.containers));

@@ -11,6 +11,7 @@
 //   int64_t gpus =
 //   *hami::fit::parse_whole_quantity(pod->containers[0].limits.at("nvidia.com/gpu"));
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,13 +51,15 @@ struct Container {
   StringMap limits;  // resource name → quantity text, see quantity.hpp
   StringMap requests;
   std::vector<EnvVar> env;
+  std::optional<int64_t> run_as_user;  // securityContext.runAsUser
   bool operator==(const Container&) const = default;
 };
 
 struct Pod {
   ObjectMeta meta;
-  std::string node_name;       // spec.nodeName; empty until bound
-  std::string scheduler_name;  // spec.schedulerName
+  std::string node_name;               // spec.nodeName; empty until bound
+  std::string scheduler_name;          // spec.schedulerName
+  std::optional<int64_t> run_as_user;  // spec.securityContext.runAsUser
   std::vector<Container> init_containers;
   std::vector<Container> containers;
   std::string phase;  // status.phase: Pending, Running, Succeeded, Failed, Unknown

@@ -333,6 +333,8 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
     PodCharge charge;
     charge.node = node_name;
     charge.charges = fit::pod_charges(devices, req.kinds);
+    for (fit::DeviceCharge& ch : charge.charges)
+      ch.user = req.user;
     if (quotas_ != nullptr && quotas_->any()) {
       // Checked with the reservation, under the same lock: two binds of one
       // namespace cannot both take its last room.

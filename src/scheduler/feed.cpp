@@ -9,6 +9,7 @@
 #include "protocol/annotations.hpp"
 #include "protocol/device_codec.hpp"
 #include "protocol/node_register.hpp"
+#include "scheduler/pod_request.hpp"
 
 namespace hami::scheduler {
 
@@ -66,6 +67,12 @@ Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod) {
   PodCharge c;
   c.node = node->second;
   c.charges = fit::pod_charges(*devices, kinds);
+  std::vector<bool> uses_gpu;
+  for (const auto& container : *devices)
+    uses_gpu.push_back(!container.empty());
+  const int64_t user = pod_user(pod, uses_gpu);
+  for (fit::DeviceCharge& ch : c.charges)
+    ch.user = user;
   c.ns = pod.meta.ns;
   c.name = pod.meta.name;
   c.bound = !pod.node_name.empty();

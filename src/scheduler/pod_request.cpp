@@ -33,16 +33,32 @@ Result<SchedulingRequest> pod_request(const k8s::Pod& pod, const SchedulerConfig
     if (auto r = add(c, fit::ContainerKind::kApp); !r) return r.error();
   }
   bool any = false;
-  for (const auto& c : request.containers)
+  std::vector<bool> uses_gpu;
+  for (const auto& c : request.containers) {
     any |= c.nums > 0;
+    uses_gpu.push_back(c.nums > 0);
+  }
   if (!any) return out;
   auto options = fit::parse_pod_options(
       [&](std::string_view key) { return lookup(pod.meta.annotations, key); }, config.policy);
   if (!options) return options.error();
+  out.user = options->user = pod_user(pod, uses_gpu);
   auto prepared = fit::PreparedPod::make(std::move(request), std::move(*options));
   if (!prepared) return prepared.error();
   out.prepared = std::move(*prepared);
   return out;
+}
+
+int64_t pod_user(const k8s::Pod& pod, const std::vector<bool>& uses_gpu) {
+  size_t at = 0;
+  for (const auto* list : {&pod.init_containers, &pod.containers}) {
+    for (const k8s::Container& c : *list) {
+      const bool gpu = at < uses_gpu.size() && uses_gpu[at];
+      ++at;
+      if (gpu && c.run_as_user) return *c.run_as_user;
+    }
+  }
+  return pod.run_as_user.value_or(fit::kUserUndeclared);
 }
 
 bool requests_our_resources(const k8s::Pod& pod, const SchedulerConfig& config) {

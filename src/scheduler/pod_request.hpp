@@ -22,7 +22,14 @@ namespace hami::scheduler {
 struct SchedulingRequest {
   std::optional<fit::PreparedPod> prepared;  // nullopt: no container asks for a GPU
   std::vector<fit::ContainerKind> kinds;
+  int64_t user = fit::kUserUndeclared;  // pod_user(): also in prepared's options
 };
+
+// The user the pod's GPU containers run as, for MPS GPUs (one user per
+// server): the runAsUser of the first container (init containers first)
+// whose position uses_gpu marks and that declares one, else the pod's, else
+// fit::kUserUndeclared.
+int64_t pod_user(const k8s::Pod& pod, const std::vector<bool>& uses_gpu);
 
 Result<SchedulingRequest> pod_request(const k8s::Pod& pod, const SchedulerConfig& config);
 

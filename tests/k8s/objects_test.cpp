@@ -120,7 +120,20 @@ INSTANTIATE_TEST_SUITE_P(
                "metadata.annotations[\"a\"]: expected string, got boolean"},
         BadPod{R"({"metadata": {"creationTimestamp": "yesterday"}})",
                "metadata.creationTimestamp: time \"yesterday\""},
-        BadPod{R"({"status": {"phase": 3}})", "status.phase: expected string, got number"}));
+        BadPod{R"({"status": {"phase": 3}})", "status.phase: expected string, got number"},
+        BadPod{R"({"spec": {"securityContext": {"runAsUser": "1000"}}})",
+               "spec.securityContext.runAsUser: expected integer, got string"},
+        BadPod{R"({"spec": {"containers": [{"name": "c", "securityContext": 1}]}})",
+               "spec.containers[0].securityContext: expected object, got number"}));
+
+TEST(Objects, RunAsUserOfThePodAndItsContainers) {
+  auto pod = Pod::from_json(json::parse(R"({"spec": {"securityContext": {"runAsUser": 1000},
+      "containers": [{"name": "a"}, {"name": "b", "securityContext": {"runAsUser": 0}}]}})"));
+  ASSERT_TRUE(pod) << pod.error().message;
+  EXPECT_EQ(pod->run_as_user, 1000);
+  EXPECT_FALSE(pod->containers[0].run_as_user);
+  EXPECT_EQ(pod->containers[1].run_as_user, 0);
+}
 
 // What the scheduler extender needs to know before it binds a pod elsewhere
 // than kube-scheduler chose: whether its place depends on other pods'.

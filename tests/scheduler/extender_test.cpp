@@ -126,6 +126,45 @@ TEST_F(ExtenderTest, SharingModesNeverMixOnOneGpu) {
   EXPECT_EQ(big.failed.at("mixed"), "1/2 CardTypeMismatch, 1/2 AllocatedCardsInsufficientRequest");
 }
 
+// An MPS server serves one Linux user at a time (another user's clients wait
+// until the first user's exit), so an MPS GPU takes pods of one user: the
+// pod's runAsUser (its GPU container's, else the pod's; none declared counts
+// as one more user). Time-sliced GPUs do not care.
+TEST_F(ExtenderTest, AnMpsGpuTakesPodsOfOneUserOnly) {
+  feed.node_changed(node_with_modes("mps", {"mps"}));
+  const std::vector<std::string> nodes{"mps"};
+  const std::map<std::string, std::string> limits{
+      {"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "20"}};
+  const std::map<std::string, std::string> mps{{"nvidia.com/vgpu-mode", "mps"}};
+  auto as_user = [](json p, std::optional<int64_t> pod_uid, std::optional<int64_t> ctr_uid) {
+    if (pod_uid) p["spec"]["securityContext"]["runAsUser"] = *pod_uid;
+    if (ctr_uid) p["spec"]["containers"][0]["securityContext"]["runAsUser"] = *ctr_uid;
+    return p;
+  };
+  // The first pod, user 1000, is placed and seen back from the API server.
+  json first = as_user(test::bindable_pod("first", limits, "u-first", mps), 1000, std::nullopt);
+  backend.add_pod(first);
+  ASSERT_EQ(ext.bind({"default", "first", "u-first", "mps"}), "");
+  backend.release_all_locks();
+  feed.pod_changed(backend.pod("default", "first"));
+
+  // Root (container level beats the pod's 1000) is kept off with the reason.
+  json root = as_user(test::bindable_pod("root", limits, "u-root", mps), 1000, 0);
+  FilterResult r = ext.filter(pod_of(root), nodes);
+  EXPECT_TRUE(r.nodes.empty());
+  EXPECT_EQ(r.failed.at("mps"), "1/1 MpsUserMismatch");
+  // So is a pod that declares no user.
+  json unset = test::bindable_pod("unset", limits, "u-unset", mps);
+  EXPECT_EQ(ext.filter(pod_of(unset), nodes).failed.at("mps"), "1/1 MpsUserMismatch");
+  // The same user joins.
+  json same = as_user(test::bindable_pod("same", limits, "u-same", mps), std::nullopt, 1000);
+  EXPECT_EQ(ext.filter(pod_of(same), nodes).nodes, nodes);
+
+  // Once the first user's pod is gone, another user may have the GPU.
+  feed.pod_deleted(backend.pod("default", "first"));
+  EXPECT_EQ(ext.filter(pod_of(root), nodes).nodes, nodes);
+}
+
 TEST_F(ExtenderTest, PodWithoutOurResourcesPassesThrough) {
   json p = add("plain", {{"cpu", "1"}}, "u2");
   FilterResult r = ext.filter(pod_of(p), all);
