@@ -1494,6 +1494,25 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
   auto m = get_pod("more");
   ASSERT_TRUE(m);
   EXPECT_EQ((*m)["spec"].value("nodeName", ""), "") << "a plain pod was placed beside MPS clients";
+
+  // The MPS pods so far declare no user; one that runs as 1000 would wait for
+  // their server to exit: it is kept off the MPS GPU with the reason.
+  json other =
+      on_node(pod("other-user", {container("main", {{"nvidia.com/gpumem", "1000"}})}, mps));
+  other["spec"]["securityContext"] = {{"runAsUser", 1000}};
+  const json created = create(other);
+  std::string other_why;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        for (const json& e : events_of(created, "FailedScheduling"))
+          other_why = e.value("message", "");
+        return !other_why.empty();
+      },
+      30s));
+  EXPECT_THAT(other_why, HasSubstr("1/2 MpsUserMismatch"));
+  auto o = get_pod("other-user");
+  ASSERT_TRUE(o);
+  EXPECT_EQ((*o)["spec"].value("nodeName", ""), "") << "placed beside another user's MPS clients";
 }
 
 }  // namespace
