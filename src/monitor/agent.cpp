@@ -160,7 +160,10 @@ std::shared_ptr<const NodeView> Agent::run_pass() {
     in.recent_kernel = sane_recent_kernel(c.snapshot.recent_kernel);
     in.utilization_switch = c.snapshot.utilization_switch;
     in.priority = c.record ? c.record->priority.value_or(1) : sane_priority(c.snapshot.priority);
-    in.mps_client = c.mps_thread_percentage.has_value();
+    // Exempt from blocking only on the plugin's word: a job directory's mps
+    // file is the tenant's to write (a pod of upstream's plugin has no
+    // record). A read-only pass (vgpu top) only shows, so it may take it.
+    in.mps_client = c.mps_thread_percentage && (c.record || !options_.write_back);
     for (const Device& d : devices.back()) {
       if (!d.uuid.empty()) in.gpu_uuids.emplace_back(uuid_key(d.uuid));
     }

@@ -206,6 +206,21 @@ TEST_F(AgentTest, MpsClientsShowTheirThreadPercentageAsTheirShare) {
   }
   EXPECT_EQ(share["trainer-0"], "30");  // pod-a's name
   EXPECT_EQ(share["local-1"], "100");
+
+  // Writing back, a job directory's own mps file does not exempt it from
+  // blocking (the tenant writes it); the plugin's record does.
+  auto high = make_file("local-4_high", kGpuA, /*priority=*/0);  // time-sliced, busy
+  high.set_recent_kernel(2);
+  job.set_recent_kernel(2);
+  Agent writer = make_agent(/*write_back=*/true);
+  auto w = writer.run_pass();
+  bool seen = false;
+  for (const ContainerView& c : w->containers) {
+    if (c.ref.pod_uid != "local-1") continue;
+    seen = true;
+    EXPECT_EQ(c.recent_kernel, -1);
+  }
+  EXPECT_TRUE(seen);
 }
 
 // Upstream's feedback semantics through real files: the high-priority
