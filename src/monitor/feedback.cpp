@@ -23,7 +23,9 @@ std::vector<FeedbackOutput> observe(std::span<const FeedbackInput> containers) {
     FeedbackOutput& o = out[i];
     bool higher_active = false;
     bool peers_active = false;
-    for (const std::string& gpu : c.mps_client ? std::vector<std::string>{} : c.gpu_uuids) {
+    // An MPS client shares the SMs with the others at once: nothing holds it.
+    for (const std::string& gpu : c.mps_client ? std::span<const std::string>{}
+                                               : std::span<const std::string>(c.gpu_uuids)) {
       for (auto it = active.lower_bound({gpu, INT32_MIN});
            it != active.end() && it->first.first == gpu; ++it) {
         if (it->first.second < c.priority) higher_active = true;

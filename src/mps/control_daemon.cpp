@@ -214,7 +214,8 @@ Result<Started> ControlDaemon::start() {
   // Held until this start is over: a second `-d` meanwhile would fail with
   // "An instance of this daemon is already running".
   const fs::path lock_path = options_.pipe_dir.parent_path() / "start.lock";
-  UniqueFd lock{::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)};
+  // Read-only is enough for flock, and lets another user's start take turns.
+  UniqueFd lock{::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)};
   if (lock.get() < 0) return Error::from_errno(lock_path.string() + ": cannot open");
   const auto lock_deadline = Clock::now() + 2 * options_.start_timeout;
   while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
