@@ -86,10 +86,19 @@ Result<void> make_state_file(const JobDir& job, const std::string& uuid, uint64_
   return {};
 }
 
+// An MPS job's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; 0: none. A high-priority
+// job (a latency-bound service) is not capped: the others are capped at their
+// shares, whose sum fitting keeps within 100 - its share, so at least its
+// share of the SMs is always free for it, and it may use SMs the others leave
+// idle (docs/sharing-modes.md).
+int mps_thread_cap(const RunOptions& o) {
+  return o.priority == "high" ? 0 : o.cores;
+}
+
 // For an MPS job, <job>/mps: its thread percentage, which the node agent and
 // `vgpu top` show as its share (a standalone job has no device-plugin record).
 Result<void> write_mps_client_file(const JobDir& job, const RunOptions& o) {
-  const int cap = o.priority == "high" ? 0 : o.cores;
+  const int cap = mps_thread_cap(o);
   const std::string text = std::string(monitor::kMpsThreadKey) + "=" +
                            std::to_string(cap > 0 && cap < 100 ? cap : 100) + "\n";
   const std::string path = job.named_path() + "/" + monitor::kMpsClientFile;
@@ -263,12 +272,7 @@ int run_command(const RunOptions& o) {
   if (mps) {
     // Started (or found) before the job's files, and left running afterwards:
     // the next MPS job on this GPU reuses it (vgpu mps stop ends it).
-    // A high-priority job (a latency-bound service) is not capped: the others
-    // are capped at their shares, whose sum fitting keeps within 100 - its
-    // share, so at least its share of the SMs is always free for it, and it
-    // may use SMs the others leave idle (docs/sharing-modes.md).
-    const int thread_cap = o.priority == "high" ? 0 : o.cores;
-    auto client = mps_client_env(hook, uuid, o.mps_control, thread_cap, memory);
+    auto client = mps_client_env(hook, uuid, o.mps_control, mps_thread_cap(o), memory);
     if (!client) {
       (void)remove_job_dir(*root, *job);
       return fail(kExitCannotRun, client.error().message);

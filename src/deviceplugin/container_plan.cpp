@@ -100,6 +100,7 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   p.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = state_file;
   if (cfg.device_memory_scaling > 1) p.envs["CUDA_OVERSUBSCRIBE"] = "true";
   if (cfg.lib_cuda_log_level) p.envs["LIBCUDA_LOG_LEVEL"] = std::to_string(*cfg.lib_cuda_log_level);
+  int mps_threads = 100;  // an MPS client's thread cap; 100: none
   if (mps) {
     const AllocatedGpu& g = in.gpus[0];
     p.mps_pipe_dir = mps::mps_pipe_dir(p.vgpu_dir, g.uuid).string();
@@ -110,8 +111,9 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
     // within 100 minus its share, so that share of the SMs is always free for
     // it, and it may use SMs the others leave idle (docs/sharing-modes.md).
     const bool high_priority = in.priority && *in.priority == 0;
-    if (g.cores > 0 && g.cores < 100 && !high_priority)
-      p.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(g.cores);
+    if (g.cores > 0 && g.cores < 100 && !high_priority) mps_threads = g.cores;
+    if (mps_threads < 100)
+      p.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(mps_threads);
     // The container sees its one GPU as device 0. The library's limit stays
     // the hard one on every path; this one makes the server refuse too.
     if (g.mem_mib > 0)
@@ -129,11 +131,8 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
     p.limits_text += "VGPU_DEVICE_UUID_" + std::to_string(i) + "=" + in.gpus[i].uuid + "\n";
   // The container is an MPS client: the node agent and `vgpu top` show this
   // as its share (100: no cap), whether or not the variable was set.
-  if (mps) {
-    auto it = p.envs.find("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-    p.limits_text += std::string("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=") +
-                     (it == p.envs.end() ? "100" : it->second) + "\n";
-  }
+  if (mps)
+    p.limits_text += "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(mps_threads) + "\n";
 
   p.mounts.push_back({p.library, p.library, true});
   p.mounts.push_back({p.vgpu_dir, p.container_dir, false});

@@ -20,10 +20,7 @@ std::string indexed(const char* key, int i) {
   return std::string(key) + "_" + std::to_string(i);
 }
 
-}  // namespace
-
-Result<std::optional<uint64_t>> parse_mps_thread_percentage(const std::string& text) {
-  const KvText kv = parse_kv_text(text);
+Result<std::optional<uint64_t>> mps_thread_percentage(const KvText& kv) {
   auto m = kv.find(kMpsThreadKey);
   if (!m) return std::optional<uint64_t>();
   auto v = parse_percent(*m);
@@ -32,6 +29,12 @@ Result<std::optional<uint64_t>> parse_mps_thread_percentage(const std::string& t
                  ": not a percentage from 1 to 100"};
   }
   return std::optional<uint64_t>(*v);
+}
+
+}  // namespace
+
+Result<std::optional<uint64_t>> parse_mps_thread_percentage(const std::string& text) {
+  return mps_thread_percentage(parse_kv_text(text));
 }
 
 Result<TrustedRecord> parse_trusted_record(const std::string& text, const std::string& path) {
@@ -82,7 +85,7 @@ Result<TrustedRecord> parse_trusted_record(const std::string& text, const std::s
     }
     r.gpu_uuids.push_back(*u);
   }
-  auto mps = parse_mps_thread_percentage(text);
+  auto mps = mps_thread_percentage(kv);
   if (!mps) return Error{path + ": " + mps.error().message};
   r.mps_thread_percentage = *mps;
   if (auto f = kv.find("CUDA_DEVICE_MEMORY_SHARED_CACHE")) {
