@@ -1474,14 +1474,19 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
   // other): a plain pod waits, an MPS pod of the same size is placed.
   const json more =
       create(on_node(pod("more", {container("main", {{"nvidia.com/gpumem", "16000"}})})));
-  std::string why;
-  EXPECT_TRUE(wait_until(
-      [&] {
-        for (const json& e : events_of(more, "FailedScheduling"))
-          why = e.value("message", "");
-        return !why.empty();
-      },
-      30s));
+  // The last FailedScheduling message of a pod, once there is one.
+  auto scheduling_failure = [&](const json& p) {
+    std::string why;
+    EXPECT_TRUE(wait_until(
+        [&] {
+          for (const json& e : events_of(p, "FailedScheduling"))
+            why = e.value("message", "");
+          return !why.empty();
+        },
+        30s));
+    return why;
+  };
+  const std::string why = scheduling_failure(more);
   EXPECT_THAT(why, HasSubstr("1/2 CardTypeMismatch"));
   EXPECT_THAT(why, HasSubstr("1/2 CardInsufficientMemory"));
   create(on_node(pod("serve2", {container("main", {{"nvidia.com/gpumem", "16000"}})}, mps)));
@@ -1500,16 +1505,7 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
   json other =
       on_node(pod("other-user", {container("main", {{"nvidia.com/gpumem", "1000"}})}, mps));
   other["spec"]["securityContext"] = {{"runAsUser", 1000}};
-  const json created = create(other);
-  std::string other_why;
-  EXPECT_TRUE(wait_until(
-      [&] {
-        for (const json& e : events_of(created, "FailedScheduling"))
-          other_why = e.value("message", "");
-        return !other_why.empty();
-      },
-      30s));
-  EXPECT_THAT(other_why, HasSubstr("1/2 MpsUserMismatch"));
+  EXPECT_THAT(scheduling_failure(create(other)), HasSubstr("1/2 MpsUserMismatch"));
   auto o = get_pod("other-user");
   ASSERT_TRUE(o);
   EXPECT_EQ((*o)["spec"].value("nodeName", ""), "") << "placed beside another user's MPS clients";
