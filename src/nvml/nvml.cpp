@@ -116,6 +116,12 @@ struct Library::Api {
   nvmlReturn_t (*compute_capability)(nvmlDevice_t, int*, int*) = nullptr;
   // nvmlComputeMode_t is an enum of int size.
   nvmlReturn_t (*compute_mode)(nvmlDevice_t, int*) = nullptr;
+  // Topology: optional, each on its own.
+  nvmlReturn_t (*common_ancestor)(nvmlDevice_t, nvmlDevice_t, int*) = nullptr;
+  nvmlReturn_t (*p2p_status)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
+  nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned, int*) = nullptr;
+  nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
+  nvmlReturn_t (*nvlink_remote_type)(nvmlDevice_t, unsigned, int*) = nullptr;
   // Events: optional as a group.
   nvmlReturn_t (*event_set_create)(nvmlEventSet_t*) = nullptr;
   nvmlReturn_t (*supported_events)(nvmlDevice_t, unsigned long long*) = nullptr;
@@ -175,6 +181,13 @@ struct Library::Api {
     compute_capability =
         lookup<decltype(compute_capability)>(dl, "nvmlDeviceGetCudaComputeCapability");
     compute_mode = lookup<decltype(compute_mode)>(dl, "nvmlDeviceGetComputeMode");
+    common_ancestor = lookup<decltype(common_ancestor)>(dl, "nvmlDeviceGetTopologyCommonAncestor");
+    p2p_status = lookup<decltype(p2p_status)>(dl, "nvmlDeviceGetP2PStatus");
+    nvlink_state = lookup<decltype(nvlink_state)>(dl, "nvmlDeviceGetNvLinkState");
+    nvlink_remote_pci =
+        lookup<decltype(nvlink_remote_pci)>(dl, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    nvlink_remote_type =
+        lookup<decltype(nvlink_remote_type)>(dl, "nvmlDeviceGetNvLinkRemoteDeviceType");
     event_set_create = lookup<decltype(event_set_create)>(dl, "nvmlEventSetCreate");
     supported_events = lookup<decltype(supported_events)>(dl, "nvmlDeviceGetSupportedEventTypes");
     register_events = lookup<decltype(register_events)>(dl, "nvmlDeviceRegisterEvents");
@@ -470,6 +483,83 @@ Result<std::string> Library::driver_version() {
   if (const nvmlReturn_t rc = api_->driver_version(buf, sizeof buf); rc != NVML_SUCCESS)
     return fail("nvmlSystemGetDriverVersion", -1, rc);
   return std::string(buf);
+}
+
+Result<int> Library::common_ancestor(int a, int b) {
+  static constexpr const char* kCall = "nvmlDeviceGetTopologyCommonAncestor";
+  if (api_->common_ancestor == nullptr) return fail(kCall, a, NVML_ERROR_FUNCTION_NOT_FOUND);
+  auto ha = handle(a);
+  if (!ha) return ha.error();
+  auto hb = handle(b);
+  if (!hb) return hb.error();
+  int level = 0;
+  if (const nvmlReturn_t rc = api_->common_ancestor(static_cast<nvmlDevice_t>(*ha),
+                                                    static_cast<nvmlDevice_t>(*hb), &level);
+      rc != NVML_SUCCESS) {
+    return fail(kCall, a, rc);
+  }
+  return level;
+}
+
+Result<int> Library::p2p_status(int a, int b, int caps_index) {
+  static constexpr const char* kCall = "nvmlDeviceGetP2PStatus";
+  if (api_->p2p_status == nullptr) return fail(kCall, a, NVML_ERROR_FUNCTION_NOT_FOUND);
+  auto ha = handle(a);
+  if (!ha) return ha.error();
+  auto hb = handle(b);
+  if (!hb) return hb.error();
+  int status = NVML_P2P_STATUS_UNKNOWN;
+  if (const nvmlReturn_t rc = api_->p2p_status(static_cast<nvmlDevice_t>(*ha),
+                                               static_cast<nvmlDevice_t>(*hb), caps_index, &status);
+      rc != NVML_SUCCESS) {
+    return fail(kCall, a, rc);
+  }
+  return status;
+}
+
+Result<std::vector<NvLink>> Library::nvlinks(int index) {
+  if (api_->nvlink_state == nullptr)
+    return fail("nvmlDeviceGetNvLinkState", index, NVML_ERROR_FUNCTION_NOT_FOUND);
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  auto* h = static_cast<nvmlDevice_t>(*hr);
+  // A link number the GPU does not have answers NOT_SUPPORTED or
+  // INVALID_ARGUMENT (both seen, by product), as NVIDIA's own tools treat them.
+  auto absent = [](nvmlReturn_t rc) {
+    return rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_INVALID_ARGUMENT;
+  };
+  std::vector<NvLink> out;
+  for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+    int state = NVML_FEATURE_DISABLED;
+    if (const nvmlReturn_t rc = api_->nvlink_state(h, link, &state); rc != NVML_SUCCESS) {
+      if (absent(rc)) continue;
+      return fail("nvmlDeviceGetNvLinkState", index, rc);
+    }
+    if (state != NVML_FEATURE_ENABLED) continue;
+    NvLink l;
+    l.link = link;
+    if (api_->nvlink_remote_pci != nullptr) {
+      nvmlPciInfo_t pci{};
+      const nvmlReturn_t rc = api_->nvlink_remote_pci(h, link, &pci);
+      if (rc == NVML_SUCCESS) {
+        pci.busId[sizeof pci.busId - 1] = '\0';
+        l.remote_bus_id = pci.busId;
+      } else if (device_gone(rc)) {
+        return fail("nvmlDeviceGetNvLinkRemotePciInfo_v2", index, rc);
+      }
+    }
+    if (api_->nvlink_remote_type != nullptr) {
+      int type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+      const nvmlReturn_t rc = api_->nvlink_remote_type(h, link, &type);
+      if (rc == NVML_SUCCESS) {
+        l.remote_type = type;
+      } else if (device_gone(rc)) {
+        return fail("nvmlDeviceGetNvLinkRemoteDeviceType", index, rc);
+      }
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
 }
 
 Result<int> Library::watch_xid_events() {

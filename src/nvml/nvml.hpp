@@ -27,6 +27,15 @@
 //   auto ev = (*nvml)->wait_xid(500ms);                // nullopt: none in 500 ms
 //   if (ev && *ev) mark_unhealthy((*ev)->index, (*ev)->xid);
 //
+// Topology, for placement (topology.hpp reads every pair with these): the
+// closest PCIe ancestor two GPUs share, a GPU's active NVLinks and what is at
+// their far end, and whether peer-to-peer access works between two GPUs. A
+// driver without these functions answers kFunctionNotFound.
+//
+//   auto level = (*nvml)->common_ancestor(0, 1);   // kTopologySingle: one PCIe switch
+//   auto links = (*nvml)->nvlinks(0);              // empty on a GPU without NVLink
+//   auto p2p = (*nvml)->p2p_status(0, 1, kP2pRead);  // kP2pOk
+//
 // Not thread-safe: one thread (the sampler, the health checker) owns a Library.
 
 #include <chrono>
@@ -104,6 +113,36 @@ struct XidEvent {
   uint64_t xid = 0;  // 999: an Xid the driver does not know
 };
 
+// nvmlGpuTopologyLevel_t: the closest PCIe ancestor two GPUs share, closest first.
+inline constexpr int kTopologyInternal = 0;     // the same board
+inline constexpr int kTopologySingle = 10;      // one PCIe switch
+inline constexpr int kTopologyMultiple = 20;    // several switches, below one host bridge
+inline constexpr int kTopologyHostBridge = 30;  // one host bridge
+inline constexpr int kTopologyNode = 40;        // the host bridges of one NUMA node
+inline constexpr int kTopologySystem = 50;      // across NUMA nodes
+
+// nvmlGpuP2PCapsIndex_t: what p2p_status asks.
+inline constexpr int kP2pRead = 0;
+inline constexpr int kP2pWrite = 1;
+inline constexpr int kP2pNvlink = 2;
+inline constexpr int kP2pAtomics = 3;
+inline constexpr int kP2pPci = 4;
+// nvmlGpuP2PStatus_t: its answer; anything but kP2pOk means no peer access.
+inline constexpr int kP2pOk = 0;
+inline constexpr int kP2pUnknown = 6;
+
+// nvmlIntNvLinkDeviceType_t: what is at an NVLink's far end.
+inline constexpr int kNvLinkRemoteGpu = 0;
+inline constexpr int kNvLinkRemoteSwitch = 2;
+inline constexpr int kNvLinkRemoteUnknown = 0xFF;
+
+// One active NVLink of a GPU.
+struct NvLink {
+  unsigned link = 0;          // 0 .. NVML_NVLINK_MAX_LINKS - 1
+  std::string remote_bus_id;  // the far end's PCI bus id, as NVML formats it; "" unknown
+  int remote_type = kNvLinkRemoteUnknown;  // a GPU, an NVSwitch, or unknown (old driver)
+};
+
 class Library {
  public:
   // dlopen(path), resolve the symbols, nvmlInit_v2. The Error says which
@@ -135,6 +174,17 @@ class Library {
   // none came (NVML_ERROR_TIMEOUT). An Error if watch_xid_events() has not
   // succeeded, or for any other NVML failure.
   Result<std::optional<XidEvent>> wait_xid(std::chrono::milliseconds timeout);
+
+  // nvmlDeviceGetTopologyCommonAncestor: a kTopology* level.
+  Result<int> common_ancestor(int a, int b);
+  // The GPU's enabled NVLinks (nvmlDeviceGetNvLinkState over every link
+  // number); links the GPU does not have (NVML_ERROR_NOT_SUPPORTED or
+  // INVALID_ARGUMENT) are skipped, so a GPU without NVLink has none. Where the
+  // driver cannot say what is at a link's end, remote_bus_id is empty or
+  // remote_type unknown.
+  Result<std::vector<NvLink>> nvlinks(int index);
+  // nvmlDeviceGetP2PStatus for one kP2p* capability: a P2P status (kP2pOk...).
+  Result<int> p2p_status(int a, int b, int caps_index);
 
   // The raw nvmlReturn_t behind the last Error returned (kSuccess if none
   // yet), for callers that mark devices unhealthy.

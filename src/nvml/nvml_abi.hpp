@@ -118,6 +118,40 @@ struct nvmlEventData_t {
   unsigned int computeInstanceId;  // MIG; 0xFFFFFFFF otherwise
 };
 
+// Topology (nvmlDeviceGetTopologyCommonAncestor): the closest PCIe ancestor
+// two GPUs share, closest first (nvmlGpuTopologyLevel_t).
+inline constexpr int NVML_TOPOLOGY_INTERNAL = 0;     // the same board
+inline constexpr int NVML_TOPOLOGY_SINGLE = 10;      // one PCIe switch
+inline constexpr int NVML_TOPOLOGY_MULTIPLE = 20;    // several PCIe switches, no host bridge
+inline constexpr int NVML_TOPOLOGY_HOSTBRIDGE = 30;  // one host bridge
+inline constexpr int NVML_TOPOLOGY_NODE = 40;        // host bridges of one NUMA node
+inline constexpr int NVML_TOPOLOGY_SYSTEM = 50;      // across NUMA nodes (SMP interconnect)
+
+// nvmlDeviceGetP2PStatus: what is asked (nvmlGpuP2PCapsIndex_t) and the answer
+// (nvmlGpuP2PStatus_t).
+inline constexpr int NVML_P2P_CAPS_INDEX_READ = 0;
+inline constexpr int NVML_P2P_CAPS_INDEX_WRITE = 1;
+inline constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;
+inline constexpr int NVML_P2P_CAPS_INDEX_ATOMICS = 3;
+inline constexpr int NVML_P2P_CAPS_INDEX_PCI = 4;
+inline constexpr int NVML_P2P_STATUS_OK = 0;
+inline constexpr int NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED = 1;
+inline constexpr int NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2;
+inline constexpr int NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3;
+inline constexpr int NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4;
+inline constexpr int NVML_P2P_STATUS_NOT_SUPPORTED = 5;
+inline constexpr int NVML_P2P_STATUS_UNKNOWN = 6;
+
+// NVLink (nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkRemotePciInfo_v2,
+// nvmlDeviceGetNvLinkRemoteDeviceType). nvml.h spells the link count as a macro.
+inline constexpr unsigned NVML_NVLINK_MAX_LINKS = 18;
+inline constexpr int NVML_FEATURE_DISABLED = 0;  // nvmlEnableState_t
+inline constexpr int NVML_FEATURE_ENABLED = 1;
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_GPU = 0;  // nvmlIntNvLinkDeviceType_t
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_IBMNPU = 1;
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_SWITCH = 2;
+inline constexpr int NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF;
+
 }  // namespace hami::nvml::abi
 
 // libvgpu.so spells these names hami::cuda::, beside the CUDA driver's.

@@ -20,6 +20,7 @@ constexpr unsigned kBusId = h::NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE;
 constexpr unsigned kBusIdLegacy = h::NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE;
 constexpr unsigned kMemoryV2 = h::nvmlMemory_v2;
 constexpr unsigned long long kXidCriticalError = h::nvmlEventTypeXidCriticalError;
+constexpr unsigned kNvLinkMaxLinks = h::NVML_NVLINK_MAX_LINKS;
 }  // namespace ours
 
 // The versioned and unversioned functions under their own names.
@@ -85,6 +86,12 @@ SAME(nvmlDeviceRegisterEvents, Dev, unsigned long long, h::nvmlEventSet_t)
 SAME(nvmlEventSetWait_v2, h::nvmlEventSet_t, h::nvmlEventData_t*, unsigned)
 SAME(nvmlEventSetWait, h::nvmlEventSet_t, h::nvmlEventData_t*, unsigned)
 SAME(nvmlEventSetFree, h::nvmlEventSet_t)
+// Topology: the enum parameters are int-sized.
+SAME(nvmlDeviceGetTopologyCommonAncestor, Dev, Dev, int*)
+SAME(nvmlDeviceGetP2PStatus, Dev, Dev, int, int*)
+SAME(nvmlDeviceGetNvLinkState, Dev, unsigned, int*)
+SAME(nvmlDeviceGetNvLinkRemotePciInfo_v2, Dev, unsigned, h::nvmlPciInfo_t*)
+SAME(nvmlDeviceGetNvLinkRemoteDeviceType, Dev, unsigned, int*)
 #undef SAME
 static_assert(std::is_same_v<decltype(&::nvmlErrorString), const char* (*)(::nvmlReturn_t)>);
 static_assert(std::is_same_v<h::nvmlDevice_t, ::nvmlDevice_t>);
@@ -117,6 +124,38 @@ static_assert(ours::kBusId == NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE);
 static_assert(ours::kBusIdLegacy == NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE);
 static_assert(ours::kMemoryV2 == nvmlMemory_v2);
 static_assert(ours::kXidCriticalError == nvmlEventTypeXidCriticalError);
+static_assert(ours::kNvLinkMaxLinks == NVML_NVLINK_MAX_LINKS);
+
+static_assert(h::NVML_TOPOLOGY_INTERNAL == ::NVML_TOPOLOGY_INTERNAL);
+static_assert(h::NVML_TOPOLOGY_SINGLE == ::NVML_TOPOLOGY_SINGLE);
+static_assert(h::NVML_TOPOLOGY_MULTIPLE == ::NVML_TOPOLOGY_MULTIPLE);
+static_assert(h::NVML_TOPOLOGY_HOSTBRIDGE == ::NVML_TOPOLOGY_HOSTBRIDGE);
+static_assert(h::NVML_TOPOLOGY_NODE == ::NVML_TOPOLOGY_NODE);
+static_assert(h::NVML_TOPOLOGY_SYSTEM == ::NVML_TOPOLOGY_SYSTEM);
+static_assert(sizeof(::nvmlGpuTopologyLevel_t) == sizeof(int));
+static_assert(h::NVML_P2P_CAPS_INDEX_READ == ::NVML_P2P_CAPS_INDEX_READ);
+static_assert(h::NVML_P2P_CAPS_INDEX_WRITE == ::NVML_P2P_CAPS_INDEX_WRITE);
+static_assert(h::NVML_P2P_CAPS_INDEX_NVLINK == ::NVML_P2P_CAPS_INDEX_NVLINK);
+static_assert(h::NVML_P2P_CAPS_INDEX_ATOMICS == ::NVML_P2P_CAPS_INDEX_ATOMICS);
+static_assert(h::NVML_P2P_CAPS_INDEX_PCI == ::NVML_P2P_CAPS_INDEX_PCI);
+static_assert(sizeof(::nvmlGpuP2PCapsIndex_t) == sizeof(int));
+static_assert(h::NVML_P2P_STATUS_OK == ::NVML_P2P_STATUS_OK);
+static_assert(h::NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED == ::NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED);
+static_assert(h::NVML_P2P_STATUS_GPU_NOT_SUPPORTED == ::NVML_P2P_STATUS_GPU_NOT_SUPPORTED);
+static_assert(h::NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED ==
+              ::NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED);
+static_assert(h::NVML_P2P_STATUS_DISABLED_BY_REGKEY == ::NVML_P2P_STATUS_DISABLED_BY_REGKEY);
+static_assert(h::NVML_P2P_STATUS_NOT_SUPPORTED == ::NVML_P2P_STATUS_NOT_SUPPORTED);
+static_assert(h::NVML_P2P_STATUS_UNKNOWN == ::NVML_P2P_STATUS_UNKNOWN);
+static_assert(sizeof(::nvmlGpuP2PStatus_t) == sizeof(int));
+static_assert(h::NVML_FEATURE_DISABLED == ::NVML_FEATURE_DISABLED);
+static_assert(h::NVML_FEATURE_ENABLED == ::NVML_FEATURE_ENABLED);
+static_assert(sizeof(::nvmlEnableState_t) == sizeof(int));
+static_assert(h::NVML_NVLINK_DEVICE_TYPE_GPU == ::NVML_NVLINK_DEVICE_TYPE_GPU);
+static_assert(h::NVML_NVLINK_DEVICE_TYPE_IBMNPU == ::NVML_NVLINK_DEVICE_TYPE_IBMNPU);
+static_assert(h::NVML_NVLINK_DEVICE_TYPE_SWITCH == ::NVML_NVLINK_DEVICE_TYPE_SWITCH);
+static_assert(h::NVML_NVLINK_DEVICE_TYPE_UNKNOWN == ::NVML_NVLINK_DEVICE_TYPE_UNKNOWN);
+static_assert(sizeof(::nvmlIntNvLinkDeviceType_t) == sizeof(int));
 
 #define SAME_FIELD(ours_t, real_t, field)                                  \
   static_assert(offsetof(h::ours_t, field) == offsetof(::real_t, field) && \

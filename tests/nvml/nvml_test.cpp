@@ -1,8 +1,9 @@
 // src/nvml against the simulated libnvidia-ml.so.1 (tests/support/simgpu):
 // loading and its errors, device enumeration, memory, scripted processes,
 // samples and failures (SIMGPU_NVML_SCRIPT), buffer growth, per-process SM
-// utilisation measured from a real CUDA client's simulated GPU engine, and Xid
-// events (scripted `xid` lines; a library without the event functions).
+// utilisation measured from a real CUDA client's simulated GPU engine, Xid
+// events (scripted `xid` lines; a library without the event functions), and
+// the topology queries and read_topology over scripted topologies.
 #include "nvml/nvml.hpp"
 
 #include <gmock/gmock.h>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "nvml/topology.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 
@@ -392,6 +394,97 @@ TEST(NvmlOpen, LibraryWithoutEventFunctionsSaysEventsAreNotAvailable) {
   EXPECT_THAT(r.error().message, HasSubstr("NVML events are not available"));
   EXPECT_THAT(r.error().message, HasSubstr("nvmlEventSetCreate not found"));
   EXPECT_FALSE((*lib)->wait_xid(0ms));
+}
+
+// ---------------------------------------------------------------- topology
+
+const PairLink* find_pair(const Topology& t, int a, int b) {
+  for (const PairLink& p : t.pairs)
+    if ((p.a == a && p.b == b) || (p.a == b && p.b == a)) return &p;
+  return nullptr;
+}
+
+TEST_F(NvmlTest, TopologyWithoutAScriptFollowsTheNumaNodes) {
+  // GPU 0 on NUMA 0, GPU 1 on NUMA 1, GPU 2 unknown; no NVLink anywhere.
+  EXPECT_EQ(ok(lib_->common_ancestor(0, 1)), kTopologySystem);
+  EXPECT_EQ(ok(lib_->common_ancestor(0, 0)), kTopologyInternal);
+  EXPECT_TRUE(ok(lib_->nvlinks(0)).empty());
+  EXPECT_EQ(ok(lib_->p2p_status(0, 1, kP2pRead)), kP2pOk);
+  EXPECT_NE(ok(lib_->p2p_status(0, 1, kP2pNvlink)), kP2pOk);
+}
+
+TEST_F(NvmlTest, ReportsScriptedAncestorsNvlinksAndP2p) {
+  write_script(
+      "topology 0 1 single\n"
+      "nvlink 1 0 4\n"
+      "topology 2 0 hostbridge\n"
+      "p2p 0 2 1\n");
+  EXPECT_EQ(ok(lib_->common_ancestor(1, 0)), kTopologySingle);
+  EXPECT_EQ(ok(lib_->common_ancestor(0, 2)), kTopologyHostBridge);
+  const std::vector<NvLink> links = ok(lib_->nvlinks(0));
+  ASSERT_EQ(links.size(), 4u);
+  for (unsigned i = 0; i < links.size(); ++i) {
+    EXPECT_EQ(links[i].link, i);
+    EXPECT_EQ(links[i].remote_type, kNvLinkRemoteGpu);
+    EXPECT_TRUE(same_bus_id(links[i].remote_bus_id, ok(lib_->device(1)).pci_bus_id))
+        << links[i].remote_bus_id;
+  }
+  EXPECT_TRUE(ok(lib_->nvlinks(2)).empty());
+  EXPECT_EQ(ok(lib_->p2p_status(2, 0, kP2pRead)), 1);  // CHIPSET_NOT_SUPPORTED
+  EXPECT_EQ(ok(lib_->p2p_status(0, 1, kP2pNvlink)), kP2pOk);
+
+  const Topology t = read_topology(*lib_, {0, 1, 2});
+  EXPECT_TRUE(t.problems.empty()) << t.problems[0];
+  ASSERT_EQ(t.pairs.size(), 3u);
+  const PairLink* p01 = find_pair(t, 0, 1);
+  ASSERT_NE(p01, nullptr);
+  EXPECT_EQ(p01->common_ancestor, std::optional<int>(kTopologySingle));
+  EXPECT_EQ(p01->nvlinks, 4);
+  EXPECT_FALSE(p01->via_nvswitch);
+  const PairLink* p02 = find_pair(t, 0, 2);
+  ASSERT_NE(p02, nullptr);
+  EXPECT_EQ(p02->nvlinks, 0);
+  EXPECT_EQ(p02->p2p[kP2pRead], std::optional<int>(1));
+  EXPECT_EQ(p2p_status_name(p02->p2p[kP2pRead]), "chipset_not_supported");
+  EXPECT_EQ(topology_level_name(p02->common_ancestor), "PHB");
+}
+
+TEST_F(NvmlTest, GpusBehindNvSwitchesCountTheNarrowerSide) {
+  write_script(
+      "nvswitch 0 18\n"
+      "nvswitch 1 12\n");
+  const std::vector<NvLink> links = ok(lib_->nvlinks(0));
+  ASSERT_EQ(links.size(), 18u);
+  EXPECT_EQ(links[0].remote_type, kNvLinkRemoteSwitch);
+  const Topology t = read_topology(*lib_, {0, 1, 2});
+  const PairLink* p01 = find_pair(t, 0, 1);
+  ASSERT_NE(p01, nullptr);
+  EXPECT_EQ(p01->nvlinks, 12);
+  EXPECT_TRUE(p01->via_nvswitch);
+  const PairLink* p02 = find_pair(t, 0, 2);  // GPU 2 has no switch links
+  ASSERT_NE(p02, nullptr);
+  EXPECT_EQ(p02->nvlinks, 0);
+}
+
+TEST_F(NvmlTest, TopologyQueriesThatFailLeaveTheFactUnknownAndSayWhy) {
+  write_script(
+      "nvlink 0 1 2\n"
+      "fail nvmlDeviceGetTopologyCommonAncestor 0\n"
+      "fail nvmlDeviceGetP2PStatus\n");
+  const Topology t = read_topology(*lib_, {0, 1});
+  ASSERT_EQ(t.pairs.size(), 1u);
+  EXPECT_EQ(t.pairs[0].common_ancestor, std::nullopt);
+  EXPECT_EQ(t.pairs[0].p2p[kP2pRead], std::nullopt);
+  EXPECT_EQ(t.pairs[0].nvlinks, 2);  // what NVML did answer is kept
+  ASSERT_EQ(t.problems.size(), 2u);
+  EXPECT_THAT(t.problems[0], HasSubstr("nvmlDeviceGetTopologyCommonAncestor"));
+  EXPECT_THAT(t.problems[1], HasSubstr("nvmlDeviceGetP2PStatus"));
+}
+
+TEST(NvmlTopology, BusIdsMatchWhateverTheirDomainWidthOrCase) {
+  EXPECT_TRUE(same_bus_id("00000000:1A:00.0", "0000:1a:00.0"));
+  EXPECT_TRUE(same_bus_id("0000:1a:00.0", "00000000:1A:00.0"));
+  EXPECT_FALSE(same_bus_id("00000000:1A:00.0", "00000000:1B:00.0"));
 }
 
 }  // namespace

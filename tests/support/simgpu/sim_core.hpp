@@ -66,6 +66,9 @@
 //       SIMGPU_NVML_SCRIPT, nvmlEventSetCreate answers NVML_ERROR_NOT_SUPPORTED.
 //       The same library built as libnvidia-ml-noevents.so.1 has no event
 //       functions at all (a driver too old for them).
+//   topology / nvlink / nvswitch / p2p ...
+//       how the devices connect (common PCIe ancestor, NVLinks, P2P status);
+//       sim_nvml.cpp describes these lines
 // Blank lines and lines starting with '#' are ignored; a malformed line is
 // reported on stderr and ignored. A missing file is an empty script.
 //

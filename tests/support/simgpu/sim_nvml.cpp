@@ -3,7 +3,22 @@
 // per-process usage (optionally with untranslated PIDs), utilisation from the
 // engines' recorded busy time, and the scripted processes and failures of
 // SIMGPU_NVML_SCRIPT, and the Xid events its `xid` lines deliver (sim_core.hpp
-// describes them). Built a second time with SIMGPU_NVML_NO_EVENTS as
+// describes them).
+//
+// Topology comes from four more kinds of script line, each about a pair of
+// device indices either way round (the last line for a pair wins):
+//   topology <a> <b> <internal|single|multiple|hostbridge|node|system>
+//       nvmlDeviceGetTopologyCommonAncestor; default NODE for two devices on
+//       the same SIMGPU_NUMA node, SYSTEM otherwise
+//   nvlink <a> <b> <count>     direct NVLinks between the two
+//   nvswitch <d> <count>       device d's NVLinks to NVSwitches (its far ends
+//                              are a switch, not a GPU)
+//   p2p <a> <b> <status>       nvmlDeviceGetP2PStatus for every capability
+//                              (nvmlGpuP2PStatus_t, e.g. 1 CHIPSET_NOT_SUPPORTED);
+//                              default OK, and for NVLINK: OK only when linked
+// A device's links are numbered from 0: its direct links in peer index order,
+// then its switch links. A device without any answers NVML_ERROR_NOT_SUPPORTED
+// to the NVLink calls, as a PCIe-only GPU does. Built a second time with SIMGPU_NVML_NO_EVENTS as
 // libnvidia-ml-noevents.so.1, a driver too old for the event functions.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,11 +65,66 @@ struct ScriptXid {
   int device;
   unsigned long long xid;
 };
+// A fact about a pair of devices (topology, nvlink, p2p lines), either way round.
+struct ScriptPair {
+  int a;
+  int b;
+  int value;
+};
+struct ScriptSwitch {
+  int device;
+  int links;
+};
 struct Script {
   std::vector<ScriptProcess> processes;
   std::vector<ScriptFailure> failures;
-  std::vector<ScriptXid> xids;  // in file order
+  std::vector<ScriptXid> xids;         // in file order
+  std::vector<ScriptPair> levels;      // nvmlGpuTopologyLevel_t per pair
+  std::vector<ScriptPair> nvlinks;     // direct NVLinks per pair
+  std::vector<ScriptPair> p2p;         // nvmlGpuP2PStatus_t per pair
+  std::vector<ScriptSwitch> switches;  // NVLinks to NVSwitches per device
 };
+
+bool valid_device(int d) {
+  return d >= 0 && d < simgpu::kMaxDevices;
+}
+
+// The topology lines (topology, nvlink, nvswitch, p2p); false when `kind` is
+// none of them or the line is malformed.
+bool parse_topology_line(const std::string& kind, std::istringstream& words, Script& s) {
+  if (kind == "topology") {
+    static const std::pair<const char*, int> kLevels[] = {
+        {"internal", NVML_TOPOLOGY_INTERNAL}, {"single", NVML_TOPOLOGY_SINGLE},
+        {"multiple", NVML_TOPOLOGY_MULTIPLE}, {"hostbridge", NVML_TOPOLOGY_HOSTBRIDGE},
+        {"node", NVML_TOPOLOGY_NODE},         {"system", NVML_TOPOLOGY_SYSTEM}};
+    ScriptPair p{};
+    std::string level;
+    if (!(words >> p.a >> p.b >> level) || !valid_device(p.a) || !valid_device(p.b)) return false;
+    for (const auto& [name, value] : kLevels) {
+      if (level == name) {
+        p.value = value;
+        s.levels.push_back(p);
+        return true;
+      }
+    }
+    return false;
+  }
+  if (kind == "nvlink" || kind == "p2p") {
+    ScriptPair p{};
+    if (!(words >> p.a >> p.b >> p.value) || !valid_device(p.a) || !valid_device(p.b) ||
+        p.a == p.b || p.value < 0)
+      return false;
+    (kind == "nvlink" ? s.nvlinks : s.p2p).push_back(p);
+    return true;
+  }
+  if (kind == "nvswitch") {
+    ScriptSwitch w{};
+    if (!(words >> w.device >> w.links) || !valid_device(w.device) || w.links < 0) return false;
+    s.switches.push_back(w);
+    return true;
+  }
+  return false;
+}
 
 Script parse_script(const std::string& path) {
   Script s;
@@ -82,6 +152,8 @@ Script parse_script(const std::string& path) {
       ok = static_cast<bool>(words >> x.device >> x.xid) && x.device >= 0 &&
            x.device < simgpu::kMaxDevices;
       if (ok) s.xids.push_back(x);
+    } else {
+      ok = parse_topology_line(kind, words, s);
     }
     if (!ok)
       std::fprintf(stderr, "simgpu: %s:%d: ignored: %s\n", path.c_str(), number, line.c_str());
@@ -197,6 +269,18 @@ std::vector<ProcessUse> processes_on(int dev) {
     if (sp.device == dev) out.push_back({sp.pid, sp.used});
   }
   return out;
+}
+
+void fill_pci(unsigned bus, unsigned device_id, nvmlPciInfo_t* pci) {
+  *pci = nvmlPciInfo_t{};
+  pci->domain = 0;
+  pci->bus = bus & 0xFFu;
+  pci->device = 0;
+  pci->pciDeviceId = device_id;
+  pci->pciSubSystemId = 0x16c110de;
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", 0u, pci->bus & 0xFFu,
+                0u);
+  std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", 0u, pci->bus & 0xFFu, 0u);
 }
 
 uint64_t scripted_used(int dev) {
@@ -359,16 +443,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, nvmlPciInfo_t* pci) {
   simgpu::Device* d = nullptr;
   if (nvmlReturn_t rc = enter("nvmlDeviceGetPciInfo_v3", h, &d); rc != NVML_SUCCESS) return rc;
   if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *pci = nvmlPciInfo_t{};
-  pci->domain = 0;
-  pci->bus = 0x10 + static_cast<unsigned>(index_of(d));
-  pci->device = 0;
-  pci->pciDeviceId = 0x233010de;
-  pci->pciSubSystemId = 0x16c110de;
-  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", pci->domain,
-                pci->bus, pci->device);
-  std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", pci->domain, pci->bus,
-                pci->device);
+  fill_pci(0x10 + static_cast<unsigned>(index_of(d)), 0x233010de, pci);
   return NVML_SUCCESS;
 }
 
@@ -515,6 +590,152 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t h,
   }
   std::copy(out.begin(), out.end(), samples);
   *count = n;
+  return NVML_SUCCESS;
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------- topology
+
+namespace {
+
+// What the script says about the pair (a, b), either way round; `fallback`
+// when it says nothing (the last line wins).
+int pair_value(const std::vector<ScriptPair>& lines, int a, int b, int fallback) {
+  int v = fallback;
+  for (const ScriptPair& p : lines) {
+    if ((p.a == a && p.b == b) || (p.a == b && p.b == a)) v = p.value;
+  }
+  return v;
+}
+
+int switch_links(const Script& s, int dev) {
+  int n = 0;
+  for (const ScriptSwitch& w : s.switches) {
+    if (w.device == dev) n = w.links;
+  }
+  return n;
+}
+
+// One enabled link: its far end is GPU `peer`, or an NVSwitch when peer < 0.
+struct SimLink {
+  int peer;
+};
+
+// Device `dev`'s links, numbered from 0: its direct links to each other
+// device in index order, then its NVSwitch links; at most NVML_NVLINK_MAX_LINKS.
+std::vector<SimLink> links_of(const Script& s, int dev) {
+  std::vector<SimLink> out;
+  const int n = static_cast<int>(simgpu::state().device_count);
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == dev) continue;
+    for (int k = pair_value(s.nvlinks, dev, peer, 0); k > 0; --k)
+      out.push_back({peer});
+  }
+  for (int k = switch_links(s, dev); k > 0; --k)
+    out.push_back({-1});
+  if (out.size() > NVML_NVLINK_MAX_LINKS) out.resize(NVML_NVLINK_MAX_LINKS);
+  return out;
+}
+
+// Devices on one known NUMA node share it; otherwise the path crosses the
+// SMP interconnect.
+int default_level(int a, int b) {
+  const simgpu::State& st = simgpu::state();
+  const int na = st.devices[a].numa_node;
+  const int nb = st.devices[b].numa_node;
+  return na == nb ? NVML_TOPOLOGY_NODE : NVML_TOPOLOGY_SYSTEM;
+}
+
+bool nvlinked(const Script& s, int a, int b) {
+  return pair_value(s.nvlinks, a, b, 0) > 0 || (switch_links(s, a) > 0 && switch_links(s, b) > 0);
+}
+
+// The link `link` of `dev`, or an NVML error: NOT_SUPPORTED on a device
+// without NVLink, INVALID_ARGUMENT past the last link number.
+nvmlReturn_t find_link(const char* fn, nvmlDevice_t h, unsigned link, int* dev,
+                       std::vector<SimLink>* links) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter(fn, h, &d); rc != NVML_SUCCESS) return rc;
+  *dev = index_of(d);
+  *links = links_of(*script(), *dev);
+  if (links->empty()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t h1, nvmlDevice_t h2, int* level) {
+  simgpu::Device* a = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetTopologyCommonAncestor", h1, &a); rc != NVML_SUCCESS)
+    return rc;
+  simgpu::Device* b = device(h2);
+  if (b == nullptr || level == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const int ia = index_of(a);
+  const int ib = index_of(b);
+  *level = ia == ib ? NVML_TOPOLOGY_INTERNAL
+                    : pair_value(script()->levels, ia, ib, default_level(ia, ib));
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t h1, nvmlDevice_t h2, int caps, int* status) {
+  simgpu::Device* a = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetP2PStatus", h1, &a); rc != NVML_SUCCESS) return rc;
+  simgpu::Device* b = device(h2);
+  if (b == nullptr || status == nullptr || caps < NVML_P2P_CAPS_INDEX_READ ||
+      caps > NVML_P2P_CAPS_INDEX_PCI)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const auto s = script();
+  const int ia = index_of(a);
+  const int ib = index_of(b);
+  int fallback = NVML_P2P_STATUS_OK;
+  if (caps == NVML_P2P_CAPS_INDEX_NVLINK && !nvlinked(*s, ia, ib))
+    fallback = NVML_P2P_STATUS_NOT_SUPPORTED;
+  *status = pair_value(s->p2p, ia, ib, fallback);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t h, unsigned int link, int* active) {
+  int dev = 0;
+  std::vector<SimLink> links;
+  if (nvmlReturn_t rc = find_link("nvmlDeviceGetNvLinkState", h, link, &dev, &links);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (active == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *active = link < links.size() ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+// A GPU's far end is that GPU's PCI function; every NVSwitch link of device
+// d ends at one switch, bus 0xC0 + d / 4 (as an HGX board has four).
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t h, unsigned int link,
+                                                 nvmlPciInfo_t* pci) {
+  int dev = 0;
+  std::vector<SimLink> links;
+  if (nvmlReturn_t rc = find_link("nvmlDeviceGetNvLinkRemotePciInfo_v2", h, link, &dev, &links);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (pci == nullptr || link >= links.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  const int peer = links[link].peer;
+  if (peer >= 0) {
+    fill_pci(0x10 + static_cast<unsigned>(peer), 0x233010de, pci);
+  } else {
+    fill_pci(0xC0 + static_cast<unsigned>(dev) / 4, 0x22a310de, pci);
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t h, unsigned int link, int* type) {
+  int dev = 0;
+  std::vector<SimLink> links;
+  if (nvmlReturn_t rc = find_link("nvmlDeviceGetNvLinkRemoteDeviceType", h, link, &dev, &links);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (type == nullptr || link >= links.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *type = links[link].peer >= 0 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
   return NVML_SUCCESS;
 }
 
