@@ -12,6 +12,10 @@ namespace hami::protocol {
 inline constexpr const char* kNodeRegister = "hami.io/node-nvidia-register";
 inline constexpr const char* kNodeHandshake = "hami.io/node-handshake";
 inline constexpr const char* kNodeLock = "hami.io/mutex.lock";
+// How the node's GPUs connect (node_register.hpp): upstream's pair scores, and
+// our P2P status per pair, which upstream's scheduler does not read.
+inline constexpr const char* kNodeScore = "hami.io/node-nvidia-score";
+inline constexpr const char* kNodeP2p = "hami.io/node-nvidia-p2p";
 
 // Pod annotations written by the scheduler (and the phase by us).
 inline constexpr const char* kDevicesToAllocate = "hami.io/vgpu-devices-to-allocate";

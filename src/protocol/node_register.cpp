@@ -1,5 +1,6 @@
 #include "protocol/node_register.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -75,6 +76,126 @@ Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text) 
     out.push_back(std::move(d));
   }
   return out;
+}
+
+int32_t pair_score(std::optional<int> nvml_level, int nvlinks) {
+  int32_t score = 0;
+  if (nvml_level) {
+    switch (*nvml_level) {
+      case 0:  // NVML_TOPOLOGY_INTERNAL
+        score = 60;
+        break;
+      case 10:  // NVML_TOPOLOGY_SINGLE
+        score = 50;
+        break;
+      case 20:  // NVML_TOPOLOGY_MULTIPLE
+        score = 40;
+        break;
+      case 30:  // NVML_TOPOLOGY_HOSTBRIDGE
+        score = 30;
+        break;
+      case 40:  // NVML_TOPOLOGY_NODE
+        score = 20;
+        break;
+      case 50:  // NVML_TOPOLOGY_SYSTEM
+        score = 10;
+        break;
+      default:
+        break;
+    }
+  }
+  if (nvlinks >= 1 && nvlinks <= 18) score += 100 * nvlinks;
+  return score;
+}
+
+namespace {
+
+// One annotation's shape: [{"uuid":..., "<field>":{"<uuid>":<value>, ...}}, ...],
+// the peers in key order as Go writes a map.
+template <class Value>
+std::string encode_links(const std::vector<DeviceLinks>& devices, const char* field, Value value) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const DeviceLinks& d : devices) {
+    std::vector<const PeerLink*> peers;
+    for (const PeerLink& p : d.peers)
+      if (!value(p).is_null()) peers.push_back(&p);
+    std::sort(peers.begin(), peers.end(),
+              [](const PeerLink* a, const PeerLink* b) { return a->uuid < b->uuid; });
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const PeerLink* p : peers)
+      m[p->uuid] = value(*p);
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    o["uuid"] = d.uuid;
+    o[field] = std::move(m);
+    arr.push_back(std::move(o));
+  }
+  return arr.dump();
+}
+
+// `read` fills a PeerLink from one map value, or says why it cannot.
+template <class Read>
+Result<std::vector<DeviceLinks>> decode_links(std::string_view json_text, const char* field,
+                                              Read read) {
+  auto j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Error{"not valid JSON"};
+  if (!j.is_array()) return Error{"not a JSON array"};
+  std::vector<DeviceLinks> out;
+  out.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& o = j[i];
+    const std::string where = "entry " + std::to_string(i);
+    if (!o.is_object()) return Error{where + ": expected an object"};
+    DeviceLinks d;
+    if (auto r = read_string(o, "uuid", d.uuid, where); !r) return r.error();
+    if (d.uuid.empty()) return Error{where + ": no uuid"};
+    auto m = o.find(field);
+    if (m != o.end() && !m->is_null()) {
+      if (!m->is_object()) return Error{where + "." + field + ": expected an object"};
+      for (auto it = m->begin(); it != m->end(); ++it) {
+        PeerLink p;
+        p.uuid = it.key();
+        if (auto r = read(*it, p); !r) {
+          return Error{where + "." + field + "." + it.key() + ": " + r.error().message};
+        }
+        d.peers.push_back(std::move(p));
+      }
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string encode_pair_scores(const std::vector<DeviceLinks>& devices) {
+  return encode_links(devices, "score",
+                      [](const PeerLink& p) { return nlohmann::ordered_json(p.score); });
+}
+
+std::string encode_p2p(const std::vector<DeviceLinks>& devices) {
+  return encode_links(devices, "p2p", [](const PeerLink& p) {
+    return p.p2p.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(p.p2p);
+  });
+}
+
+Result<std::vector<DeviceLinks>> decode_pair_scores(std::string_view json_text) {
+  return decode_links(json_text, "score", [](const nlohmann::json& v, PeerLink& p) -> Result<void> {
+    if (!v.is_number_integer()) return Error{"expected a whole number"};
+    const auto n = v.get<int64_t>();
+    if (n < std::numeric_limits<int32_t>::min() || n > std::numeric_limits<int32_t>::max())
+      return Error{std::to_string(n) + " is out of range"};
+    p.score = static_cast<int32_t>(n);
+    return {};
+  });
+}
+
+Result<std::vector<DeviceLinks>> decode_p2p(std::string_view json_text) {
+  return decode_links(json_text, "p2p", [](const nlohmann::json& v, PeerLink& p) -> Result<void> {
+    if (!v.is_string() || v.get_ref<const std::string&>().empty())
+      return Error{"expected a status such as \"ok\""};
+    p.p2p = v.get<std::string>();
+    return {};
+  });
 }
 
 std::string device_type(std::string_view nvml_name) {

@@ -10,8 +10,24 @@
 //
 //   std::string v = hami::protocol::encode_node_devices(devices);
 //   auto back = hami::protocol::decode_node_devices(v);   // Result, says what is wrong
+//
+// Beside it, how the GPUs connect, pair by pair (docs/device-plugin.md):
+//
+// hami.io/node-nvidia-score is upstream's (pkg/device/nvidia/calculate_score.go:
+// its plugin writes it with ENABLE_TOPOLOGY_SCORE=true, its scheduler's
+// topology-aware policy reads it): per GPU, its pair_score() to every other
+// GPU, higher = better connected. Go's encoder sorts map keys and so does
+// encode_pair_scores, so the text is upstream's for the same GPUs:
+//
+//   [{"uuid":"GPU-a","score":{"GPU-b":460,"GPU-c":20}},{"uuid":"GPU-b","score":...}]
+//
+// hami.io/node-nvidia-p2p is ours, and upstream's scheduler does not read it:
+// NVML's peer-to-peer read status per pair, which the score cannot carry:
+//
+//   [{"uuid":"GPU-a","p2p":{"GPU-b":"ok","GPU-c":"chipset_not_supported"}}]
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +51,34 @@ struct NodeDevice {
 
 std::string encode_node_devices(const std::vector<NodeDevice>& devices);
 Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text);
+
+// One GPU's connections to the node's other GPUs.
+struct PeerLink {
+  std::string uuid;   // the other GPU
+  int32_t score = 0;  // pair_score()
+  std::string p2p;    // "ok", "chipset_not_supported", ...; "" when unknown
+  bool operator==(const PeerLink&) const = default;
+};
+struct DeviceLinks {
+  std::string uuid;
+  std::vector<PeerLink> peers;
+  bool operator==(const DeviceLinks&) const = default;
+};
+
+// Upstream's pair score (calculateGPUPairScore): the closest PCIe ancestor
+// two GPUs share, as an NVML topology level (0 same board: 60, 10 one switch:
+// 50, 20 several switches: 40, 30 host bridge: 30, 40 NUMA node: 20, 50
+// across NUMA nodes: 10, unknown: 0), plus 100 per NVLink (1 to 18; upstream's
+// table ends at 18 and counts more as none).
+int32_t pair_score(std::optional<int> nvml_level, int nvlinks);
+
+std::string encode_pair_scores(const std::vector<DeviceLinks>& devices);
+// Peers whose status is unknown are left out.
+std::string encode_p2p(const std::vector<DeviceLinks>& devices);
+// Each fills what its annotation carries (score, or p2p) and leaves the other
+// field empty. Fields they do not know are ignored, as Go's decoder does.
+Result<std::vector<DeviceLinks>> decode_pair_scores(std::string_view json_text);
+Result<std::vector<DeviceLinks>> decode_p2p(std::string_view json_text);
 
 // Upstream's Type: the NVML name, prefixed "NVIDIA-" unless it starts with
 // "NVIDIA" ("Tesla T4" → "NVIDIA-Tesla T4", "NVIDIA A30" stays). The device
