@@ -1,5 +1,5 @@
-// Context hooks: each context's own memory is charged to its device
-// (context_tracker.hpp says how it is measured).
+// Context hooks: each context's own memory, and what its limits commit, is
+// charged to its device (context_tracker.hpp says how it is measured).
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/real_driver.hpp"
 #include "vgpu/runtime.hpp"
@@ -87,6 +87,14 @@ CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int
   return rt->contexts().create(
       *rt, pctx, dev, [&] { return cu.cuCtxCreate_v4(pctx, params, flags, dev); },
       cu.cuCtxDestroy_v2);
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr || cu.cuCtxSetLimit == nullptr)
+    return call_real(cu.cuCtxSetLimit, limit, value);
+  return rt->contexts().set_limit(*rt, limit, value, cu.cuCtxSetLimit);
 }
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) noexcept {

@@ -1,5 +1,7 @@
 #include "vgpu/context_tracker.hpp"
 
+#include <new>
+
 #include "common/bytes.hpp"
 #include "common/log.hpp"
 #include "vgpu/real_driver.hpp"
@@ -52,6 +54,7 @@ CUresult ContextTracker::retain_primary(Runtime& rt, CUcontext* pctx, CUdevice d
   }
   p.refs = 1;
   p.charged = Allocation{index, region::UsageKind::kContext, bytes};
+  p.ctx = pctx != nullptr ? *pctx : nullptr;
   return rc;
 }
 
@@ -63,6 +66,7 @@ CUresult ContextTracker::release_primary(Runtime& rt, CUdevice dev,
   Primary& p = primary_[dev];
   if (rc == CUDA_SUCCESS && p.refs > 0 && --p.refs == 0) {
     rt.release(p.charged);
+    release_limits(rt, p.ctx);
     p.charged = {};
   }
   return rc;
@@ -77,6 +81,7 @@ CUresult ContextTracker::reset_primary(Runtime& rt, CUdevice dev, DeviceFn real_
   // retain count; the next retain creates (and is charged for) a new one.
   if (rc == CUDA_SUCCESS) {
     rt.release(p.charged);
+    release_limits(rt, p.ctx);
     p = Primary{};
     rt.forget_allocations(rt.devices().index_for_ordinal(dev));
   }
@@ -109,6 +114,75 @@ CUresult ContextTracker::destroy(Runtime& rt, CUcontext ctx, DestroyFn real_dest
     return rc;
   }
   if (charged) rt.release(*charged);
+  std::lock_guard lock(mu_);
+  release_limits(rt, ctx);
+  return rc;
+}
+
+void ContextTracker::release_limits(Runtime& rt, CUcontext ctx) noexcept {
+  auto it = limits_.find(ctx);
+  if (it == limits_.end()) return;
+  rt.release(it->second.device, region::UsageKind::kContext, it->second.stack + it->second.heap);
+  limits_.erase(it);
+}
+
+CUresult ContextTracker::set_limit(Runtime& rt, CUlimit limit, size_t value,
+                                   SetLimitFn real_set) noexcept {
+  const auto& cu = real_cuda();
+  CUcontext ctx = nullptr;
+  CUdevice ordinal = -1;
+  size_t now = 0;
+  if ((limit != CU_LIMIT_STACK_SIZE && limit != CU_LIMIT_MALLOC_HEAP_SIZE) ||
+      cu.cuCtxGetCurrent == nullptr || cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr ||
+      cu.cuCtxGetLimit == nullptr || cu.cuCtxGetLimit(&now, limit) != CUDA_SUCCESS)
+    return real_set(limit, value);
+  const int index = rt.current_device(&ordinal);
+  // Bytes per unit of the limit: the stack is per resident thread.
+  uint64_t per_unit = 1;
+  if (limit == CU_LIMIT_STACK_SIZE) {
+    int sms = 0;
+    int threads = 0;
+    if (cu.cuDeviceGetAttribute == nullptr ||
+        cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ordinal) !=
+            CUDA_SUCCESS ||
+        cu.cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                                ordinal) != CUDA_SUCCESS ||
+        sms <= 0 || threads <= 0)
+      return real_set(limit, value);
+    per_unit = uint64_t(sms) * uint64_t(threads);
+  }
+  std::lock_guard lock(mu_);
+  LimitCharges* lc = nullptr;
+  try {
+    auto [it, fresh] = limits_.try_emplace(ctx);
+    lc = &it->second;
+    if (fresh)
+      *lc = LimitCharges{index, limit == CU_LIMIT_STACK_SIZE ? now : 0,
+                         limit == CU_LIMIT_MALLOC_HEAP_SIZE ? now : 0, 0, 0};
+  } catch (const std::bad_alloc&) {
+    return real_set(limit, value);
+  }
+  size_t& start = limit == CU_LIMIT_STACK_SIZE ? lc->stack_start : lc->heap_start;
+  if (start == 0) start = now;
+  uint64_t& charged = limit == CU_LIMIT_STACK_SIZE ? lc->stack : lc->heap;
+  uint64_t want = value > start ? (value - start) * per_unit : 0;
+  // The driver keeps a heap it has made, whatever the limit says later.
+  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE && want < charged) want = charged;
+  if (want > charged && !rt.reserve(index, region::UsageKind::kContext, want - charged)) {
+    log::warn(
+        "device %d: cuCtxSetLimit(%s, %zu) would take %s, more than the limit of %s allows; "
+        "refused",
+        index, limit == CU_LIMIT_STACK_SIZE ? "CU_LIMIT_STACK_SIZE" : "CU_LIMIT_MALLOC_HEAP_SIZE",
+        value, format_bytes(want - charged).c_str(), format_bytes(rt.limit(index)).c_str());
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUresult rc = real_set(limit, value);
+  if (rc != CUDA_SUCCESS) {
+    if (want > charged) rt.release(index, region::UsageKind::kContext, want - charged);
+    return rc;
+  }
+  if (want < charged) rt.release(index, region::UsageKind::kContext, charged - want);
+  charged = want;
   return rc;
 }
 
@@ -116,6 +190,7 @@ void ContextTracker::reset() noexcept {
   new (&mu_) std::mutex();  // a parent thread may have held it at fork
   primary_.fill(Primary{});
   created_.clear();
+  limits_.clear();
 }
 
 }  // namespace hami::vgpu

@@ -29,6 +29,9 @@ struct CUgraphExec_st;
 struct CUgraphNode_st;
 struct CUgraphEdgeData_st;
 struct CUlaunchAttribute_st;
+struct CUmod_st;
+struct CUlib_st;
+struct CUkern_st;
 
 namespace hami::cuda {
 
@@ -51,15 +54,23 @@ using CUgraphExec = ::CUgraphExec_st*;
 using CUgraphNode = ::CUgraphNode_st*;
 using CUgraphEdgeData = ::CUgraphEdgeData_st;      // only ever passed by pointer
 using CUlaunchAttribute = ::CUlaunchAttribute_st;  // only ever passed by pointer
+using CUmodule = ::CUmod_st*;
+using CUlibrary = ::CUlib_st*;
+using CUkernel = ::CUkern_st*;
+using CUjit_option = int;
+using CUlibraryOption = int;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
 inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
 inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
 inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
 inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+inline constexpr CUresult CUDA_ERROR_UNSUPPORTED_LIMIT = 215;
+inline constexpr CUresult CUDA_ERROR_ILLEGAL_STATE = 401;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 
 // cuGetProcAddress flags and results.
@@ -91,6 +102,9 @@ inline constexpr unsigned int CU_EVENT_DEFAULT = 0;
 using CUstreamCaptureStatus = int;
 inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_NONE = 0;
 using CUstreamCaptureMode = int;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 
 using CUpointer_attribute = int;
 inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
@@ -113,6 +127,30 @@ inline constexpr CUmem_advise CU_MEM_ADVISE_SET_PREFERRED_LOCATION = 3;
 inline constexpr CUmem_advise CU_MEM_ADVISE_SET_ACCESSED_BY = 5;
 inline constexpr int CU_DEVICE_CPU = -1;
 inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
+// Per-context limits that commit device memory (cuCtxSetLimit).
+using CUlimit = int;
+inline constexpr CUlimit CU_LIMIT_STACK_SIZE = 0x00;
+inline constexpr CUlimit CU_LIMIT_PRINTF_FIFO_SIZE = 0x01;
+inline constexpr CUlimit CU_LIMIT_MALLOC_HEAP_SIZE = 0x02;
+using CUdevice_attribute = int;
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+inline constexpr CUdevice_attribute CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39;
+// Graph memory: what captured stream-ordered allocations and memory-alloc
+// nodes make real when a graph is uploaded or first launched.
+using CUgraphNodeType = int;
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_KERNEL = 0;
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_GRAPH = 4;
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10;
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_MEM_FREE = 11;
+using CUgraphMem_attribute = int;
+inline constexpr CUgraphMem_attribute CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0;
+inline constexpr CUgraphMem_attribute CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1;
+inline constexpr CUgraphMem_attribute CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2;
+inline constexpr CUgraphMem_attribute CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3;
+// VMM handles shared between processes.
+using CUmemAllocationHandleType = int;
+inline constexpr CUmemAllocationHandleType CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1;
 
 struct CUuuid {
   char bytes[16];
@@ -137,6 +175,32 @@ struct CUmemAllocationProp {
   } allocFlags;
 };
 
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  int flags;
+};
+struct CUmemPoolProps {
+  int allocType;
+  CUmemAllocationHandleType handleTypes;
+  CUmemLocation location;
+  void* win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+};
+struct CUDA_MEM_ALLOC_NODE_PARAMS {
+  CUmemPoolProps poolProps;
+  const CUmemAccessDesc* accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+};
+struct CUDA_GRAPH_INSTANTIATE_PARAMS {
+  cuuint64_t flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  int result_out;
+};
 using CUarray_format = int;
 
 struct CUDA_ARRAY_DESCRIPTOR {

@@ -140,6 +140,17 @@ int DeviceMap::index_for_ordinal(cuda::CUdevice ordinal) noexcept {
   return index;
 }
 
+cuda::CUdevice DeviceMap::ordinal_for_index(int index) noexcept {
+  if (index < 0) return -1;
+  const RealCuda& cu = real_cuda();
+  int count = 0;
+  if (cu.cuDeviceGetCount == nullptr || cu.cuDeviceGetCount(&count) != cuda::CUDA_SUCCESS)
+    return -1;
+  for (int o = 0; o < count && o < kMaxOrdinals; ++o)
+    if (index_for_ordinal(o) == index) return o;
+  return -1;
+}
+
 int DeviceMap::index_for_nvml(cuda::nvmlDevice_t device) noexcept {
   const RealNvml& nv = real_nvml();
   char uuid[cuda::NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};

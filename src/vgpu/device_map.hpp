@@ -33,6 +33,9 @@ class DeviceMap {
 
   int index_for_ordinal(cuda::CUdevice ordinal) noexcept;
   int index_for_nvml(cuda::nvmlDevice_t device) noexcept;
+  // The CUDA ordinal of state-file device `index` in this process, or -1
+  // when none of this process's devices is that GPU. Not for hot paths.
+  cuda::CUdevice ordinal_for_index(int index) noexcept;
   // UUID of a state-file device, e.g. to find its NVML handle.
   std::string uuid(int index) const;
   // The container's GPUs in NVML order from the limits file; written into the

@@ -8,6 +8,8 @@
 
 #include <atomic>
 
+#include "vgpu/capture_state.hpp"
+#include "vgpu/graph_memory.hpp"
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/real_driver.hpp"
 #include "vgpu/runtime.hpp"
@@ -32,14 +34,6 @@ constexpr int64_t kWaitSliceNs = 2'000'000;
 // few milliseconds rather than a kernel at a time (what NVML's utilisation
 // samples sees as the busy time it is). The pacer's books are unchanged.
 constexpr int64_t kBatchNs = 2'000'000;
-// cuStreamEndCapture's answer for a stream that was not capturing.
-constexpr CUresult kNotCapturing = 401;  // CUDA_ERROR_ILLEGAL_STATE
-
-// Stream captures in progress in this process. While any is, launches check
-// their stream, and no samples are taken (event queries during a global-mode
-// capture could invalidate it).
-std::atomic<int> g_captures{0};
-
 // A thread's sample or batch in flight; a batch is charged if the thread
 // exits mid-batch.
 struct ThreadWindow {
@@ -94,15 +88,6 @@ uintptr_t event_stream(CUstream s, bool ptsz) {
   return ptsz && v == 0 ? CU_STREAM_PER_THREAD_VALUE : v;
 }
 
-bool capturing(CUstream s, bool ptsz) {
-  const auto& cu = real_cuda();
-  auto is_capturing = ptsz ? cu.cuStreamIsCapturing_ptsz : cu.cuStreamIsCapturing;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  // If the driver cannot say, stay out of the way.
-  if (is_capturing == nullptr || is_capturing(s, &status) != CUDA_SUCCESS) return true;
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 // `shape` computes the launch's key; it is only called when a share applies,
 // so a pass-through launch does not pay for the hashing.
 template <class Shape, class Call>
@@ -114,8 +99,10 @@ template <class Shape, class Call>
   sm.on_launch(rt->region(), rt->control());
   LaunchLimiter* lim = sm.limiter_for_current(*rt);
   if (lim == nullptr) return call();
-  const bool captures = g_captures.load(std::memory_order_relaxed) != 0;
-  if (captures && capturing(stream, ptsz)) return call();
+  // While captures are under way no samples are taken: an event query then
+  // could invalidate a global-mode capture (capture_state.hpp).
+  const bool captures = vgpu::capture::active();
+  if (captures && vgpu::capture::stream_capturing(stream, ptsz)) return call();
 
   const uint64_t key = shape();
   ThreadWindow& tw = t_window;
@@ -194,23 +181,26 @@ template <class Shape, class Call>
                [=] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params); });
 }
 
+// A graph that allocates memory is charged for it before it is first made
+// real (graph_memory.hpp); then the launch is paced like any other.
 [[gnu::always_inline]] inline CUresult launch_graph(decltype(vgpu::RealCuda::cuGraphLaunch) real,
                                                     bool ptsz, CUgraphExec exec, CUstream stream) {
-  return paced([=] { return graph_key(exec); }, LaunchPath::kGraph, stream, ptsz,
-               [=] { return call_real(real, exec, stream); });
+  auto launch = [=] {
+    return paced([=] { return graph_key(exec); }, LaunchPath::kGraph, stream, ptsz,
+                 [=] { return call_real(real, exec, stream); });
+  };
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr || !rt->graph_memory().any()) [[likely]]
+    return launch();
+  return rt->graph_memory().making_real(*rt, exec, stream, ptsz, launch);
 }
 
 CUresult begin_capture(CUresult rc) {
-  if (rc == CUDA_SUCCESS) g_captures.fetch_add(1, std::memory_order_relaxed);
-  return rc;
+  return vgpu::capture::begun(rc);
 }
 
 CUresult end_capture(CUresult rc) {
-  if (rc == kNotCapturing) return rc;
-  int n = g_captures.load(std::memory_order_relaxed);
-  while (n > 0 && !g_captures.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
-  }
-  return rc;
+  return vgpu::capture::ended(rc);
 }
 
 }  // namespace
@@ -275,8 +265,10 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) noexcept {
 
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) noexcept {
   const CUresult rc = call_real(real_cuda().cuGraphExecDestroy, hGraphExec);
-  if (Runtime* rt = Runtime::accounting(); rt != nullptr && rc == CUDA_SUCCESS)
+  if (Runtime* rt = Runtime::accounting(); rt != nullptr && rc == CUDA_SUCCESS) {
     rt->sm().forget(graph_key(hGraphExec));
+    rt->graph_memory().forget(hGraphExec);
+  }
   return rc;
 }
 

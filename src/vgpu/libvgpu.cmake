@@ -17,6 +17,10 @@ add_library(vgpu_lib SHARED
   vgpu/context_tracker.cpp
   vgpu/memory_probe.cpp
   vgpu/pool_charges.cpp
+  vgpu/capture_state.cpp
+  vgpu/graph_memory.cpp
+  vgpu/vmm_tracker.cpp
+  vgpu/module_charges.cpp
   vgpu/runtime.cpp
   vgpu/memory_hooks.cpp
   vgpu/spill.cpp
@@ -25,6 +29,8 @@ add_library(vgpu_lib SHARED
   vgpu/cuda_event_timer.cpp
   vgpu/sm_control.cpp
   vgpu/launch_hooks.cpp
+  vgpu/graph_hooks.cpp
+  vgpu/module_hooks.cpp
   vgpu/proc_address_hooks.cpp
   vgpu/dlsym_hook.cpp)
 add_dependencies(vgpu_lib vgpu_map)

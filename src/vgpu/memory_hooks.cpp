@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/log.hpp"
+#include "vgpu/capture_state.hpp"
 #include "vgpu/charge_size.hpp"
 #include "vgpu/hook_decls.hpp"
 #include "vgpu/real_driver.hpp"
@@ -103,11 +104,17 @@ CUresult free_tracked(vgpu::AllocationTable& table, uint64_t key, Runtime* rt, F
 // request is reserved while the driver allocates; then the pool's charge is
 // settled on what it actually reserved (pool_charges.hpp). A driver that cannot
 // report pool reservations gets each allocation charged at its size instead.
+//
+// Into a capturing stream the allocation is a node of the graph being
+// captured and takes no memory until the graph is uploaded or launched
+// (graph_memory.hpp charges it then): it goes to the driver untouched, with
+// no query that could invalidate the capture.
 template <class Alloc, class Free>
 CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream,
-                     Alloc&& real_alloc, Free real_free) {
+                     bool ptsz, Alloc&& real_alloc, Free real_free) {
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || bytesize == 0) return real_alloc();
+  if (vgpu::capture::active() && vgpu::capture::stream_capturing(stream, ptsz)) return real_alloc();
   const auto& cu = real_cuda();
   CUdevice ordinal = -1;
   const int guess = rt->current_device(&ordinal);
@@ -156,10 +163,13 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
   return rc;
 }
 
+// A free captured into a graph happens when the graph runs, if ever: until
+// then the memory stays, and so does its charge.
 template <class Free>
-CUresult free_async(CUdeviceptr dptr, CUstream stream, Free&& real_free) {
+CUresult free_async(CUdeviceptr dptr, CUstream stream, bool ptsz, Free&& real_free) {
   Runtime* rt = dptr != 0 ? Runtime::accounting() : nullptr;
   if (rt == nullptr) return real_free();
+  if (vgpu::capture::active() && vgpu::capture::stream_capturing(stream, ptsz)) return real_free();
   const std::optional<Allocation> a = rt->pointers().find(dptr);
   if (a && a->spilled()) [[unlikely]] {
     return free_tracked(rt->pointers(), dptr, rt,
@@ -249,14 +259,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) noexcept {
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, nullptr, hStream,
+      dptr, bytesize, nullptr, hStream, false,
       [&] { return call_real(cu.cuMemAllocAsync, dptr, bytesize, hStream); }, cu.cuMemFreeAsync);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, nullptr, hStream,
+      dptr, bytesize, nullptr, hStream, true,
       [&] { return call_real(cu.cuMemAllocAsync_ptsz, dptr, bytesize, hStream); },
       cu.cuMemFreeAsync_ptsz);
 }
@@ -265,7 +275,7 @@ CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPoo
                                  CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, pool, hStream,
+      dptr, bytesize, pool, hStream, false,
       [&] { return call_real(cu.cuMemAllocFromPoolAsync, dptr, bytesize, pool, hStream); },
       cu.cuMemFreeAsync);
 }
@@ -274,19 +284,20 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemo
                                       CUstream hStream) noexcept {
   const auto& cu = real_cuda();
   return alloc_async(
-      dptr, bytesize, pool, hStream,
+      dptr, bytesize, pool, hStream, true,
       [&] { return call_real(cu.cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, pool, hStream); },
       cu.cuMemFreeAsync_ptsz);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  return free_async(dptr, hStream, [&] { return call_real(cu.cuMemFreeAsync, dptr, hStream); });
+  return free_async(dptr, hStream, false,
+                    [&] { return call_real(cu.cuMemFreeAsync, dptr, hStream); });
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) noexcept {
   const auto& cu = real_cuda();
-  return free_async(dptr, hStream,
+  return free_async(dptr, hStream, true,
                     [&] { return call_real(cu.cuMemFreeAsync_ptsz, dptr, hStream); });
 }
 
@@ -307,31 +318,101 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) noexcept {
 }
 
 // Virtual memory management (PyTorch's expandable segments, NCCL): physical
-// memory is created here, on the device the properties name; mapping it
-// (cuMemMap) commits nothing new.
+// memory is created here, on the device the properties name, and lives until
+// its handle is released and its last mapping unmapped (vmm_tracker.hpp).
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                      const CUmemAllocationProp* prop, unsigned long long flags) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || prop == nullptr || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      size == 0) {
+      size == 0 || handle == nullptr) {
     return call_real(cu.cuMemCreate, handle, size, prop, flags);
   }
-  return charged_alloc(
-      *rt, rt->vmm_handles(), rt->devices().index_for_ordinal(prop->location.id), size,
-      [&] {
-        return device_or_full(*rt, size, prop->location.id,
-                              [&] { return call_real(cu.cuMemCreate, handle, size, prop, flags); });
-      },
-      [&] { return *handle; }, [&] { return vgpu::spill::vmm(handle, size, *prop, flags); });
+  const int dev = rt->devices().index_for_ordinal(prop->location.id);
+  if (!rt->reserve(dev, UsageKind::kData, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = device_or_full(*rt, size, prop->location.id, [&] {
+    return call_real(cu.cuMemCreate, handle, size, prop, flags);
+  });
+  bool spilled = false;
+  if (rc != CUDA_SUCCESS && may_spill(*rt, rc) &&
+      vgpu::spill::vmm(handle, size, *prop, flags) == CUDA_SUCCESS) {
+    rc = CUDA_SUCCESS;
+    spilled = true;
+    rt->change_spilled(dev, size, true);
+  }
+  if (rc != CUDA_SUCCESS) {
+    rt->release(dev, UsageKind::kData, size);
+    return rc;
+  }
+  const Allocation a{dev, UsageKind::kData, size, spilled ? Allocation::spilled_marker() : nullptr};
+  if (!rt->vmm().created(*handle, a)) {
+    rt->release(a);
+    log::error("out of host memory: an allocation of device memory is not accounted");
+  }
+  return rc;
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) noexcept {
   const auto& cu = real_cuda();
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr) return call_real(cu.cuMemRelease, handle);
-  return free_tracked(rt->vmm_handles(), handle, rt,
-                      [&] { return call_real(cu.cuMemRelease, handle); });
+  const std::optional<Allocation> now = rt->vmm().before_release(handle);
+  const CUresult rc = call_real(cu.cuMemRelease, handle);
+  if (rc != CUDA_SUCCESS) {
+    rt->vmm().undo_release(handle, now);
+  } else if (now) {
+    rt->release(*now);
+  }
+  return rc;
+}
+
+// Mapping an imported handle charges it (its memory now lives here too).
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr) return call_real(cu.cuMemMap, ptr, size, offset, handle, flags);
+  const std::optional<Allocation> charge = rt->vmm().charge_for_map(handle, size);
+  if (charge && !rt->reserve(charge->device, charge->kind, charge->bytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult rc = call_real(cu.cuMemMap, ptr, size, offset, handle, flags);
+  if (rc != CUDA_SUCCESS) {
+    if (charge) rt->release(*charge);
+    return rc;
+  }
+  rt->vmm().mapped(ptr, size, handle, charge);
+  return rc;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) noexcept {
+  const auto& cu = real_cuda();
+  Runtime* rt = Runtime::accounting();
+  if (rt == nullptr) return call_real(cu.cuMemUnmap, ptr, size);
+  const vgpu::VmmTracker::Unmapped u = rt->vmm().before_unmap(ptr, size);
+  const CUresult rc = call_real(cu.cuMemUnmap, ptr, size);
+  if (rc != CUDA_SUCCESS) {
+    rt->vmm().undo_unmap(u);
+    return rc;
+  }
+  for (const auto& [h, a] : u.freed)
+    rt->release(a);
+  return rc;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                        CUmemAllocationHandleType type) noexcept {
+  const auto& cu = real_cuda();
+  const CUresult rc = call_real(cu.cuMemImportFromShareableHandle, handle, osHandle, type);
+  Runtime* rt = Runtime::accounting();
+  if (rc != CUDA_SUCCESS || rt == nullptr || handle == nullptr ||
+      cu.cuMemGetAllocationPropertiesFromHandle == nullptr)
+    return rc;
+  CUmemAllocationProp prop{};
+  if (cu.cuMemGetAllocationPropertiesFromHandle(&prop, *handle) == CUDA_SUCCESS &&
+      prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    rt->vmm().imported(*handle, rt->devices().index_for_ordinal(prop.location.id));
+  }
+  return rc;
 }
 
 }  // extern "C"

@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "vgpu/capture_state.hpp"
 #include "vgpu/real_driver.hpp"
 #include "vgpu/runtime.hpp"
 
@@ -11,6 +12,9 @@ namespace {
 bool reserved_of(cuda::CUmemoryPool pool, uint64_t* out) {
   const auto& cu = real_cuda();
   if (cu.cuMemPoolGetAttribute == nullptr) return false;
+  // The driver counts this query as unsafe during a capture: it must not
+  // invalidate one (capture_state.hpp).
+  capture::RelaxedMode relaxed;
   cuda::cuuint64_t v = 0;
   if (cu.cuMemPoolGetAttribute(pool, cuda::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) !=
       cuda::CUDA_SUCCESS) {

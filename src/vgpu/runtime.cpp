@@ -176,7 +176,9 @@ void Runtime::on_fork_child() noexcept {
   if (Runtime* old = g_runtime) {
     old->region_.abandon();
     old->pointers_.clear();
-    old->vmm_handles_.clear();
+    old->vmm_.reset();
+    old->graph_memory_.reset();
+    old->modules_.reset();
     old->arrays_.clear();
     old->contexts_.reset();
     old->pools_.reset();

@@ -33,9 +33,12 @@
 #include "vgpu/context_tracker.hpp"
 #include "vgpu/cuda_abi.hpp"
 #include "vgpu/device_map.hpp"
+#include "vgpu/graph_memory.hpp"
 #include "vgpu/memory_probe.hpp"
+#include "vgpu/module_charges.hpp"
 #include "vgpu/pool_charges.hpp"
 #include "vgpu/sm_control.hpp"
+#include "vgpu/vmm_tracker.hpp"
 
 namespace hami::vgpu {
 
@@ -84,7 +87,9 @@ class Runtime {
   DeviceMap& devices() noexcept { return devices_; }
   ContextTracker& contexts() noexcept { return contexts_; }
   AllocationTable& pointers() noexcept { return pointers_; }
-  AllocationTable& vmm_handles() noexcept { return vmm_handles_; }
+  VmmTracker& vmm() noexcept { return vmm_; }
+  GraphMemory& graph_memory() noexcept { return graph_memory_; }
+  ModuleCharges& modules() noexcept { return modules_; }
   AllocationTable& arrays() noexcept { return arrays_; }
   PoolCharges& pools() noexcept { return pools_; }
   ProcessMemoryProbe& probe() noexcept { return probe_; }
@@ -139,7 +144,9 @@ class Runtime {
   DeviceMap devices_;
   ContextTracker contexts_;
   AllocationTable pointers_;
-  AllocationTable vmm_handles_;
+  VmmTracker vmm_;
+  GraphMemory graph_memory_;
+  ModuleCharges modules_;
   AllocationTable arrays_;
   PoolCharges pools_;
   ProcessMemoryProbe probe_;
