@@ -135,6 +135,35 @@ BENCHMARK_CAPTURE(BM_OneNode, two_gpus_numa_bind, [] {
   o.numa_bind = true;
   return std::move(*PreparedPod::make(PodRequest{{c}}, o));
 }());
+// An idle HGX-like node: two islands of four NVLinked GPUs (upstream's pair
+// score 1220 within, 10 across), the worst case for the set search.
+NodeDevices islands_node() {
+  NodeDevices node = make_node(0);
+  node.links = LinkScores(kGpusPerNode);
+  for (int a = 0; a < kGpusPerNode; ++a)
+    for (int b = a + 1; b < kGpusPerNode; ++b)
+      node.links.set(a, b, (a < 4) == (b < 4) ? 1220 : 10);
+  return node;
+}
+
+void BM_OneNodeTopology(benchmark::State& state, const char* policy) {
+  const NodeDevices node = islands_node();
+  ContainerRequest c;
+  c.nums = static_cast<int32_t>(state.range(0));
+  c.mem_mib = 3000;
+  PodOptions o;
+  o.gpu_policy = *parse_gpu_policy(policy);
+  const PreparedPod pod = std::move(*PreparedPod::make(PodRequest{{c}}, o));
+  FitScratch scratch;
+  Placement placement;
+  for (auto _ : state) {
+    NodeFit f = fit_pod(node, pod, scratch, &placement);
+    benchmark::DoNotOptimize(f);
+  }
+}
+BENCHMARK_CAPTURE(BM_OneNodeTopology, topology_aware, "topology-aware")->Arg(1)->Arg(2)->Arg(4);
+BENCHMARK_CAPTURE(BM_OneNodeTopology, binpack_ties, "binpack")->Arg(2)->Arg(4);
+
 BENCHMARK_CAPTURE(BM_OneNode, init_plus_two_apps, [] {
   ContainerRequest init, app;
   init.nums = 1;

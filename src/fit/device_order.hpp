@@ -77,6 +77,19 @@ inline bool tried_before(const DeviceKey& a, const DeviceKey& b, const GpuPolicy
   return a.index < b.index;
 }
 
+// Whether the policy cannot tell a from b: only the last tie-breaks (the
+// device index, and for a single policy the NUMA node) would order them.
+// Placement lets GPU topology choose among such GPUs (fit.cpp).
+inline bool same_rank(const DeviceKey& a, const DeviceKey& b, const GpuPolicy& p) {
+  using Order = GpuPolicy::Order;
+  if (p.order == Order::kMutex) return a.tenants == b.tenants;
+  if (p.order != Order::kChain) return a.score == b.score;
+  for (uint8_t i = 0; i < p.chain_len; ++i) {
+    if (p.chain[i] == SortKey::kNuma ? a.numa != b.numa : a.score != b.score) return false;
+  }
+  return true;
+}
+
 // order receives positions into keys, in walk order.
 void order_devices(std::span<const DeviceKey> keys, const GpuPolicy& policy, bool numa_bind,
                    std::vector<uint16_t>& order);

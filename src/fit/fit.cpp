@@ -135,6 +135,47 @@ DeviceKey key_of(const GpuDevice& d, const DeviceUsage& u, const ScoringWeights&
   return {device_score(d, u, w), d.numa, d.index, u.tenants};
 }
 
+// Which `nums` of the passing GPUs (s.chosen, walked in s.order) a container
+// takes on a node that says how its GPUs connect; into s.trial_chosen, in
+// walk order. topology-aware: the best-connected set of all of them (one GPU:
+// the least connected). Other policies: the GPUs the policy ranks above the
+// last one it would take stay, and among those it cannot tell apart from
+// that last one, the best-connected completion wins.
+void choose_by_topology(const NodeDevices& node, int32_t nums, const GpuPolicy& policy,
+                        FitScratch& s) {
+  const size_t want = static_cast<size_t>(nums);
+  const size_t passing = s.order.size();
+  size_t first = 0;  // walk positions [first, last) compete
+  size_t last = passing;
+  if (!policy.topology_aware) {
+    const DeviceKey& edge = s.keys[s.order[want - 1]];
+    first = want - 1;
+    while (first > 0 && same_rank(s.keys[s.order[first - 1]], edge, policy))
+      --first;
+    last = want;
+    while (last < passing && same_rank(s.keys[s.order[last]], edge, policy))
+      ++last;
+  }
+  s.forced.clear();
+  s.pool.clear();
+  for (size_t w = 0; w < last; ++w)
+    (w < first ? s.forced : s.pool).push_back(s.chosen[s.order[w]].device);
+  s.picked.clear();
+  if (want == 1) {
+    s.picked.push_back(static_cast<uint16_t>(least_connected(node.links, s.pool)));
+  } else if (last == want) {
+    for (size_t w = first; w < last; ++w)
+      s.picked.push_back(static_cast<uint16_t>(w - first));
+  } else {
+    choose_connected(node.links, s.forced, s.pool, want - first, s.connect, s.picked);
+  }
+  s.trial_chosen.clear();
+  for (size_t w = 0; w < first; ++w)
+    s.trial_chosen.push_back(s.chosen[s.order[w]]);
+  for (const uint16_t p : s.picked)
+    s.trial_chosen.push_back(s.chosen[s.order[first + p]]);
+}
+
 // Upstream walks the ordered GPUs and takes the first that pass. Without
 // numa-bind whether a GPU passes does not depend on the walk (the
 // container's own picks are charged only at the end), so: check every GPU
@@ -170,7 +211,9 @@ bool choose_unbound(const NodeDevices& node, const ContainerRequest& c, uint16_t
   s.keys.clear();
   for (const Assignment& a : s.chosen)
     s.keys.push_back(key_of(node.devices[a.device], usage[a.device], o.weights));
-  if (c.nums == 1) {
+  const bool by_topology = passing > static_cast<size_t>(c.nums) && !node.links.empty() &&
+                           node.links.size() == node.devices.size();
+  if (c.nums == 1 && !(by_topology && o.gpu_policy.topology_aware)) {
     size_t best = 0;
     for (size_t k = 1; k < passing; ++k)
       if (tried_before(s.keys[k], s.keys[best], o.gpu_policy, false)) best = k;
@@ -179,9 +222,13 @@ bool choose_unbound(const NodeDevices& node, const ContainerRequest& c, uint16_t
     return true;
   }
   order_devices(s.keys, o.gpu_policy, false, s.order);
-  s.trial_chosen.clear();
-  for (int32_t k = 0; k < c.nums; ++k)
-    s.trial_chosen.push_back(s.chosen[s.order[k]]);
+  if (by_topology) {
+    choose_by_topology(node, c.nums, o.gpu_policy, s);
+  } else {
+    s.trial_chosen.clear();
+    for (int32_t k = 0; k < c.nums; ++k)
+      s.trial_chosen.push_back(s.chosen[s.order[k]]);
+  }
   s.chosen.swap(s.trial_chosen);
   return true;
 }

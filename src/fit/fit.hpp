@@ -19,6 +19,12 @@
 //   }
 //   PodDevices devices = to_pod_devices(chosen_node, *pod, placement);  // for the codec
 //
+// Where the node says how its GPUs connect (NodeDevices::links), a container
+// of several GPUs gets, among the GPUs its policy cannot tell apart, the
+// best-connected set; under topology-aware, the best-connected set of all
+// GPUs that fit, and a one-GPU container the least connected GPU
+// (docs/fitting.md).
+//
 // A node's GPUs of another vendor are neither tried nor counted in "<n>/<cards>".
 // Choosing among the fitting nodes (node policy, score.hpp) is the caller's.
 
@@ -31,6 +37,7 @@
 #include "fit/options.hpp"
 #include "fit/reasons.hpp"
 #include "fit/score.hpp"
+#include "fit/topology.hpp"
 #include "fit/types.hpp"
 #include "protocol/device_codec.hpp"
 
@@ -110,6 +117,11 @@ struct FitScratch {
   std::vector<Assignment> chosen;
   std::vector<Assignment> trial_chosen;
   size_t last_verdict = 0;
+  // Choosing by topology (topology.hpp).
+  std::vector<uint16_t> forced;
+  std::vector<uint16_t> pool;
+  std::vector<uint16_t> picked;
+  ConnectScratch connect;
 };
 
 // placement may be null when only the verdict is wanted; it is overwritten.

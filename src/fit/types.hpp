@@ -10,7 +10,11 @@
 //
 // Numbers are int32 like upstream's (MiB, percent, tenants), so every value an
 // upstream component writes fits, and sums are taken in 64 bits.
+//
+// A node may also say how well each pair of its GPUs is connected
+// (LinkScores, from hami.io/node-nvidia-score); topology.hpp chooses with it.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -66,9 +70,35 @@ struct GpuDevice {
   uint32_t model_id = 0;
 };
 
+// How well each pair of a node's GPUs is connected, by position in
+// NodeDevices::devices: upstream's pair score (protocol::pair_score: 10
+// across NUMA nodes up to 60 on one board, +100 per NVLink), 0 when unknown
+// or when the two cannot reach each other peer to peer. Symmetric, 0 on the
+// diagonal. Empty: the node did not say, and placement ignores topology.
+class LinkScores {
+ public:
+  LinkScores() = default;
+  explicit LinkScores(size_t devices) : n_(devices), s_(devices * devices, 0) {}
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  // Sets the pair both ways; positions out of range are ignored.
+  void set(size_t a, size_t b, uint16_t score) {
+    if (a >= n_ || b >= n_ || a == b) return;
+    s_[a * n_ + b] = score;
+    s_[b * n_ + a] = score;
+  }
+  uint16_t at(size_t a, size_t b) const { return s_[a * n_ + b]; }
+  bool operator==(const LinkScores&) const = default;
+
+ private:
+  size_t n_ = 0;
+  std::vector<uint16_t> s_;
+};
+
 struct NodeDevices {
   std::string name;
   std::vector<GpuDevice> devices;
+  LinkScores links{};  // unused unless its size is devices.size()
 };
 
 // How a container runs relative to the others, which decides how its devices
