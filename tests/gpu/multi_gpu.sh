@@ -27,10 +27,12 @@
 #   expandable  expandable_segments:True, one process per GPU, limits 3 and
 #               5 GiB: filled to the limit, OutOfMemoryError past it
 # NCCL_NVLS_ENABLE=0 throughout (no NVLink multicast objects, ever).
-# Knobs: MG_PARTS (default "nccl tp ipc graph compile expandable"),
-# MG_SECONDS (all-reduce loop under a share, 5), MG_FAST_SECONDS (unpaced
-# loops, 2), MG_TP_ROUNDS (5), MG_TP_CALLS (6), MG_LIB / MG_VGPU (use these
-# builds instead of building with bench/gpu_build.sh).
+# Knobs: MG_PARTS (the parts, in this order; default "nccl tp ipc graph
+# compile expandable"), MG_SECONDS (all-reduce loop under a share, 5),
+# MG_FAST_SECONDS (unpaced loops, 2), MG_TP_ROUNDS (5), MG_TP_CALLS (6),
+# MG_TIMEOUT (caps each program's time limit, seconds), MG_LOGS (a folder for
+# every program's stdout and stderr), MG_LIB / MG_VGPU (use these builds
+# instead of building with bench/gpu_build.sh).
 # Writes OUTDIR/multi-gpu-suite.txt (default $OUT or /tmp/gpu-results); exits
 # non-zero if any check failed. Wall time with the defaults: about 5 minutes
 # on 2 GPUs, 3 on one (estimates until a recorded run says otherwise).
@@ -44,8 +46,7 @@ fails=0 passes=0 skips=0
 pass() { echo "PASS $*"; passes=$((passes + 1)); }
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 skip() { echo "SKIP $*"; skips=$((skips + 1)); }
-parts=" ${MG_PARTS:-nccl tp ipc graph compile expandable} "
-want() { [[ $parts == *" $1 "* ]]; }
+parts=${MG_PARTS:-nccl tp ipc graph compile expandable}
 secs=${MG_SECONDS:-5}
 fast=${MG_FAST_SECONDS:-2}
 t_start=$SECONDS
@@ -86,7 +87,8 @@ export VGPU_BIN=$vgpu
 echo "# library: $lib"
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# MG_LOGS=DIR keeps every program's stdout and stderr there.
+trap '[ -n "${MG_LOGS:-}" ] && mkdir -p "$MG_LOGS" && cp "$work"/*.out "$work"/*.err "$MG_LOGS"/ 2>/dev/null; rm -rf "$work"' EXIT
 n=0
 # container: a fresh "container": C holds the environment of its processes.
 container() {
@@ -104,6 +106,7 @@ py() {
   shift
   local prog=$1
   shift
+  [ -n "${MG_TIMEOUT:-}" ] && [ "$MG_TIMEOUT" -lt "$t" ] && t=$MG_TIMEOUT
   timeout -k 10 "$t" env ${envs[@]+"${envs[@]}"} python3 "tests/gpu/$prog" "$@" \
     > "$work/$name.out" 2> "$work/$name.err"
   rc=$?
@@ -136,7 +139,7 @@ control_file() {
 open(sys.argv[1], "wb").write(struct.pack("<8sIIiiQ32x", b"HAMICTL1", 1, 64, int(sys.argv[2]), 0, 0))' "$1" "$2"
 }
 
-if want nccl; then
+part_nccl() {
   echo
   echo "## NCCL all-reduce, 256 MiB, one process per GPU (busbw in GB/s; NVML utilisation per GPU)"
   if [ "$ngpu" -lt 2 ]; then
@@ -187,9 +190,9 @@ if want nccl; then
     done
     unset NCCL_CUMEM_ENABLE
   fi
-fi
+}
 
-if want tp; then
+part_tp() {
   echo
   echo "## Tensor-parallel (TP=2) generation, bare / bare again / under an 8 GiB limit, interleaved rounds"
   if [ "$ngpu" -lt 2 ]; then
@@ -209,9 +212,9 @@ if want tp; then
       fail "tp: did not run ($(kv error))"
     fi
   fi
-fi
+}
 
-if want ipc; then
+part_ipc() {
   echo
   echo "## CUDA IPC: a 2 GiB tensor to a torch.multiprocessing worker"
   py ipc-bare 120 -- ipc_workers.py
@@ -226,9 +229,9 @@ if want ipc; then
   else
     fail "ipc 4g: worker sees $wf MiB free (expected $ef +- 64), 512 MiB: $(kv alloc512), 2 GiB more: $(kv allocmore)"
   fi
-fi
+}
 
-if want graph; then
+part_graph() {
   echo
   echo "## torch.cuda.graph capture of a step that allocates, both allocator backends"
   for backend in native async; do
@@ -250,9 +253,9 @@ if want graph; then
     ran && [ "$(kv ok)" = 1 ] && pass "graph $backend 2 GiB in 1 GiB: clean out-of-memory ($(kv oom): $(kv error)), usable after" ||
       fail "graph $backend 2 GiB in 1 GiB: rc=$rc oom=$(kv oom) error=$(kv error) usable_after=$(kv usable_after)"
   done
-fi
+}
 
-if want compile; then
+part_compile() {
   echo
   echo "## torch.compile(mode=reduce-overhead) generation with a static KV cache"
   export TORCHINDUCTOR_CACHE_DIR=$work/inductor TRITON_CACHE_DIR=$work/triton TORCHINDUCTOR_COMPILE_THREADS=1
@@ -275,9 +278,9 @@ if want compile; then
       fail "compile 768m: rc=$rc oom=$(kv oom) error=$(kv error) usable_after=$(kv usable_after)"
   fi
   unset TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR TORCHINDUCTOR_COMPILE_THREADS
-fi
+}
 
-if want expandable; then
+part_expandable() {
   echo
   echo "## expandable_segments:True, one process per GPU ($ngpu), limits 3 GiB on GPU 0 and 5 GiB on GPU 1"
   e=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
@@ -289,7 +292,13 @@ if want expandable; then
   ran && [ "$(kv ok)" = 1 ] &&
     pass "expandable 3g/5g: each process filled its GPU's limit and got OutOfMemoryError; charged and NVML within it" ||
     fail "expandable 3g/5g: see the line above"
-fi
+}
+
+for part in $parts; do
+  t_part=$SECONDS
+  "part_$part"
+  echo "# $part: $((SECONDS - t_part)) s"
+done
 
 echo
 echo "# wall time $((SECONDS - t_start)) s"
