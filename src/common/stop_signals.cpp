@@ -7,20 +7,22 @@
 
 namespace hami::daemon {
 
-StopSignals::StopSignals(bool reload) {
+StopSignals::StopSignals(bool reload) : reload_(reload) {
   sigemptyset(&set_);
   sigaddset(&set_, SIGTERM);
   sigaddset(&set_, SIGINT);
-  if (reload) sigaddset(&set_, SIGHUP);
+  sigaddset(&set_, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 }
 
 int StopSignals::wait() const {
-  int sig = 0;
-  while (sigwait(&set_, &sig) != 0) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set_, &sig) != 0) continue;
+    if (sig != SIGHUP || reload_) return sig;
+    log::info("SIGHUP: this daemon has nothing to reload; it carries on (SIGTERM stops it)");
   }
-  return sig;
 }
 
 Result<UniqueFd> StopSignals::signal_fd() const {

@@ -35,6 +35,14 @@ TEST(StopSignals, AStopSignalIsWaitedForNotDelivered) {
   ASSERT_EQ(::raise(SIGPIPE), 0);  // ignored: the process goes on
 }
 
+// SIGHUP's default action ended the node agent and the scheduler (exit 129).
+TEST(StopSignals, WithoutReloadSighupIsWaitedPast) {
+  const StopSignals signals;
+  ASSERT_EQ(::raise(SIGHUP), 0);  // blocked: pending, not fatal
+  ASSERT_EQ(::raise(SIGTERM), 0);
+  EXPECT_EQ(signals.wait(), SIGTERM);
+}
+
 TEST(StopSignals, ReloadAddsSighupToTheSignalFd) {
   const StopSignals signals(/*reload=*/true);
   auto fd = signals.signal_fd();
