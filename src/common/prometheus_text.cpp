@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "common/text.hpp"
+
 namespace hami {
 
 void PrometheusText::set_const_labels(std::initializer_list<MetricLabel> labels) {
@@ -41,7 +43,21 @@ void PrometheusText::family(std::string_view name, std::string_view help, std::s
 }
 
 void PrometheusText::append_escaped(std::string_view value) {
-  for (char c : value) {
+  for (size_t i = 0; i < value.size();) {
+    const char c = value[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // Label values come from file names too, which are bytes; the format is
+      // UTF-8 and one bad byte makes a scraper drop the whole page.
+      const size_t n = utf8_sequence_length(value, i);
+      if (n == 0) {
+        out_ += "\xef\xbf\xbd";  // U+FFFD, the replacement character
+        ++i;
+      } else {
+        out_.append(value.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
     switch (c) {
       case '\\':
         out_ += "\\\\";
@@ -55,6 +71,7 @@ void PrometheusText::append_escaped(std::string_view value) {
       default:
         out_ += c;
     }
+    ++i;
   }
 }
 

@@ -2,8 +2,10 @@
 // Writes the Prometheus text exposition format (version 0.0.4), the body of a
 // /metrics response. prometheus-cpp is not packaged by Debian, and the format is
 // small: one "# HELP" and "# TYPE" line per family, then one line per sample,
-// label values escaped (\\, \", \n). Integers are written exactly (byte counts
-// above 2^53 would lose digits through a double).
+// label values escaped (\\, \", \n) and any byte of them that is not UTF-8
+// replaced by U+FFFD (the page must be UTF-8; labels come from file names
+// too). Integers are written exactly (byte counts above 2^53 would lose
+// digits through a double).
 //
 //   hami::PrometheusText out;
 //   out.family("hami_vgpu_memory_used_bytes", "Device memory the container uses.");

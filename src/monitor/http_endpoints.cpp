@@ -74,7 +74,7 @@ std::string view_json(const NodeView& v) {
       {"passes", v.counters.passes},
       {"gpus", gpus},
       {"containers", containers}};
-  return out.dump(1);
+  return out.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 HttpEndpoints::HttpEndpoints(const Agent& agent, HttpOptions options)

@@ -36,6 +36,8 @@ struct HttpOptions {
   std::chrono::milliseconds idle_timeout{60000};     // between kept-alive requests
 };
 
+// The view as JSON text; bytes of names that are not UTF-8 (file names are
+// bytes) become U+FFFD.
 std::string view_json(const NodeView& view);
 
 class HttpEndpoints {

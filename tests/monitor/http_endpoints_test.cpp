@@ -83,6 +83,19 @@ TEST(HttpEndpoints, ServesMetricsHealthAndJson) {
   http.stop();
 }
 
+// File names are bytes: a container directory's name that is not UTF-8 made
+// the JSON dump throw (/containers answered 500).
+TEST(ViewJson, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  NodeView v;
+  ContainerView c;
+  c.ref = {"uid-\xff", "main\xc3("};
+  c.path = "/hook/containers/uid-\xff_main\xc3(/vgpu.cache";
+  v.containers.push_back(c);
+  const nlohmann::json j = nlohmann::json::parse(view_json(v));
+  EXPECT_EQ(j["containers"][0]["pod_uid"], "uid-\xef\xbf\xbd");
+  EXPECT_EQ(j["containers"][0]["container"], "main\xef\xbf\xbd(");
+}
+
 TEST(HttpEndpoints, PortInUseIsAClearError) {
   Agent agent(AgentOptions{.hook_path = "/nonexistent"}, nullptr, nullptr);
   HttpEndpoints first(agent, {.bind = "127.0.0.1:0"});

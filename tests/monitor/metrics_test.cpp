@@ -107,6 +107,19 @@ TEST(PrometheusText, EscapesLabelValuesAndHelp) {
   EXPECT_EQ(validate_exposition(out.text()), "");
 }
 
+// Label values come from file names too; one byte that is not UTF-8 made a
+// scraper reject the agent's whole page.
+TEST(PrometheusText, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  PrometheusText out;
+  out.family("m", "help");
+  out.sample("m", {{"container", "main\xc3("}, {"pod", "uid-\xff\xfe"}, {"ok", "caf\xc3\xa9"}},
+             uint64_t{1});
+  EXPECT_EQ(out.text(),
+            "# HELP m help\n# TYPE m gauge\n"
+            "m{container=\"main\xef\xbf\xbd(\",pod=\"uid-\xef\xbf\xbd\xef\xbf\xbd\","
+            "ok=\"caf\xc3\xa9\"} 1\n");
+}
+
 TEST(PrometheusText, ValidatorCatchesBrokenText) {
   EXPECT_NE(validate_exposition("# TYPE m gauge\nm{a=\"x} 1\n"), "");
   EXPECT_NE(validate_exposition("# TYPE m gauge\nm 1\n# TYPE n gauge\nn 1\nm 2\n"), "");
