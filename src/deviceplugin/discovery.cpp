@@ -7,6 +7,8 @@
 
 #include "common/log.hpp"
 #include "common/small_file.hpp"
+#include "nvml/topology.hpp"
+#include "protocol/node_register.hpp"
 
 namespace hami::deviceplugin {
 namespace {
@@ -25,6 +27,33 @@ std::optional<int> sysfs_numa(const std::string& sysfs_pci, std::string bus_id) 
   const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || v < 0) return std::nullopt;
   return v;
+}
+
+// Fills every GPU's peers from NVML's view of each pair.
+void read_peers(nvml::Library& nvml, std::vector<Gpu>& gpus) {
+  if (gpus.size() < 2) return;
+  std::vector<int> indices;
+  for (const Gpu& g : gpus)
+    indices.push_back(g.index);
+  const nvml::Topology t = nvml::read_topology(nvml, indices);
+  for (const std::string& p : t.problems)
+    log::warn("GPU topology: %s; that fact counts as unknown", p.c_str());
+  auto by_index = [&](int index) -> Gpu& {
+    return *std::find_if(gpus.begin(), gpus.end(), [&](const Gpu& g) { return g.index == index; });
+  };
+  for (const nvml::PairLink& p : t.pairs) {
+    Gpu& a = by_index(p.a);
+    Gpu& b = by_index(p.b);
+    const int32_t score = protocol::pair_score(p.common_ancestor, p.nvlinks);
+    const std::optional<int> read = p.p2p[nvml::kP2pRead];
+    const std::string p2p = read ? nvml::p2p_status_name(read) : std::string();
+    a.peers.push_back({b.uuid, score, p2p});
+    b.peers.push_back({a.uuid, score, p2p});
+    log::info("GPUs %d-%d: %s, %d NVLink(s)%s, P2P %s: pair score %d", p.a, p.b,
+              nvml::topology_level_name(p.common_ancestor).c_str(), p.nvlinks,
+              p.via_nvswitch ? " through NVSwitch" : "", nvml::p2p_status_name(read).c_str(),
+              static_cast<int>(score));
+  }
 }
 
 }  // namespace
@@ -53,6 +82,7 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
     g.mode = cfg.mode_of(g.uuid, i);
     gpus.push_back(std::move(g));
   }
+  read_peers(nvml, gpus);
   // A devicemodes entry for a GPU that is not here is a typo or a config for
   // other hardware: said, not fatal, as the GPU may come back.
   for (const GpuModeOverride& o : cfg.gpu_modes) {

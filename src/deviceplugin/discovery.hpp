@@ -5,6 +5,9 @@
 // its NUMA node from NVML or, where the driver cannot say, from
 // /sys/bus/pci/devices/<bus id>/numa_node as upstream reads it (negative:
 // unknown). A GPU NVML cannot describe is left out with an error in the log.
+// With two GPUs or more, each pair's connection is read once (nvml/topology.hpp)
+// into Gpu::peers, logged per pair; what NVML cannot answer is logged and
+// scores as unknown.
 //
 // Health, two sources:
 // - each periodic check asks NVML for every GPU's memory; a GPU whose call

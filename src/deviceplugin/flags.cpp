@@ -148,9 +148,9 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
     if (on) return Error{not_supported(name, "GDRCopy, GDS and MOFED are not implemented")};
   }
   if (env_true("ENABLE_TOPOLOGY_SCORE")) {
-    log::warn(
-        "ENABLE_TOPOLOGY_SCORE=true: this build publishes no NVLink topology score; the "
-        "scheduler's topology-aware policy orders GPUs as spread (docs/comparison.md)");
+    log::info(
+        "ENABLE_TOPOLOGY_SCORE=true: this build always publishes the GPU pair scores "
+        "(hami.io/node-nvidia-score) on nodes of two GPUs or more; the variable changes nothing");
   }
 
   DaemonOptions o = f.options;

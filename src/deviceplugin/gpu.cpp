@@ -47,4 +47,15 @@ std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginC
   return out;
 }
 
+std::vector<protocol::DeviceLinks> device_links(const std::vector<Gpu>& gpus) {
+  std::vector<protocol::DeviceLinks> out;
+  const bool any =
+      std::any_of(gpus.begin(), gpus.end(), [](const Gpu& g) { return !g.peers.empty(); });
+  if (!any) return out;
+  out.reserve(gpus.size());
+  for (const Gpu& g : gpus)
+    out.push_back({g.uuid, g.peers});
+  return out;
+}
+
 }  // namespace hami::deviceplugin

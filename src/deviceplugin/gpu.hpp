@@ -8,6 +8,7 @@
 //   for (auto& id : virtual_ids(gpus[0], 10)) ...     // "GPU-…-0" … "GPU-…-9"
 //   physical_uuid("GPU-abc-3");                       // "GPU-abc"
 //   auto entries = node_devices(gpus, cfg);           // for hami.io/node-nvidia-register
+//   auto links = device_links(gpus);                  // for hami.io/node-nvidia-score, -p2p
 
 #include <cstdint>
 #include <optional>
@@ -29,6 +30,9 @@ struct Gpu {
   bool healthy = true;
   std::string unhealthy_reason;
   SharingMode mode = SharingMode::kTimeslice;  // from the config at discovery
+  // How it reaches each of the node's other GPUs (discovery, from NVML):
+  // upstream's pair score and the P2P read status. Empty on a one-GPU node.
+  std::vector<protocol::PeerLink> peers;
 };
 
 std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count);
@@ -38,5 +42,9 @@ std::string physical_uuid(std::string_view id);
 
 std::vector<protocol::NodeDevice> node_devices(const std::vector<Gpu>& gpus,
                                                const PluginConfig& cfg);
+
+// One entry per GPU for the topology annotations, in registration order;
+// empty when no GPU knows its peers (one GPU, or topology not read).
+std::vector<protocol::DeviceLinks> device_links(const std::vector<Gpu>& gpus);
 
 }  // namespace hami::deviceplugin

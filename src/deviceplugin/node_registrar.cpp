@@ -1,6 +1,8 @@
 #include "deviceplugin/node_registrar.hpp"
 
 #include <ctime>
+#include <map>
+#include <optional>
 
 #include "common/log.hpp"
 #include "deviceplugin/gpu.hpp"
@@ -11,9 +13,13 @@
 namespace hami::deviceplugin {
 
 using protocol::encode_node_devices;
+using protocol::encode_p2p;
+using protocol::encode_pair_scores;
 using protocol::kHandshakeReported;
 using protocol::kNodeHandshake;
+using protocol::kNodeP2p;
 using protocol::kNodeRegister;
+using protocol::kNodeScore;
 
 std::string handshake_reported(std::chrono::system_clock::time_point t) {
   const std::time_t tt = std::chrono::system_clock::to_time_t(t);
@@ -29,25 +35,41 @@ NodeRegistrar::NodeRegistrar(k8s::Client& client, const PluginConfig& cfg, Devic
     : client_(client), cfg_(cfg), state_(state), node_(std::move(node)) {}
 
 Result<bool> NodeRegistrar::sync_once() {
-  const std::string want = encode_node_devices(node_devices(state_.gpus(), cfg_));
+  const std::vector<Gpu>& gpus = state_.gpus();
+  const std::string want = encode_node_devices(node_devices(gpus, cfg_));
+  // The topology is read once at discovery; a node without it (one GPU)
+  // leaves whatever those annotations hold alone.
+  std::map<std::string, std::optional<std::string>> want_links;
+  if (const auto links = device_links(gpus); !links.empty()) {
+    want_links[kNodeScore] = encode_pair_scores(links);
+    want_links[kNodeP2p] = encode_p2p(links);
+  }
   auto node = client_.get(k8s::node_path(node_));
   if (!node) return Error{"cannot read node " + node_ + ": " + node.error().message};
   std::string have;
   std::string handshake;
+  bool links_differ = false;
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json* an = &none;
   if (auto md = node->find("metadata"); md != node->end() && md->is_object()) {
-    if (auto an = md->find("annotations"); an != md->end() && an->is_object()) {
-      have = an->value(kNodeRegister, "");
-      handshake = an->value(kNodeHandshake, "");
-    }
+    if (auto a = md->find("annotations"); a != md->end() && a->is_object()) an = &*a;
   }
+  have = an->value(kNodeRegister, "");
+  handshake = an->value(kNodeHandshake, "");
+  for (const auto& [key, value] : want_links)
+    links_differ = links_differ || an->value(key, "") != *value;
   const bool answered = handshake.rfind(kHandshakeReported, 0) != 0;
-  if (have == want && !answered) return false;
-  auto r = client_.patch_annotations(
-      k8s::node_path(node_),
-      {{kNodeRegister, want},
-       {kNodeHandshake, handshake_reported(std::chrono::system_clock::now())}});
+  if (have == want && !links_differ && !answered) return false;
+  std::map<std::string, std::optional<std::string>> changes = want_links;
+  changes[kNodeRegister] = want;
+  changes[kNodeHandshake] = handshake_reported(std::chrono::system_clock::now());
+  auto r = client_.patch_annotations(k8s::node_path(node_), changes);
   if (!r) return Error{"cannot annotate node " + node_ + ": " + r.error().message};
   if (have != want) log::info("registered on node %s: %s", node_.c_str(), want.c_str());
+  if (links_differ) {
+    log::info("registered the pair scores and P2P status of %zu GPUs on node %s", gpus.size(),
+              node_.c_str());
+  }
   return true;
 }
 

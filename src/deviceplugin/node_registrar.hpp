@@ -1,11 +1,12 @@
 #pragma once
-// Keeps this node's hami.io/node-nvidia-register annotation (node_register.hpp)
-// and the handshake (hami.io/node-handshake = "Reported_<local time>") up to
-// date for the scheduler. Each pass reads the node and patches only when the
-// device list differs from the annotation (a GPU's health changed, someone
-// removed it) or the scheduler has answered the handshake ("Requesting_…"),
-// as upstream's protocol document describes. Passes run every interval and at
-// once when a GPU's health changes.
+// Keeps this node's hami.io/node-nvidia-register annotation (node_register.hpp),
+// its GPU topology (hami.io/node-nvidia-score and hami.io/node-nvidia-p2p, on
+// nodes of two GPUs or more) and the handshake (hami.io/node-handshake =
+// "Reported_<local time>") up to date for the scheduler. Each pass reads the
+// node and patches only when the device list or topology differs from the
+// annotations (a GPU's health changed, someone removed one) or the scheduler
+// has answered the handshake ("Requesting_…"), as upstream's protocol document
+// describes. Passes run every interval and at once when a GPU's health changes.
 //
 //   NodeRegistrar reg(client, cfg, state, "node-1");
 //   std::jthread t([&](std::stop_token st) { reg.run(st, 30s); });

@@ -295,7 +295,7 @@ TEST_F(UpstreamChart, EveryOtherBranchIsAcceptedWithItsMeaning) {
   EXPECT_EQ(d.exit_code, 0) << last_command_ << "\n" << d.err;
   EXPECT_NE(d.out.find("disableCoreLimit=true"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("log level 3"), std::string::npos) << d.out;
-  // ENABLE_TOPOLOGY_SCORE=true (topology-aware): accepted, and the log says what it does not do.
+  // ENABLE_TOPOLOGY_SCORE=true (topology-aware): accepted, and the log says it changes nothing.
   EXPECT_NE(d.err.find("ENABLE_TOPOLOGY_SCORE=true"), std::string::npos) << d.err;
 
   ProcessResult m = run(r, "vgpu-monitor");

@@ -250,6 +250,18 @@ TEST_F(DevicePluginTest, ReRegistersAfterKubeletRestart) {
   }
 }
 
+// SIGHUP is the plugin's reload (docs/device-plugin.md): it serves and
+// registers again, and goes on serving (TearDown's SIGTERM finds it running).
+TEST_F(DevicePluginTest, SighupServesAndRegistersAgain) {
+  start_plugin();
+  wait_registered();
+  plugin_->kill(SIGHUP);
+  ASSERT_TRUE(kubelet_->wait_for_registrations(2, 5s)) << "no registration after SIGHUP";
+  EXPECT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
+    return l.devices_size() == 20;
+  })) << "kubelet could not watch the plugin served again";
+}
+
 TEST_F(DevicePluginTest, RegistersOnceKubeletAppears) {
   kubelet_->stop();
   std::filesystem::remove(kubelet_->socket_path());
@@ -385,6 +397,46 @@ TEST_F(DevicePluginTest, NodeAnnotationIsUpstreamJsonWithHandshake) {
     return annotation(node(), "hami.io/node-handshake").rfind("Reported_", 0) == 0 &&
            annotation(node(), "hami.io/node-nvidia-register") == want;
   }));
+}
+
+TEST_F(DevicePluginTest, RegistersEachGpuPairsScoreAndP2pStatus) {
+  // One PCIe switch and four NVLinks: upstream's 50 + 4 x 100. P2P disabled
+  // by a registry key (nvmlGpuP2PStatus_t 4).
+  write_script("topology 0 1 single\nnvlink 0 1 4\np2p 0 1 4\n");
+  start_plugin();
+  const std::string score = std::string(R"([{"uuid":")") + kA + R"(","score":{")" + kB +
+                            R"(":450}},{"uuid":")" + kB + R"(","score":{")" + kA + R"(":450}}])";
+  const std::string p2p = std::string(R"([{"uuid":")") + kA + R"(","p2p":{")" + kB +
+                          R"(":"disabled_by_regkey"}},{"uuid":")" + kB + R"(","p2p":{")" + kA +
+                          R"(":"disabled_by_regkey"}}])";
+  ASSERT_TRUE(wait_until([&] {
+    return annotation(node(), "hami.io/node-nvidia-score") == score &&
+           annotation(node(), "hami.io/node-nvidia-p2p") == p2p;
+  })) << annotation(node(), "hami.io/node-nvidia-score")
+      << "\n"
+      << annotation(node(), "hami.io/node-nvidia-p2p");
+
+  // Removed by someone else, it comes back within a period.
+  json n = *node();
+  n["metadata"]["annotations"].erase("hami.io/node-nvidia-score");
+  api_.put("nodes", n);
+  EXPECT_TRUE(wait_until([&] { return annotation(node(), "hami.io/node-nvidia-score") == score; }))
+      << annotation(node(), "hami.io/node-nvidia-score");
+}
+
+TEST_F(DevicePluginTest, TopologyNvmlCannotReadIsLoggedAndScoresAsUnknown) {
+  write_script("nvlink 0 1 2\nfail nvmlDeviceGetTopologyCommonAncestor\n");
+  start_plugin();
+  const std::string score = std::string(R"([{"uuid":")") + kA + R"(","score":{")" + kB +
+                            R"(":200}},{"uuid":")" + kB + R"(","score":{")" + kA + R"(":200}}])";
+  ASSERT_TRUE(wait_until([&] { return annotation(node(), "hami.io/node-nvidia-score") == score; }))
+      << annotation(node(), "hami.io/node-nvidia-score");
+  plugin_->kill(SIGTERM);
+  const test::ProcessResult r = plugin_->finish();
+  plugin_.reset();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("GPU topology: GPUs 0-1: nvmlDeviceGetTopologyCommonAncestor"));
+  EXPECT_THAT(r.err, HasSubstr("GPUs 0-1: unknown, 2 NVLink(s), P2P ok: pair score 200"));
 }
 
 TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {

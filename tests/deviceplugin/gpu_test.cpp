@@ -49,5 +49,16 @@ TEST(Gpu, EachGpuRegistersItsOwnSharingMode) {
   EXPECT_EQ((*back)[1].mode, "mps");
 }
 
+TEST(Gpu, DeviceLinksOnlyWhenSomeGpuKnowsItsPeers) {
+  Gpu a{0, "GPU-a", "NVIDIA H100", 80ull << 30, 0, true, ""};
+  Gpu b{1, "GPU-b", "NVIDIA H100", 80ull << 30, 0, true, ""};
+  EXPECT_TRUE(device_links({a, b}).empty());  // topology not read: nothing to register
+  a.peers = {{"GPU-b", 420, "ok"}};
+  b.peers = {{"GPU-a", 420, "ok"}};
+  const auto links = device_links({a, b});
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[1], (protocol::DeviceLinks{"GPU-b", {{"GPU-a", 420, "ok"}}}));
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin

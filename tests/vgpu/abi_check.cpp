@@ -26,6 +26,7 @@ constexpr int kDeviceCpu = hami::cuda::CU_DEVICE_CPU;
 #undef cuDevicePrimaryCtxRelease
 #undef cuDevicePrimaryCtxReset
 #undef cuMemAdvise
+#undef cuGraphInstantiate
 
 namespace {
 
@@ -117,6 +118,36 @@ SAME(cuEventRecord, cuEventRecord)
 SAME(cuEventQuery, cuEventQuery)
 SAME(cuEventElapsedTime_v2, cuEventElapsedTime_v2)
 SAME(cuEventElapsedTime, cuEventElapsedTime_v2)  // v1: same parameters
+SAME(cuMemMap, cuMemMap)
+SAME(cuMemUnmap, cuMemUnmap)
+SAME(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle)
+SAME(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle)
+SAME(cuCtxSetLimit, cuCtxSetLimit)
+SAME(cuCtxGetLimit, cuCtxGetLimit)
+SAME(cuDeviceGetAttribute, cuDeviceGetAttribute)
+SAME(cuModuleLoad, cuModuleLoad)
+SAME(cuModuleLoadData, cuModuleLoadData)
+SAME(cuModuleLoadDataEx, cuModuleLoadDataEx)
+SAME(cuModuleLoadFatBinary, cuModuleLoadFatBinary)
+SAME(cuModuleUnload, cuModuleUnload)
+SAME(cuLibraryLoadData, cuLibraryLoadData)
+SAME(cuLibraryLoadFromFile, cuLibraryLoadFromFile)
+SAME(cuLibraryUnload, cuLibraryUnload)
+SAME(cuLibraryGetKernel, cuLibraryGetKernel)
+SAME(cuKernelGetFunction, cuKernelGetFunction)
+SAME(cuLibraryGetModule, cuLibraryGetModule)
+SAME(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)
+SAME(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams)
+SAME(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams)
+SAME(cuGraphUpload, cuGraphUpload)
+SAME(cuGraphUpload_ptsz, cuGraphUpload)
+SAME(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim)
+SAME(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute)
+SAME(cuGraphGetNodes, cuGraphGetNodes)
+SAME(cuGraphNodeGetType, cuGraphNodeGetType)
+SAME(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams)
+SAME(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph)
+SAME(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode)
 
 // Prototypes that CUDA 13's cuda.h no longer declares (the driver still exports
 // them for older binaries): the CUDA 12 signatures, spelled out.
@@ -130,6 +161,10 @@ static_assert(same_abi<ours::cuCtxCreate_v3, LegacyCtxCreateV3>());
 // The ordinal form of cuMemAdvise, which CUDA 13 renames to the location form.
 using LegacyMemAdvise = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
 static_assert(same_abi<ours::cuMemAdvise, LegacyMemAdvise>());
+// The CUDA 11 instantiation, still exported under both names.
+using LegacyInstantiate = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+static_assert(same_abi<ours::cuGraphInstantiate, LegacyInstantiate>());
+static_assert(same_abi<ours::cuGraphInstantiate_v2, LegacyInstantiate>());
 
 namespace h = hami::cuda;
 
@@ -202,6 +237,49 @@ static_assert(offsetof(h::CUDA_ARRAY3D_DESCRIPTOR, Flags) ==
               offsetof(::CUDA_ARRAY3D_DESCRIPTOR, Flags));
 static_assert(sizeof(h::CUDA_ARRAY_MEMORY_REQUIREMENTS) ==
               sizeof(::CUDA_ARRAY_MEMORY_REQUIREMENTS));
+static_assert(std::is_same_v<h::CUmodule, ::CUmodule>);
+static_assert(std::is_same_v<h::CUlibrary, ::CUlibrary>);
+static_assert(std::is_same_v<h::CUkernel, ::CUkernel>);
+static_assert(std::is_same_v<h::CUgraph, ::CUgraph>);
+static_assert(std::is_same_v<h::CUgraphNode, ::CUgraphNode>);
+static_assert(h::CUDA_ERROR_INVALID_IMAGE == ::CUDA_ERROR_INVALID_IMAGE);
+static_assert(h::CUDA_ERROR_UNSUPPORTED_LIMIT == ::CUDA_ERROR_UNSUPPORTED_LIMIT);
+static_assert(h::CUDA_ERROR_ILLEGAL_STATE == ::CUDA_ERROR_ILLEGAL_STATE);
+static_assert(h::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED == ::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+static_assert(h::CU_STREAM_CAPTURE_MODE_GLOBAL == ::CU_STREAM_CAPTURE_MODE_GLOBAL);
+static_assert(h::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL == ::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+static_assert(h::CU_STREAM_CAPTURE_MODE_RELAXED == ::CU_STREAM_CAPTURE_MODE_RELAXED);
+static_assert(h::CU_LIMIT_STACK_SIZE == ::CU_LIMIT_STACK_SIZE);
+static_assert(h::CU_LIMIT_PRINTF_FIFO_SIZE == ::CU_LIMIT_PRINTF_FIFO_SIZE);
+static_assert(h::CU_LIMIT_MALLOC_HEAP_SIZE == ::CU_LIMIT_MALLOC_HEAP_SIZE);
+static_assert(h::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ==
+              ::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+static_assert(h::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR ==
+              ::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+static_assert(h::CU_GRAPH_NODE_TYPE_KERNEL == ::CU_GRAPH_NODE_TYPE_KERNEL);
+static_assert(h::CU_GRAPH_NODE_TYPE_GRAPH == ::CU_GRAPH_NODE_TYPE_GRAPH);
+static_assert(h::CU_GRAPH_NODE_TYPE_MEM_ALLOC == ::CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+static_assert(h::CU_GRAPH_NODE_TYPE_MEM_FREE == ::CU_GRAPH_NODE_TYPE_MEM_FREE);
+static_assert(h::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT == ::CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+static_assert(h::CU_GRAPH_MEM_ATTR_USED_MEM_HIGH == ::CU_GRAPH_MEM_ATTR_USED_MEM_HIGH);
+static_assert(h::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT ==
+              ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
+static_assert(h::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH == ::CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH);
+static_assert(h::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ==
+              ::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+static_assert(sizeof(h::CUmemAccessDesc) == sizeof(::CUmemAccessDesc));
+static_assert(sizeof(h::CUmemPoolProps) == sizeof(::CUmemPoolProps));
+static_assert(offsetof(h::CUmemPoolProps, location) == offsetof(::CUmemPoolProps, location));
+static_assert(offsetof(h::CUmemPoolProps, usage) == offsetof(::CUmemPoolProps, usage));
+static_assert(sizeof(h::CUDA_MEM_ALLOC_NODE_PARAMS) == sizeof(::CUDA_MEM_ALLOC_NODE_PARAMS));
+static_assert(offsetof(h::CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) ==
+              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS, bytesize));
+static_assert(offsetof(h::CUDA_MEM_ALLOC_NODE_PARAMS, dptr) ==
+              offsetof(::CUDA_MEM_ALLOC_NODE_PARAMS, dptr));
+static_assert(sizeof(h::CUDA_GRAPH_INSTANTIATE_PARAMS) == sizeof(::CUDA_GRAPH_INSTANTIATE_PARAMS));
+static_assert(offsetof(h::CUDA_GRAPH_INSTANTIATE_PARAMS, result_out) ==
+              offsetof(::CUDA_GRAPH_INSTANTIATE_PARAMS, result_out));
+static_assert(::CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD == 2);
 static_assert(::CU_AD_FORMAT_FLOAT == 0x20 && ::CU_AD_FORMAT_HALF == 0x10 &&
               ::CU_AD_FORMAT_UNSIGNED_INT8 == 0x01);
 

@@ -19,29 +19,39 @@
 //   pitch:<w>x<h> | managed:<size> | async:<size> | pool:<ord>:<size> |
 //   vmm:<ord>:<size> | vmm-host:<size> | expand:<ord>:<chunk>:<n> (reserve n
 //   chunks of address space, then cuMemCreate + cuMemMap + cuMemSetAccess each,
-//   as PyTorch's expandable segments do) | simcalls:<name> (simgpu_calls(name)) |
-//   array:<w>x<h> | array3d:<w>x<h>x<d> |
-//   mipmap:<w>x<h>:<levels> | free:<n> (the n-th allocation, any kind) |
-//   freeptr:<hex> | meminfo | totalmem:<ord> | nvml:<index> | nvml2:<index> |
-//   fill:<size> (allocate <size> chunks until refused) | launch | sleep:<ms> |
-//   hold (until stdin closes) | exit:<code> | crash (exit without cleanup) |
-//   mark (prints at once) | fork ... join (the child runs the ops in between,
-//   the parent waits for it) | whois:<name> (which library the lookup of
-//   <name> answered) | umask | signals | churn:<size>:<n> (alloc/free n times) |
-//   await:<path> (until the file exists) | procmem:<nvml index> (this process's
-//   device memory as NVML reports it) | charged:<dev> (what the state file
-//   charges this process on state-file device <dev>) | poolnew:<ord> (create a
-//   pool; later "poolnew" allocations use it) | poolalloc:<size> | pooldestroy |
-//   infoloop:<n> (cuMemGetInfo n times) |
-//   launchpath:<path>:<n> (n launches through one launch function, path one of
-//   kernel, kernel_ptsz, ex, ex_ptsz, coop, coop_ptsz, graph, graph_ptsz; a
-//   _ptsz path is the _ptsz export for link and dlsym, and the base name with
-//   the per-thread flag for procaddr; each path has its own kernel function,
-//   a graph path a fresh CUDA graph) | stream[:nb] (create a stream, blocking
-//   or not, for later launchpath ops) | stream:0 (back to the default stream) |
-//   sync (cuCtxSynchronize) | capture:<n>[:<begin>[:<m>]] (on a new stream:
-//   begin a capture with begin = v1, v2 (default) or tograph, n kernel
-//   launches into it, m into another new stream, end the capture)
+//   as PyTorch's expandable segments do; each mapping is one for unmap:<k>) | simcalls:<name>
+//   (simgpu_calls(name)) | array:<w>x<h> | array3d:<w>x<h>x<d> | mipmap:<w>x<h>:<levels> | free:<n>
+//   (the n-th allocation, any kind) | freeptr:<hex> | meminfo | totalmem:<ord> | nvml:<index> |
+//   nvml2:<index> | fill:<size> (allocate <size> chunks until refused) | launch | sleep:<ms> | hold
+//   (until stdin closes) | exit:<code> | crash (exit without cleanup) | mark (prints at once) |
+//   fork ... join (the child runs the ops in between, the parent waits for it) | whois:<name>
+//   (which library the lookup of <name> answered) | umask | signals | churn:<size>:<n> (alloc/free
+//   n times) | await:<path> (until the file exists) | procmem:<nvml index> (this process's device
+//   memory as NVML reports it) | charged:<dev> (what the state file charges this process on
+//   state-file device <dev>) | poolnew:<ord> (create a pool; later "poolnew" allocations use it) |
+//   poolalloc:<size> | pooldestroy | infoloop:<n> (cuMemGetInfo n times) | launchpath:<path>:<n> (n
+//   launches through one launch function, path one of kernel, kernel_ptsz, ex, ex_ptsz, coop,
+//   coop_ptsz, graph, graph_ptsz; a _ptsz path is the _ptsz export for link and dlsym, and the base
+//   name with the per-thread flag for procaddr; each path has its own kernel function, a graph path
+//   a fresh CUDA graph) | stream[:nb] (create a stream, blocking or not, for later launchpath ops)
+//   | stream:0 (back to the default stream) | sync (cuCtxSynchronize) | capture:<n>[:<begin>[:<m>]]
+//   (on a new stream: begin a capture with begin = v1, v2 (default) or tograph, n kernel launches
+//   into it, m into another new stream, end the capture)
+// Graph memory and captures that allocate, on one capture stream of their own:
+//   gbegin[:global|thread|relaxed] (begin a capture, mode global by default) |
+//   galloc:<size> (cuMemAllocAsync into it) | gfree (cuMemFreeAsync of the last) |
+//   gstatus | gend | gnode:<ord>:<size> (cuGraphAddMemAllocNode, on a new graph
+//   if none) | ginst[:upload] (WithFlags, or WithParams uploading) | gupload |
+//   glaunch[:n] | gexecdestroy | gtrim:<ord> | graphmem:<ord> (the graph pool's
+//   used= and reserved=) | threadmode:<mode> (cuThreadExchangeStreamCaptureMode)
+// VMM lifetimes: vmmmap:<ord>:<size> (create, reserve, map, set access) |
+//   unmap:<k> (the k-th mapping) | export (the last handle, as a file
+//   descriptor) | importmap:<size> (import that descriptor and map it); a
+//   handle is released with free:<n>
+// Limits and modules: setlimit:<stack|heap|printf>:<value> | modload:<bytes>
+//   (a simulated image) | modfile:<path> | modunload | libload:<bytes> |
+//   libfile:<path> | libkernel:<name> (cuLibraryGetKernel + cuKernelGetFunction) |
+//   libmodule | libunload
 // Every line carries ms=<wall time of the op>. Launch and capture lines also
 // say what the simulated driver saw during the op: plain= / ptsz= (calls of
 // the path's two driver functions), ran= (launches run on the GPU),
@@ -412,6 +422,27 @@ int main(int argc, char** argv) {
     return gpa(b.c_str(), &p, version, flags, nullptr) == CUDA_SUCCESS ? p : nullptr;
   };
 
+  // Graph memory and capture state, VMM mappings, modules (ops above).
+  CUstream gstream = nullptr;
+  CUgraph ggraph = nullptr;
+  CUgraphExec gexec = nullptr;
+  std::vector<CUdeviceptr> gptrs;
+  std::vector<std::pair<CUdeviceptr, size_t>> mappings;
+  CUmemGenericAllocationHandle last_handle = 0;
+  int exported_fd = -1;
+  std::vector<CUmodule> modules;
+  std::vector<CUlibrary> libraries;
+  auto drv = [&](const char* base, const char* exported) { return route(base, exported, false); };
+  auto map_handle = [&](CUmemGenericAllocationHandle h, size_t size, int ord) -> CUresult {
+    CUdeviceptr base = 0;
+    CUresult r = api.cuMemAddressReserve(&base, size, 0, 0, 0);
+    if (r == CUDA_SUCCESS) r = api.cuMemMap(base, size, 0, h, 0);
+    if (r != CUDA_SUCCESS) return r;
+    mappings.push_back({base, size});
+    const CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, ord}, 3};
+    return api.cuMemSetAccess(base, size, &access, 1);
+  };
+
   std::vector<Held> held;
   std::vector<CUcontext> created;
   CUstream cur_stream = nullptr;
@@ -515,6 +546,7 @@ int main(int argc, char** argv) {
         held.push_back({'h', h});
         const CUdeviceptr at = base + chunk * static_cast<uint64_t>(mapped);
         rc = api.cuMemMap(at, chunk, 0, h, 0);
+        if (rc == CUDA_SUCCESS) mappings.push_back({at, chunk});
         struct {
           CUmemLocation location;
           int flags;
@@ -709,6 +741,162 @@ int main(int argc, char** argv) {
       if (target != nullptr) api.cuGraphDestroy(target);
       if (other != nullptr) api.cuStreamDestroy(other);
       if (cap != nullptr) api.cuStreamDestroy(cap);
+    } else if (name == "gbegin") {
+      const std::string m = parts.size() > 1 ? parts[1] : "global";
+      const CUstreamCaptureMode mode = m == "thread"    ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                                       : m == "relaxed" ? CU_STREAM_CAPTURE_MODE_RELAXED
+                                                        : CU_STREAM_CAPTURE_MODE_GLOBAL;
+      if (gstream == nullptr) rc = api.cuStreamCreate(&gstream, 1);
+      auto begin = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureMode)>(
+          drv("cuStreamBeginCapture", "cuStreamBeginCapture_v2"));
+      if (rc == CUDA_SUCCESS) rc = begin(gstream, mode);
+    } else if (name == "galloc") {
+      CUdeviceptr p = 0;
+      rc = api.cuMemAllocAsync(&p, size_arg(parts[1]), gstream);
+      if (rc == CUDA_SUCCESS) gptrs.push_back(p);
+    } else if (name == "gfree") {
+      rc = api.cuMemFreeAsync(gptrs.back(), gstream);
+      gptrs.pop_back();
+    } else if (name == "gstatus") {
+      CUstreamCaptureStatus st = -1;
+      rc = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureStatus*)>(
+          drv("cuStreamIsCapturing", "cuStreamIsCapturing"))(gstream, &st);
+      extra = " status=" + std::to_string(st);
+    } else if (name == "gend") {
+      rc = reinterpret_cast<CUresult (*)(CUstream, CUgraph*)>(
+          drv("cuStreamEndCapture", "cuStreamEndCapture"))(gstream, &ggraph);
+    } else if (name == "gnode") {
+      if (ggraph == nullptr) rc = api.cuGraphCreate(&ggraph, 0);
+      CUDA_MEM_ALLOC_NODE_PARAMS params{};
+      params.poolProps.allocType = 1;
+      params.poolProps.location = {CU_MEM_LOCATION_TYPE_DEVICE, std::atoi(parts[1].c_str())};
+      params.bytesize = size_arg(parts[2]);
+      CUgraphNode node = nullptr;
+      if (rc == CUDA_SUCCESS)
+        rc = reinterpret_cast<CUresult (*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
+                                           CUDA_MEM_ALLOC_NODE_PARAMS*)>(
+            drv("cuGraphAddMemAllocNode", "cuGraphAddMemAllocNode"))(&node, ggraph, nullptr, 0,
+                                                                     &params);
+    } else if (name == "ginst") {
+      if (parts.size() > 1 && parts[1] == "upload") {
+        CUDA_GRAPH_INSTANTIATE_PARAMS params{2, gstream, nullptr, 0};
+        rc = reinterpret_cast<CUresult (*)(CUgraphExec*, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS*)>(
+            drv("cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams"))(&gexec, ggraph,
+                                                                                 &params);
+      } else {
+        rc = api.cuGraphInstantiateWithFlags(&gexec, ggraph, 0);
+      }
+    } else if (name == "gupload") {
+      rc = reinterpret_cast<CUresult (*)(CUgraphExec, CUstream)>(
+          drv("cuGraphUpload", "cuGraphUpload"))(gexec, gstream);
+    } else if (name == "glaunch") {
+      auto launch = reinterpret_cast<GraphLaunchFn>(drv("cuGraphLaunch", "cuGraphLaunch"));
+      const int n = parts.size() > 1 ? std::atoi(parts[1].c_str()) : 1;
+      for (int k = 0; k < n && rc == CUDA_SUCCESS; ++k)
+        rc = launch(gexec, gstream);
+    } else if (name == "gexecdestroy") {
+      rc = api.cuGraphExecDestroy(gexec);
+      gexec = nullptr;
+    } else if (name == "gtrim") {
+      rc = reinterpret_cast<CUresult (*)(CUdevice)>(
+          drv("cuDeviceGraphMemTrim", "cuDeviceGraphMemTrim"))(std::atoi(parts[1].c_str()));
+    } else if (name == "graphmem") {
+      auto attr = reinterpret_cast<CUresult (*)(CUdevice, CUgraphMem_attribute, void*)>(
+          drv("cuDeviceGetGraphMemAttribute", "cuDeviceGetGraphMemAttribute"));
+      cuuint64_t used = 0, reserved = 0;
+      const int ord = std::atoi(parts[1].c_str());
+      rc = attr(ord, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used);
+      if (rc == CUDA_SUCCESS) rc = attr(ord, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved);
+      extra = " used=" + std::to_string(used) + " reserved=" + std::to_string(reserved);
+    } else if (name == "threadmode") {
+      CUstreamCaptureMode mode = parts[1] == "thread"    ? CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+                                 : parts[1] == "relaxed" ? CU_STREAM_CAPTURE_MODE_RELAXED
+                                                         : CU_STREAM_CAPTURE_MODE_GLOBAL;
+      rc = reinterpret_cast<CUresult (*)(CUstreamCaptureMode*)>(
+          drv("cuThreadExchangeStreamCaptureMode", "cuThreadExchangeStreamCaptureMode"))(&mode);
+    } else if (name == "vmmmap") {
+      CUmemAllocationProp prop{};
+      prop.type = 1;
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, std::atoi(parts[1].c_str())};
+      const size_t size = size_arg(parts[2]);
+      rc = api.cuMemCreate(&last_handle, size, &prop, 0);
+      if (rc == CUDA_SUCCESS) {
+        held.push_back({'h', last_handle});
+        rc = map_handle(last_handle, size, prop.location.id);
+      }
+    } else if (name == "unmap") {
+      const auto& m = mappings.at(static_cast<size_t>(std::atoi(parts[1].c_str())));
+      rc = reinterpret_cast<CUresult (*)(CUdeviceptr, size_t)>(drv("cuMemUnmap", "cuMemUnmap"))(
+          m.first, m.second);
+    } else if (name == "export") {
+      rc = reinterpret_cast<CUresult (*)(void*, CUmemGenericAllocationHandle,
+                                         CUmemAllocationHandleType, unsigned long long)>(
+          drv("cuMemExportToShareableHandle", "cuMemExportToShareableHandle"))(
+          &exported_fd, last_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    } else if (name == "importmap") {
+      CUmemGenericAllocationHandle h = 0;
+      rc = reinterpret_cast<CUresult (*)(CUmemGenericAllocationHandle*, void*,
+                                         CUmemAllocationHandleType)>(
+          drv("cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle"))(
+          &h, reinterpret_cast<void*>(static_cast<intptr_t>(exported_fd)),
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (rc == CUDA_SUCCESS) {
+        held.push_back({'h', h});
+        last_handle = h;
+        rc = map_handle(h, size_arg(parts[1]), 0);
+      }
+    } else if (name == "setlimit") {
+      const CUlimit limit = parts[1] == "stack"  ? CU_LIMIT_STACK_SIZE
+                            : parts[1] == "heap" ? CU_LIMIT_MALLOC_HEAP_SIZE
+                                                 : CU_LIMIT_PRINTF_FIFO_SIZE;
+      rc = reinterpret_cast<CUresult (*)(CUlimit, size_t)>(drv("cuCtxSetLimit", "cuCtxSetLimit"))(
+          limit, size_arg(parts[2]));
+    } else if (name == "modload" || name == "modfile") {
+      CUmodule m = nullptr;
+      const std::string image = "simgpu-module globals=" + std::to_string(size_arg(parts[1]));
+      rc = name == "modload"
+               ? reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(
+                     drv("cuModuleLoadData", "cuModuleLoadData"))(&m, image.c_str())
+               : reinterpret_cast<CUresult (*)(CUmodule*, const char*)>(
+                     drv("cuModuleLoad", "cuModuleLoad"))(&m, op.substr(op.find(':') + 1).c_str());
+      if (rc == CUDA_SUCCESS) modules.push_back(m);
+    } else if (name == "modunload") {
+      rc = reinterpret_cast<CUresult (*)(CUmodule)>(drv("cuModuleUnload", "cuModuleUnload"))(
+          modules.back());
+      modules.pop_back();
+    } else if (name == "libload" || name == "libfile") {
+      CUlibrary l = nullptr;
+      if (name == "libload") {
+        const std::string image = "simgpu-module globals=" + std::to_string(size_arg(parts[1]));
+        rc = reinterpret_cast<CUresult (*)(CUlibrary*, const void*, CUjit_option*, void**, unsigned,
+                                           CUlibraryOption*, void**, unsigned)>(
+            drv("cuLibraryLoadData", "cuLibraryLoadData"))(&l, image.c_str(), nullptr, nullptr, 0,
+                                                           nullptr, nullptr, 0);
+      } else {
+        rc = reinterpret_cast<CUresult (*)(CUlibrary*, const char*, CUjit_option*, void**, unsigned,
+                                           CUlibraryOption*, void**, unsigned)>(
+            drv("cuLibraryLoadFromFile", "cuLibraryLoadFromFile"))(
+            &l, op.substr(op.find(':') + 1).c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+      }
+      if (rc == CUDA_SUCCESS) libraries.push_back(l);
+    } else if (name == "libkernel") {
+      CUkernel k = nullptr;
+      CUfunction f = nullptr;
+      rc = reinterpret_cast<CUresult (*)(CUkernel*, CUlibrary, const char*)>(
+          drv("cuLibraryGetKernel", "cuLibraryGetKernel"))(
+          &k, libraries.back(), parts.size() > 1 ? parts[1].c_str() : "k");
+      if (rc == CUDA_SUCCESS)
+        rc = reinterpret_cast<CUresult (*)(CUfunction*, CUkernel)>(
+            drv("cuKernelGetFunction", "cuKernelGetFunction"))(&f, k);
+    } else if (name == "libmodule") {
+      CUmodule m = nullptr;
+      rc = reinterpret_cast<CUresult (*)(CUmodule*, CUlibrary)>(
+          drv("cuLibraryGetModule", "cuLibraryGetModule"))(&m, libraries.back());
+    } else if (name == "libunload") {
+      rc = reinterpret_cast<CUresult (*)(CUlibrary)>(drv("cuLibraryUnload", "cuLibraryUnload"))(
+          libraries.back());
+      libraries.pop_back();
     } else if (name == "mark") {
     } else if (name == "fork") {
       std::fflush(stdout);

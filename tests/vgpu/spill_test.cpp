@@ -211,9 +211,28 @@ TEST_F(Spill, EveryDeviceAllocationPathSpillsAndFreesBack) {
 // address range chunk by chunk; past the GPU (less its 64 MiB reserve), the
 // chunks come from the host.
 TEST_F(Spill, ExpandableSegmentsGrowPastTheGpu) {
-  Child c = spawn({"init", "ctx:0", "expand:0:256m:6", "simcalls:cuMemCreate:host",
-                   "simcalls:cuMemSetAccess", "procmem:0", "mark", "await:" + dir_.file("go"),
-                   "free:5", "free:4", "free:3", "free:2", "free:1", "free:0", "mark", "hold"});
+  Child c = spawn({"init",
+                   "ctx:0",
+                   "expand:0:256m:6",
+                   "simcalls:cuMemCreate:host",
+                   "simcalls:cuMemSetAccess",
+                   "procmem:0",
+                   "mark",
+                   "await:" + dir_.file("go"),
+                   "unmap:5",
+                   "free:5",
+                   "unmap:4",
+                   "free:4",
+                   "unmap:3",
+                   "free:3",
+                   "unmap:2",
+                   "free:2",
+                   "unmap:1",
+                   "free:1",
+                   "unmap:0",
+                   "free:0",
+                   "mark",
+                   "hold"});
   std::string out = to_mark(c);
   EXPECT_EQ(rc(out, "expand:0:256m:6"), 0) << out;
   EXPECT_EQ(num(find_op(out, "expand:0:256m:6"), "mapped"), 6u);

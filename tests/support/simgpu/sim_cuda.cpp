@@ -8,6 +8,19 @@
 // (cuEventQuery is CUDA_ERROR_NOT_READY until the engine reaches the event,
 // cuEventElapsedTime measures the engine's time), synchronisation, and stream
 // capture with the driver's invalidation rules (see "the GPU" below).
+//
+// Where memory is committed follows driver 580
+// (tests/gpu/results/driver-facts-h100.txt): a VMM handle's memory lives until
+// it is released and its last mapping unmapped; graph memory (captured
+// stream-ordered allocations, memory-alloc nodes) becomes real when the
+// executable graph is uploaded or first launched and stays in the device's
+// graph pool until cuDeviceGraphMemTrim; cuCtxSetLimit commits the stack at
+// once ((value - 1 KiB) x 132 SMs x 2048 threads) and the malloc heap at the
+// next launch; a module's globals are committed at cuModuleLoad*, a
+// library's at first use in a context (cuKernelGetFunction,
+// cuLibraryGetModule) or at load under CUDA_MODULE_LOADING=EAGER. Module
+// images are text: "simgpu-module globals=<bytes>".
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +44,26 @@ struct CUctx_st {
   int ordinal;
   int physical;
   bool primary;
+  // Limits (cuCtxSetLimit) and the memory they committed beyond the context.
+  size_t stack = 1024;
+  size_t heap = 8u << 20;
+  size_t printf_fifo = 1u << 20;
+  uint64_t stack_committed = 0;
+  uint64_t heap_committed = 0;
+};
+struct CUmod_st {
+  int physical;
+  uint64_t bytes;
+};
+struct CUkern_st;
+struct CUlib_st {
+  uint64_t globals;
+  std::map<int, uint64_t> committed;  // physical device -> bytes
+  std::vector<CUkern_st*> kernels;
+  std::vector<CUmod_st*> modules;
+};
+struct CUkern_st {
+  CUlib_st* lib;
 };
 // Pools reserve device memory in 32 MiB granules, as the real driver's do,
 // and hand it all back once nothing is allocated from them.
@@ -60,7 +93,20 @@ struct Block {
   CUmemPoolHandle_st* pool;  // stream-ordered: the pool's reservation backs it
   // Managed memory: `bytes` is what is resident on the device (0: on the host).
   bool managed = false;
-  uint64_t size = 0;  // managed: the allocation's size
+  uint64_t size = 0;  // managed, imported: the allocation's size
+  // VMM handles: mappings, released by the program, imported (another
+  // process's memory: `bytes` 0 here).
+  int maps = 0;
+  bool released = false;
+  bool imported = false;
+};
+
+// The device's graph memory pool (per process and GPU).
+struct GraphPool {
+  uint64_t reserved = 0;
+  uint64_t used = 0;
+  uint64_t reserved_high = 0;
+  uint64_t used_high = 0;
 };
 
 constexpr uint64_t kPoolGranule = 32ull << 20;
@@ -79,7 +125,10 @@ struct Process {
   std::set<uint64_t> host_handles;      // VMM handles of host memory
   std::map<uint64_t, uint64_t> ranges;  // reserved address ranges: base -> size
   uint64_t next_handle = 1;
-  std::map<int, CUmemPoolHandle_st*> default_pools;  // per ordinal
+  std::map<int, CUmemPoolHandle_st*> default_pools;          // per ordinal
+  std::map<uint64_t, std::pair<uint64_t, size_t>> mappings;  // address -> (handle, size)
+  std::map<int, GraphPool> graph_pools;                      // per physical device
+  std::set<uint64_t> graph_addresses;                        // what graph allocations hand out
 };
 
 Process& proc() {
@@ -88,6 +137,26 @@ Process& proc() {
 }
 
 thread_local CUctx_st* t_current = nullptr;
+
+// The GPU's resident threads, for the stack a limit commits (an H100/H200).
+constexpr uint64_t kSms = 132;
+constexpr uint64_t kThreadsPerSm = 2048;
+constexpr size_t kDefaultStack = 1024;
+constexpr size_t kDefaultHeap = 8u << 20;
+
+// A potentially unsafe call (cuMemAlloc, cuMemPoolGetAttribute, cuCtxSetLimit,
+// ...) made while stream captures forbid it: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+// and those captures invalidated, as the driver does ("the GPU" below). Never
+// called with proc().mu held.
+CUresult refuse_unsafe_during_capture();
+
+// What a context's limits committed goes back with it (under proc().mu).
+void give_limits(CUctx_st* ctx) {
+  simgpu::give(ctx->physical, ctx->stack_committed + ctx->heap_committed);
+  ctx->stack_committed = ctx->heap_committed = 0;
+  ctx->stack = kDefaultStack;
+  ctx->heap = kDefaultHeap;
+}
 
 // CUDA_VISIBLE_DEVICES as the driver reads it: indices or GPU-<uuid> prefixes,
 // stopping at the first entry that names no device.
@@ -330,6 +399,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (pr.refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
   if (--pr.refs == 0) {
     drop_context(pr.ctx);
+    give_limits(pr.ctx);
     simgpu::give(physical, simgpu::state().context_size);
   }
   return CUDA_SUCCESS;
@@ -346,6 +416,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   auto& pr = proc().primary[dev];
   if (pr.refs > 0) {
     drop_context(pr.ctx);
+    give_limits(pr.ctx);
     simgpu::give(physical, simgpu::state().context_size);
     pr.refs = 0;
   }
@@ -370,6 +441,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (ctx == nullptr || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
   std::lock_guard lock(proc().mu);
   drop_context(ctx);
+  give_limits(ctx);
   simgpu::give(ctx->physical, simgpu::state().context_size);
   if (t_current == ctx) t_current = nullptr;
   delete ctx;
@@ -395,6 +467,7 @@ CUresult cuCtxGetDevice(CUdevice* dev) {
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   int physical = 0;
   if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
   return linear_alloc(dptr, bytesize, physical, "cuMemAlloc_v2");
 }
 
@@ -411,6 +484,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size
   if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
   int physical = 0;
   if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
   const size_t p = (width + 2047) / 2048 * 2048;  // coarser than libvgpu's 512-byte guess
   const CUresult rc = linear_alloc(dptr, uint64_t{p} * height, physical, "cuMemAllocPitch_v2");
   if (rc == CUDA_SUCCESS) *pitch = p;
@@ -426,6 +500,7 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
   if (dptr == nullptr || bytesize == 0 || (flags != 1 && flags != 2)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
   std::lock_guard lock(proc().mu);
   if (simgpu::should_fail("cuMemAllocManaged")) return CUDA_ERROR_OUT_OF_MEMORY;
   const uint64_t g = simgpu::granule(bytesize);
@@ -473,39 +548,9 @@ CUresult cuMemAdvise_v2(CUdeviceptr ptr, size_t count, int advice, CUmemLocation
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (dptr == 0) return CUDA_SUCCESS;
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
   std::lock_guard lock(proc().mu);
   return free_block(proc().blocks, dptr);
-}
-
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream) {
-  int physical = 0;
-  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
-  CUmemPoolHandle_st* pool = nullptr;
-  {
-    std::lock_guard lock(proc().mu);
-    pool = default_pool(t_current->ordinal, physical);
-  }
-  return pool_alloc(dptr, bytesize, pool, "cuMemAllocAsync");
-}
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
-  return cuMemAllocAsync(dptr, bytesize, s);
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream) {
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult rc = check_ordinal(pool->ordinal, nullptr); rc != CUDA_SUCCESS) return rc;
-  return pool_alloc(dptr, bytesize, pool, "cuMemAllocFromPoolAsync");
-}
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                      CUstream s) {
-  return cuMemAllocFromPoolAsync(dptr, bytesize, pool, s);
-}
-
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) {
-  return cuMemFree_v2(dptr);
-}
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
-  return cuMemFree_v2(dptr);
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
@@ -539,6 +584,7 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
   std::lock_guard lock(proc().mu);
   pool_release_idle(pool, keep);
   return CUDA_SUCCESS;
@@ -547,6 +593,7 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
   if (pool == nullptr || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (attr != CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) return CUDA_ERROR_NOT_SUPPORTED;
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
   std::lock_guard lock(proc().mu);
   *static_cast<cuuint64_t*>(value) = pool->reserved;
   return CUDA_SUCCESS;
@@ -589,11 +636,77 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   return rc;
 }
 
+// A released handle's memory stays while it is mapped; the last unmap frees it.
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   std::lock_guard lock(proc().mu);
   if (proc().host_handles.erase(handle) != 0) return CUDA_SUCCESS;
-  if (proc().handles.count(handle) == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto it = proc().handles.find(handle);
+  if (it == proc().handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.maps > 0) {
+    it->second.released = true;
+    return CUDA_SUCCESS;
+  }
+  if (it->second.imported) {
+    proc().handles.erase(it);
+    return CUDA_SUCCESS;
+  }
   return free_block(proc().handles, handle);
+}
+
+// Handles shared with another process: a memfd naming the GPU and size (the
+// memory stays counted to the exporting process, as NVML would show it).
+CUresult cuMemExportToShareableHandle(void* out, CUmemGenericAllocationHandle handle, int type,
+                                      unsigned long long) {
+  if (out == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  auto it = proc().handles.find(handle);
+  if (it == proc().handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  const int fd = ::memfd_create("simgpu-vmm", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t rec[2] = {static_cast<uint64_t>(it->second.physical),
+                           it->second.imported ? it->second.size : it->second.bytes};
+  if (::pwrite(fd, rec, sizeof rec, 0) != static_cast<ssize_t>(sizeof rec)) {
+    ::close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *static_cast<int*>(out) = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                        int type) {
+  if (handle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_INVALID_VALUE;
+  uint64_t rec[2] = {};
+  const int fd = static_cast<int>(reinterpret_cast<intptr_t>(os_handle));
+  if (::pread(fd, rec, sizeof rec, 0) != static_cast<ssize_t>(sizeof rec)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::lock_guard lock(proc().mu);
+  const uint64_t h = proc().next_handle++;
+  Block b{static_cast<int>(rec[0]), 0, t_current, nullptr};
+  b.size = rec[1];
+  b.imported = true;
+  proc().handles[h] = b;
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                CUmemGenericAllocationHandle handle) {
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  *prop = CUmemAllocationProp{};
+  prop->type = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+  if (proc().host_handles.count(handle) != 0) {
+    prop->location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+    return CUDA_SUCCESS;
+  }
+  auto it = proc().handles.find(handle);
+  if (it == proc().handles.end()) return CUDA_ERROR_INVALID_VALUE;
+  prop->location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal_of(it->second.physical)};
+  return CUDA_SUCCESS;
 }
 
 // The mapping half of the VMM API (PyTorch's expandable segments): address
@@ -622,18 +735,42 @@ static bool in_range(CUdeviceptr ptr, size_t size) {
   return false;
 }
 
+// Driver 580 maps whole allocations only: an offset is CUDA_ERROR_NOT_SUPPORTED.
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long) {
   std::lock_guard lock(proc().mu);
-  const bool known = proc().handles.count(handle) != 0 || proc().host_handles.count(handle) != 0;
-  if (!known || offset != 0 || !in_range(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  auto it = proc().handles.find(handle);
+  const bool host = proc().host_handles.count(handle) != 0;
+  if ((it == proc().handles.end() && !host) || !in_range(ptr, size) ||
+      proc().mappings.count(ptr) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (offset != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!host) {
+    Block& b = it->second;
+    if (b.released || size > (b.imported ? b.size : b.bytes)) return CUDA_ERROR_INVALID_VALUE;
+    ++b.maps;
+  }
+  proc().mappings[ptr] = {handle, size};
   simgpu::count("cuMemMap");
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   std::lock_guard lock(proc().mu);
-  return in_range(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (!in_range(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  auto& maps = proc().mappings;
+  for (auto m = maps.lower_bound(ptr); m != maps.end() && m->first < ptr + size;) {
+    auto h = proc().handles.find(m->second.first);
+    if (h != proc().handles.end() && --h->second.maps == 0 && h->second.released) {
+      if (h->second.imported) {
+        proc().handles.erase(h);
+      } else {
+        free_block(proc().handles, h->first);
+      }
+    }
+    m = maps.erase(m);
+  }
+  return CUDA_SUCCESS;
 }
 
 // CUmemAccessDesc: a location and the access flags.
@@ -657,6 +794,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const AccessDesc* desc, si
 CUresult cuArray3DCreate_v2(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR* d) {
   int physical = 0;
   if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
   if (d == nullptr || out == nullptr || d->Width == 0) return CUDA_ERROR_INVALID_VALUE;
   const uint64_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels);
   std::lock_guard lock(proc().mu);
@@ -728,6 +866,199 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuDeviceGetAttribute(int* value, int attr, CUdevice dev) {
+  if (CUresult rc = check_ordinal(dev, nullptr); rc != CUDA_SUCCESS) return rc;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) {
+    *value = static_cast<int>(kSms);
+  } else if (attr == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) {
+    *value = static_cast<int>(kThreadsPerSm);
+  } else {
+    return CUDA_ERROR_NOT_SUPPORTED;  // not simulated
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- context limits
+CUresult cuCtxGetLimit(size_t* value, int limit) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (limit == CU_LIMIT_STACK_SIZE) {
+    *value = t_current->stack;
+  } else if (limit == CU_LIMIT_MALLOC_HEAP_SIZE) {
+    *value = t_current->heap;
+  } else if (limit == CU_LIMIT_PRINTF_FIFO_SIZE) {
+    *value = t_current->printf_fifo;
+  } else {
+    return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetLimit(int limit, size_t value) {
+  simgpu::count("cuCtxSetLimit");
+  if (t_current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult rc = refuse_unsafe_during_capture(); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  CUctx_st* ctx = t_current;
+  if (limit == CU_LIMIT_STACK_SIZE) {
+    if (value >= (512u << 10)) return CUDA_ERROR_INVALID_VALUE;
+    const uint64_t want =
+        value > kDefaultStack ? (value - kDefaultStack) * kSms * kThreadsPerSm : 0;
+    if (want > ctx->stack_committed) {
+      if (!simgpu::take(ctx->physical, want - ctx->stack_committed))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      simgpu::give(ctx->physical, ctx->stack_committed - want);
+    }
+    ctx->stack_committed = want;
+    ctx->stack = value;
+  } else if (limit == CU_LIMIT_MALLOC_HEAP_SIZE) {
+    ctx->heap = value;  // made at the next launch; one already made stays
+  } else if (limit == CU_LIMIT_PRINTF_FIFO_SIZE) {
+    ctx->printf_fifo = value;  // no device memory on driver 580
+  } else {
+    return CUDA_ERROR_UNSUPPORTED_LIMIT;
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- modules and libraries
+namespace {
+
+// The globals a module image declares; false if it is not one of ours.
+bool image_globals(const void* image, uint64_t* bytes) {
+  static constexpr char kMagic[] = "simgpu-module";
+  const char* s = static_cast<const char*>(image);
+  if (s == nullptr || std::strncmp(s, kMagic, sizeof kMagic - 1) != 0) return false;
+  const char* g = std::strstr(s, "globals=");
+  *bytes = g != nullptr ? std::strtoull(g + 8, nullptr, 10) : 0;
+  return true;
+}
+
+bool file_globals(const char* path, uint64_t* bytes) {
+  if (path == nullptr) return false;
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char buf[256] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  return image_globals(buf, bytes);
+}
+
+CUresult load_module(CUmodule* out, bool ok, uint64_t bytes) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ok) return CUDA_ERROR_INVALID_IMAGE;
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  const uint64_t g = bytes != 0 ? simgpu::granule(bytes) : 0;
+  std::lock_guard lock(proc().mu);
+  if (!simgpu::take(physical, g)) return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = new CUmod_st{physical, g};
+  return CUDA_SUCCESS;
+}
+
+// Loads library `lib` into the current context's device, once.
+CUresult library_into_context(CUlib_st* lib) {
+  int physical = 0;
+  if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  if (lib->committed.count(physical) != 0) return CUDA_SUCCESS;
+  const uint64_t g = lib->globals != 0 ? simgpu::granule(lib->globals) : 0;
+  if (!simgpu::take(physical, g)) return CUDA_ERROR_OUT_OF_MEMORY;
+  lib->committed[physical] = g;
+  simgpu::count("library:loaded");
+  return CUDA_SUCCESS;
+}
+
+CUresult load_library(CUlibrary* out, bool ok, uint64_t bytes) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ok) return CUDA_ERROR_INVALID_IMAGE;
+  auto* lib = new CUlib_st{bytes, {}, {}, {}};
+  const char* mode = std::getenv("CUDA_MODULE_LOADING");
+  if (mode != nullptr && std::strcmp(mode, "EAGER") == 0 && t_current != nullptr) {
+    if (CUresult rc = library_into_context(lib); rc != CUDA_SUCCESS) {
+      delete lib;
+      return rc;
+    }
+  }
+  *out = lib;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  uint64_t bytes = 0;
+  const bool ok = image_globals(image, &bytes);
+  return load_module(module, ok, bytes);
+}
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, int*, void**) {
+  return cuModuleLoadData(module, image);
+}
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* image) {
+  return cuModuleLoadData(module, image);
+}
+CUresult cuModuleLoad(CUmodule* module, const char* path) {
+  uint64_t bytes = 0;
+  const bool ok = file_globals(path, &bytes);
+  return load_module(module, ok, bytes);
+}
+CUresult cuModuleUnload(CUmodule module) {
+  if (module == nullptr || module->physical < 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  simgpu::give(module->physical, module->bytes);
+  delete module;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryLoadData(CUlibrary* lib, const void* code, int*, void**, unsigned int, int*,
+                           void**, unsigned int) {
+  uint64_t bytes = 0;
+  const bool ok = image_globals(code, &bytes);
+  return load_library(lib, ok, bytes);
+}
+CUresult cuLibraryLoadFromFile(CUlibrary* lib, const char* path, int*, void**, unsigned int, int*,
+                               void**, unsigned int) {
+  uint64_t bytes = 0;
+  const bool ok = file_globals(path, &bytes);
+  return load_library(lib, ok, bytes);
+}
+CUresult cuLibraryUnload(CUlibrary lib) {
+  if (lib == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  for (const auto& [physical, bytes] : lib->committed)
+    simgpu::give(physical, bytes);
+  for (CUkern_st* k : lib->kernels)
+    delete k;
+  for (CUmod_st* m : lib->modules)
+    delete m;
+  delete lib;
+  return CUDA_SUCCESS;
+}
+CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary lib, const char* name) {
+  if (kernel == nullptr || lib == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  lib->kernels.push_back(new CUkern_st{lib});
+  *kernel = lib->kernels.back();
+  return CUDA_SUCCESS;
+}
+CUresult cuKernelGetFunction(CUfunction* fn, CUkernel kernel) {
+  if (fn == nullptr || kernel == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = library_into_context(kernel->lib); rc != CUDA_SUCCESS) return rc;
+  *fn = reinterpret_cast<CUfunction>(kernel);
+  return CUDA_SUCCESS;
+}
+CUresult cuLibraryGetModule(CUmodule* module, CUlibrary lib) {
+  if (module == nullptr || lib == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult rc = library_into_context(lib); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  lib->modules.push_back(new CUmod_st{-1, 0});  // its memory is the library's
+  *module = lib->modules.back();
+  return CUDA_SUCCESS;
+}
+
 }  // extern "C"
 
 // ---------------------------------------------------------------- the GPU
@@ -751,11 +1082,25 @@ struct CUevent_st {
   bool recorded;  // outside a capture
   bool captured;  // last recorded into a capturing stream
 };
+// Graphs keep their memory nodes (allocations) and child graphs as nodes;
+// kernel nodes are only counted.
+struct CUgraphNode_st {
+  int type;  // CU_GRAPH_NODE_TYPE_*
+  int physical = -1;
+  uint64_t bytes = 0;  // an allocation node's size
+  CUdeviceptr dptr = 0;
+  CUgraph_st* child = nullptr;
+};
 struct CUgraph_st {
   uint64_t nodes;
+  std::vector<CUgraphNode_st*> list;
+  std::vector<CUdeviceptr> frees;  // frees of real memory captured into it
 };
 struct CUgraphExec_st {
   uint64_t nodes;
+  std::map<int, uint64_t> footprint;  // physical device -> bytes its allocations take
+  std::vector<CUdeviceptr> frees;
+  bool resident = false;  // its allocations are in the graph pool
 };
 
 namespace {
@@ -808,6 +1153,8 @@ struct StreamState {
   int mode = kCaptureGlobal;
   std::thread::id owner;
   uint64_t captured = 0;
+  std::vector<CUgraphNode_st*> allocs;  // stream-ordered allocations captured
+  std::vector<CUdeviceptr> frees;       // frees of real memory captured
 };
 
 struct Gpu {
@@ -853,13 +1200,34 @@ bool invalidate_captures(Pred&& pred) {
   return any;
 }
 
-// A capture-unsafe call (under gpu().mu): refused, and the captures it concerns
-// are invalidated, as the driver does.
+// The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode).
+thread_local int t_capture_mode = kCaptureGlobal;
+
+// A potentially unsafe call (under gpu().mu), by the driver's rule: a thread
+// in relaxed mode may make it; otherwise not while it has a capture of its
+// own that was not begun relaxed, nor, in global mode, while another thread
+// has a global-mode capture. Refused, and those captures invalidated.
 bool unsafe_during_capture() {
+  if (t_capture_mode == kCaptureRelaxed) return false;
   const auto me = std::this_thread::get_id();
   return invalidate_captures([&](const StreamState& st) {
-    return st.mode == kCaptureGlobal || (st.mode == kCaptureThreadLocal && st.owner == me);
+    if (st.owner == me) return st.mode != kCaptureRelaxed;
+    return t_capture_mode == kCaptureGlobal && st.mode == kCaptureGlobal;
   });
+}
+
+// Calls that necessarily conflict with any capture (a device-wide
+// synchronisation), whatever the modes.
+bool conflicts_with_capture() {
+  return invalidate_captures([](const StreamState&) { return true; });
+}
+
+}  // namespace
+
+namespace {
+CUresult refuse_unsafe_during_capture() {
+  std::lock_guard lock(gpu().mu);
+  return unsafe_during_capture() ? kCaptureUnsupported : CUDA_SUCCESS;
 }
 
 // Work on the legacy stream while a blocking stream captures would join the
@@ -884,6 +1252,13 @@ CUresult launch(const char* fn, CUstream s, bool ptsz, int64_t duration) {
     ++st->captured;
     simgpu::count("gpu:captured");
     return CUDA_SUCCESS;
+  }
+  // A malloc heap set larger than the default is made at the next launch.
+  if (t_current->heap > kDefaultHeap &&
+      t_current->heap_committed < t_current->heap - kDefaultHeap) {
+    const uint64_t more = t_current->heap - kDefaultHeap - t_current->heap_committed;
+    if (!simgpu::take(t_current->physical, more)) return CUDA_ERROR_OUT_OF_MEMORY;
+    t_current->heap_committed += more;
   }
   const int64_t start = std::max(now_ns(), g.engine_free);
   g.engine_free = start + duration;
@@ -966,6 +1341,8 @@ CUresult begin_capture(const char* fn, CUstream s, bool ptsz, int mode) {
   st.mode = mode;
   st.owner = std::this_thread::get_id();
   st.captured = 0;
+  st.allocs.clear();
+  st.frees.clear();
   return CUDA_SUCCESS;
 }
 
@@ -985,7 +1362,9 @@ CUresult end_capture(const char* fn, CUstream s, bool ptsz, CUgraph* graph) {
     *graph = nullptr;
     return kCaptureInvalidated;
   }
-  *graph = new CUgraph_st{st.captured};
+  *graph = new CUgraph_st{st.captured, st.allocs, st.frees};
+  st.allocs.clear();
+  st.frees.clear();
   return CUDA_SUCCESS;
 }
 
@@ -1011,9 +1390,191 @@ CUresult is_capturing(const char* fn, CUstream s, bool ptsz, CUstreamCaptureStat
   return CUDA_SUCCESS;
 }
 
+// Where a stream-ordered call on `s` goes: recorded into the capture (true),
+// or run (false); *rc says why neither, when it is not CUDA_SUCCESS.
+// `record` adds the captured node (under gpu().mu).
+template <class Record>
+bool captured_or_checked(CUstream s, bool ptsz, CUresult* rc, Record&& record) {
+  Gpu& g = gpu();
+  std::lock_guard lock(g.mu);
+  *rc = CUDA_SUCCESS;
+  const uintptr_t key = stream_key(s, ptsz);
+  if (key == 0) {
+    *rc = kInvalidHandle;
+    return false;
+  }
+  if (legacy_use_during_capture(key)) {
+    *rc = kCaptureImplicit;
+    return false;
+  }
+  if (key != kLegacy && g.streams[key].capturing) {
+    StreamState& st = g.streams[key];
+    if (st.invalidated) {
+      *rc = kCaptureInvalidated;
+    } else {
+      record(st);
+    }
+    return true;
+  }
+  // On a stream that does not capture, a memory call is a potentially unsafe one.
+  if (unsafe_during_capture()) *rc = kCaptureUnsupported;
+  return false;
+}
+
+// Stream-ordered allocation from `pool` (null: the current device's). Into a
+// capturing stream it is a graph's allocation node: an address, no memory.
+CUresult async_alloc(const char* fn, CUdeviceptr* dptr, size_t bytes, CUmemPoolHandle_st* pool,
+                     CUstream s, bool ptsz) {
+  simgpu::count(fn);
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  int physical = 0;
+  if (pool == nullptr) {
+    if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
+  } else {
+    if (CUresult rc = check_ordinal(pool->ordinal, nullptr); rc != CUDA_SUCCESS) return rc;
+    physical = pool->physical;
+  }
+  CUresult rc = CUDA_SUCCESS;
+  if (captured_or_checked(s, ptsz, &rc, [&](StreamState& st) {
+        const uint64_t addr = simgpu::next_address(bytes);
+        st.allocs.push_back(new CUgraphNode_st{CU_GRAPH_NODE_TYPE_MEM_ALLOC, physical,
+                                               simgpu::granule(bytes), addr, nullptr});
+        *dptr = addr;
+        simgpu::count("gpu:graph-alloc");
+      })) {
+    if (rc == CUDA_SUCCESS) {
+      std::lock_guard lock(proc().mu);
+      proc().graph_addresses.insert(*dptr);
+    }
+    return rc;
+  }
+  if (rc != CUDA_SUCCESS) return rc;
+  if (pool == nullptr) {
+    std::lock_guard lock(proc().mu);
+    pool = default_pool(t_current->ordinal, physical);
+  }
+  return pool_alloc(dptr, bytes, pool, fn);
+}
+
+// A graph's allocations are freed by the graph or stay in its pool: freeing
+// one outside any graph hands nothing back.
+CUresult async_free(const char* fn, CUdeviceptr dptr, CUstream s, bool ptsz) {
+  simgpu::count(fn);
+  CUresult rc = CUDA_SUCCESS;
+  if (captured_or_checked(s, ptsz, &rc, [&](StreamState& st) {
+        std::lock_guard lock(proc().mu);
+        if (proc().graph_addresses.count(dptr) == 0) st.frees.push_back(dptr);
+      })) {
+    return rc;
+  }
+  if (rc != CUDA_SUCCESS || dptr == 0) return rc;
+  std::lock_guard lock(proc().mu);
+  if (proc().graph_addresses.count(dptr) != 0) return CUDA_SUCCESS;
+  return free_block(proc().blocks, dptr);
+}
+
+// An executable graph's allocations put into the graph pool (under
+// proc().mu): at upload or first launch, until a trim.
+CUresult make_resident(CUgraphExec_st* e) {
+  if (e->resident) return CUDA_SUCCESS;
+  for (auto it = e->footprint.begin(); it != e->footprint.end(); ++it) {
+    GraphPool& gp = proc().graph_pools[it->first];
+    gp.used += it->second;
+    if (gp.used > gp.reserved) {
+      if (!simgpu::take(it->first, gp.used - gp.reserved)) {
+        for (auto back = e->footprint.begin(); back != std::next(it); ++back)
+          proc().graph_pools[back->first].used -= back->second;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+      gp.reserved = gp.used;
+    }
+    gp.used_high = std::max(gp.used_high, gp.used);
+    gp.reserved_high = std::max(gp.reserved_high, gp.reserved);
+  }
+  e->resident = true;
+  return CUDA_SUCCESS;
+}
+
+std::set<CUgraphExec_st*>& live_execs() {
+  static auto* s = new std::set<CUgraphExec_st*>();
+  return *s;
+}
+
+void add_footprint(const CUgraph_st* g, std::map<int, uint64_t>& f, int depth) {
+  if (g == nullptr || depth > 8) return;
+  for (const CUgraphNode_st* n : g->list) {
+    if (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) f[n->physical] += n->bytes;
+    if (n->type == CU_GRAPH_NODE_TYPE_GRAPH) add_footprint(n->child, f, depth + 1);
+  }
+}
+
+CUresult instantiate(CUgraphExec* exec, CUgraph graph, bool upload) {
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (graph == nullptr) return kInvalidHandle;
+  auto* e = new CUgraphExec_st{graph->nodes, {}, graph->frees};
+  add_footprint(graph, e->footprint, 0);
+  std::lock_guard lock(proc().mu);
+  if (upload) {
+    if (CUresult rc = make_resident(e); rc != CUDA_SUCCESS) {
+      delete e;
+      return rc;
+    }
+  }
+  live_execs().insert(e);
+  *exec = e;
+  return CUDA_SUCCESS;
+}
+
+// Before a graph runs (not into a capture): its memory made real, and the
+// frees of real memory captured into it done.
+CUresult before_graph_runs(CUgraphExec exec, CUstream s, bool ptsz) {
+  {
+    Gpu& g = gpu();
+    std::lock_guard lock(g.mu);
+    const uintptr_t key = stream_key(s, ptsz);
+    if (key != 0 && key != kLegacy && g.streams[key].capturing) return CUDA_SUCCESS;
+  }
+  std::lock_guard lock(proc().mu);
+  if (CUresult rc = make_resident(exec); rc != CUDA_SUCCESS) return rc;
+  for (CUdeviceptr p : exec->frees)
+    free_block(proc().blocks, p);
+  exec->frees.clear();
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
+  return async_alloc("cuMemAllocAsync", dptr, bytesize, nullptr, s, false);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
+  return async_alloc("cuMemAllocAsync_ptsz", dptr, bytesize, nullptr, s, true);
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream s) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return async_alloc("cuMemAllocFromPoolAsync", dptr, bytesize, pool, s, false);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream s) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return async_alloc("cuMemAllocFromPoolAsync_ptsz", dptr, bytesize, pool, s, true);
+}
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+  return async_free("cuMemFreeAsync", dptr, s, false);
+}
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
+  return async_free("cuMemFreeAsync_ptsz", dptr, s, true);
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (mode == nullptr || *mode < kCaptureGlobal || *mode > kCaptureRelaxed)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::swap(*mode, t_capture_mode);
+  return CUDA_SUCCESS;
+}
 
 // ---- launches
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -1052,31 +1613,173 @@ CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) {
 
 CUresult cuGraphDestroy(CUgraph graph) {
   if (graph == nullptr) return kInvalidHandle;
+  for (CUgraphNode_st* n : graph->list)
+    delete n;
   delete graph;
   return CUDA_SUCCESS;
 }
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
-  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (graph == nullptr) return kInvalidHandle;
-  *exec = new CUgraphExec_st{graph->nodes};
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t,
+                                CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  if (node == nullptr || graph == nullptr || params == nullptr || params->bytesize == 0 ||
+      params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_INVALID_VALUE;
+  int physical = 0;
+  if (CUresult rc = check_ordinal(params->poolProps.location.id, &physical); rc != CUDA_SUCCESS)
+    return rc;
+  params->dptr = simgpu::next_address(params->bytesize);
+  graph->list.push_back(new CUgraphNode_st{CU_GRAPH_NODE_TYPE_MEM_ALLOC, physical,
+                                           simgpu::granule(params->bytesize), params->dptr});
+  std::lock_guard lock(proc().mu);
+  proc().graph_addresses.insert(params->dptr);
+  *node = graph->list.back();
   return CUDA_SUCCESS;
+}
+
+// The child is referenced, not cloned as the driver does: keep it alive.
+CUresult cuGraphAddChildGraphNode(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t,
+                                  CUgraph child) {
+  if (node == nullptr || graph == nullptr || child == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  graph->list.push_back(new CUgraphNode_st{CU_GRAPH_NODE_TYPE_GRAPH, -1, 0, 0, child});
+  graph->nodes += child->nodes;
+  *node = graph->list.back();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  if (graph == nullptr || count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (nodes == nullptr) {
+    *count = graph->list.size();
+    return CUDA_SUCCESS;
+  }
+  const size_t n = std::min(*count, graph->list.size());
+  for (size_t i = 0; i < n; ++i)
+    nodes[i] = graph->list[i];
+  *count = n;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  if (node == nullptr || type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *type = node->type;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* out) {
+  if (node == nullptr || out == nullptr || node->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+    return CUDA_ERROR_INVALID_VALUE;
+  *out = CUDA_MEM_ALLOC_NODE_PARAMS{};
+  out->poolProps.allocType = 1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+  out->poolProps.location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal_of(node->physical)};
+  out->bytesize = node->bytes;
+  out->dptr = node->dptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* graph) {
+  if (node == nullptr || graph == nullptr || node->type != CU_GRAPH_NODE_TYPE_GRAPH)
+    return CUDA_ERROR_INVALID_VALUE;
+  *graph = node->child;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+  simgpu::count("cuGraphInstantiateWithFlags");
+  return instantiate(exec, graph, false);
+}
+// The CUDA 11 form, which the driver still exports.
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode*, char*, size_t) {
+  simgpu::count("cuGraphInstantiate");
+  return instantiate(exec, graph, false);
+}
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode*, char*, size_t) {
+  simgpu::count("cuGraphInstantiate_v2");
+  return instantiate(exec, graph, false);
+}
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  simgpu::count("cuGraphInstantiateWithParams");
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult rc = instantiate(exec, graph, (params->flags & 2) != 0);  // ..._FLAG_UPLOAD
+  params->result_out = rc == CUDA_SUCCESS ? 0 : 1;
+  return rc;
+}
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  return cuGraphInstantiateWithParams(exec, graph, params);
+}
+
+CUresult cuGraphUpload(CUgraphExec exec, CUstream s) {
+  simgpu::count("cuGraphUpload");
+  if (exec == nullptr) return kInvalidHandle;
+  return before_graph_runs(exec, s, false);
+}
+CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s) {
+  simgpu::count("cuGraphUpload_ptsz");
+  if (exec == nullptr) return kInvalidHandle;
+  return before_graph_runs(exec, s, true);
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
   simgpu::count("cuGraphExecDestroy");
   if (exec == nullptr) return kInvalidHandle;
+  // Its allocations stay in the graph pool until a trim, as the driver's do.
+  std::lock_guard lock(proc().mu);
+  live_execs().erase(exec);
   delete exec;
   return CUDA_SUCCESS;
 }
 
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
   if (exec == nullptr) return kInvalidHandle;
+  if (CUresult rc = before_graph_runs(exec, s, false); rc != CUDA_SUCCESS) return rc;
   return launch("cuGraphLaunch", s, false, graph_ns());
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
   if (exec == nullptr) return kInvalidHandle;
+  if (CUresult rc = before_graph_runs(exec, s, true); rc != CUDA_SUCCESS) return rc;
   return launch("cuGraphLaunch_ptsz", s, true, graph_ns());
+}
+
+CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) {
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  const GraphPool& gp = proc().graph_pools[physical];
+  cuuint64_t v = 0;
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+      v = gp.used;
+      break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      v = gp.used_high;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      v = gp.reserved;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      v = gp.reserved_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<cuuint64_t*>(value) = v;
+  return CUDA_SUCCESS;
+}
+
+// Frees the graph pool of every graph not running (here: all of them).
+CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  simgpu::count("cuDeviceGraphMemTrim");
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard lock(proc().mu);
+  for (CUgraphExec_st* e : live_execs())
+    if (e->footprint.count(physical) != 0) e->resident = false;
+  GraphPool& gp = proc().graph_pools[physical];
+  simgpu::give(physical, gp.reserved);
+  gp.reserved = gp.used = 0;
+  return CUDA_SUCCESS;
 }
 
 // ---- events
@@ -1190,7 +1893,7 @@ CUresult cuCtxSynchronize() {
   int64_t until = 0;
   {
     std::lock_guard lock(gpu().mu);
-    if (unsafe_during_capture()) return kCaptureUnsupported;
+    if (conflicts_with_capture()) return kCaptureUnsupported;
     until = gpu().engine_free;
   }
   sleep_until(until);
@@ -1325,6 +2028,40 @@ const ProcEntry kProcs[] = {
     {"cuLaunchCooperativeKernel", 9000, false, F(cuLaunchCooperativeKernel)},
     {"cuLaunchCooperativeKernel", 9000, true, F(cuLaunchCooperativeKernel_ptsz)},
     {"cuGraphCreate", 10000, false, F(cuGraphCreate)},
+    {"cuGraphAddMemAllocNode", 11040, false, F(cuGraphAddMemAllocNode)},
+    {"cuGraphAddChildGraphNode", 10000, false, F(cuGraphAddChildGraphNode)},
+    {"cuGraphGetNodes", 10000, false, F(cuGraphGetNodes)},
+    {"cuGraphNodeGetType", 10000, false, F(cuGraphNodeGetType)},
+    {"cuGraphMemAllocNodeGetParams", 11040, false, F(cuGraphMemAllocNodeGetParams)},
+    {"cuGraphChildGraphNodeGetGraph", 10000, false, F(cuGraphChildGraphNodeGetGraph)},
+    {"cuGraphInstantiate", 10000, false, F(cuGraphInstantiate)},
+    {"cuGraphInstantiate", 11000, false, F(cuGraphInstantiate_v2)},
+    {"cuGraphInstantiate", 12000, false, F(cuGraphInstantiateWithFlags)},
+    {"cuGraphInstantiateWithParams", 12000, false, F(cuGraphInstantiateWithParams)},
+    {"cuGraphInstantiateWithParams", 12000, true, F(cuGraphInstantiateWithParams_ptsz)},
+    {"cuGraphUpload", 11010, false, F(cuGraphUpload)},
+    {"cuGraphUpload", 11010, true, F(cuGraphUpload_ptsz)},
+    {"cuDeviceGetGraphMemAttribute", 11040, false, F(cuDeviceGetGraphMemAttribute)},
+    {"cuDeviceGraphMemTrim", 11040, false, F(cuDeviceGraphMemTrim)},
+    {"cuThreadExchangeStreamCaptureMode", 10010, false, F(cuThreadExchangeStreamCaptureMode)},
+    {"cuMemExportToShareableHandle", 10020, false, F(cuMemExportToShareableHandle)},
+    {"cuMemImportFromShareableHandle", 10020, false, F(cuMemImportFromShareableHandle)},
+    {"cuMemGetAllocationPropertiesFromHandle", 10020, false,
+     F(cuMemGetAllocationPropertiesFromHandle)},
+    {"cuCtxSetLimit", 3010, false, F(cuCtxSetLimit)},
+    {"cuCtxGetLimit", 3010, false, F(cuCtxGetLimit)},
+    {"cuDeviceGetAttribute", 2000, false, F(cuDeviceGetAttribute)},
+    {"cuModuleLoad", 2000, false, F(cuModuleLoad)},
+    {"cuModuleLoadData", 2000, false, F(cuModuleLoadData)},
+    {"cuModuleLoadDataEx", 2010, false, F(cuModuleLoadDataEx)},
+    {"cuModuleLoadFatBinary", 2000, false, F(cuModuleLoadFatBinary)},
+    {"cuModuleUnload", 2000, false, F(cuModuleUnload)},
+    {"cuLibraryLoadData", 12000, false, F(cuLibraryLoadData)},
+    {"cuLibraryLoadFromFile", 12000, false, F(cuLibraryLoadFromFile)},
+    {"cuLibraryUnload", 12000, false, F(cuLibraryUnload)},
+    {"cuLibraryGetKernel", 12000, false, F(cuLibraryGetKernel)},
+    {"cuKernelGetFunction", 12000, false, F(cuKernelGetFunction)},
+    {"cuLibraryGetModule", 12000, false, F(cuLibraryGetModule)},
     {"cuGraphDestroy", 10000, false, F(cuGraphDestroy)},
     {"cuGraphInstantiateWithFlags", 11040, false, F(cuGraphInstantiateWithFlags)},
     {"cuGraphExecDestroy", 10000, false, F(cuGraphExecDestroy)},
