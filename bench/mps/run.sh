@@ -4,28 +4,39 @@
 # A latency-sensitive service (bench/sm_limit/models.py gpt2_generate: GPT-2
 # small `generate`, batch 4, 32 new tokens, requests back to back) beside a
 # trainer (gpt2_train: GPT-2 small training steps, batch 8 x 128), random
-# weights. Each alone first (no MPS), then side by side: plain time slicing,
-# and as clients of one MPS server with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-# service/trainer = 30/60 (each capped at its share), 100/60, 100/70, 100/80
-# (the service a high-priority pod: no cap; the trainer capped at its share)
-# and 100/100. Every MPS client is started by `vgpu run --sharing mps`
-# (libvgpu.so with its memory limit and no SM limit; --priority high for the
-# uncapped service), which also starts the GPU's MPS control daemon. The trainer starts first; the service runs while it
-# trains, and the trainer's rate is counted over the service's window.
-# Then: what a 4 GiB MPS client sees and may allocate (with libvgpu.so and
-# with MPS's pinned limit alone), what a fatal GPU fault in one client does to
-# another, and what killing the MPS daemon does, each followed by a fresh
-# client once the daemon is back. MPS_ROUNDS=N repeats the solo runs and the
-# judged pairs N times in random orders (MPS_FIRST_ROUND=K numbers them from K,
-# so that calls' mps-raw.jsonl can be joined); MPS_EXTRAS=0 runs only those. Writes OUTDIR/mps-raw.jsonl (one line per
-# program run), mps-logs.txt (their stderr tails), memory.txt, faults.txt and
-# the verdicts, mps-summary.txt (also printed).
+# weights, in MPS_ROUNDS (default 5) interleaved rounds (bench/mps/rounds.py):
+# every configuration once per round, in a random order, each pair judged
+# against its own round's solo runs; medians and spreads over the rounds
+# (summarize.py). The configurations (MPS_CONDITIONS, default the first five):
+#   solo-service, solo-trainer   each alone, bare (no library, no MPS)
+#   timeslice-30-60    time slicing: `vgpu run --cores 30` / `--cores 60`
+#                      (libvgpu.so paces each to its share, no MPS)
+#   mps-30-60          MPS: `vgpu run --sharing mps`, both capped at their
+#                      shares (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), as default pods
+#   mps-100-70         the frontier setting: the service a high-priority pod
+#                      (no cap), the trainer capped at 70
+#   also known: timeslice (plain time slicing, bare), mps-100-60, mps-100-80,
+#   mps-100-100, mps-solo-service-100 / -30 (the service alone as an MPS client)
+# Each process the configurations need is started once and kept warm between
+# its phases (models.py --serve); a pair's trainer trains through the
+# service's whole phase of MPS_SERVICE_SECONDS (default 7) and its rate is
+# counted over that window. Then, unless MPS_EXTRAS=0: what a 4 GiB MPS client
+# sees and may allocate (with libvgpu.so and with MPS's pinned limit alone),
+# what a fatal GPU fault in one client does to another, and what killing the
+# MPS daemon does, each followed by a fresh client once the daemon is back.
+# MPS_FIRST_ROUND=K numbers the rounds from K, so that calls' mps-raw.jsonl
+# can be joined. Writes OUTDIR/mps-raw.jsonl (one line per measured phase),
+# mps-logs.txt (the processes' stderr), memory.txt, faults.txt and the
+# verdicts, mps-summary.txt (also printed).
+# Cost on one H200 (estimated from earlier runs' start-up and phase times, not
+# yet measured whole): build ~1 min, start-up ~1 min, ~42 s a round of the five
+# default configurations, extras ~2.5 min: ~8 min with the defaults; each
+# further pair configuration adds ~9 s a round, a solo one ~7 s.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 final=${1:-${OUT:-/tmp/mps-results}}
 mkdir -p "$final"
-out=$(mktemp -d)
-mkdir -p "$out"/r{1..9}  # one file per run here; gathered into $final at the end
+out=$(mktemp -d)  # the extras' files; gathered into $final at the end
 export PYTHONUNBUFFERED=1
 . bench/gpu_build.sh  # sets build, lib, vgpu
 models=bench/sm_limit/models.py
@@ -35,8 +46,10 @@ state=$work/state
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0)
 pipe=$state/mps/$uuid/pipe  # where vgpu run keeps GPU 0's daemon
 nvcc -o "$work/fault" "$here/fault.cu" || exit 1
-svc_s=${MPS_SERVICE_SECONDS:-16}
-trn_s=${MPS_TRAINER_SECONDS:-32}
+svc_s=${MPS_SERVICE_SECONDS:-7}
+rounds=${MPS_ROUNDS:-5}
+first=${MPS_FIRST_ROUND:-1}  # e.g. 6 in a second call: its rounds are r6...
+conditions=${MPS_CONDITIONS:-solo-service solo-trainer timeslice-30-60 mps-30-60 mps-100-70}
 
 stop_mps() { "$vgpu" mps stop --hook-path "$state" >/dev/null 2>&1; pkill -9 -f nvidia-cuda-mps 2>/dev/null; true; }
 trap 'stop_mps; rm -rf "$work" "$out"' EXIT
@@ -50,22 +63,7 @@ vrun() {
   [ -n "${4:-}" ] && a+=(--priority "$4")
   printf '%s\n' "${a[@]}" --
 }
-# pair NAME "SERVICE_PREFIX" "TRAINER_PREFIX" (newline-separated words, or "")
-pair() {
-  local name=$1
-  local se=() te=()
-  [ -n "$2" ] && mapfile -t se <<<"$2"
-  [ -n "$3" ] && mapfile -t te <<<"$3"
-  ${te[@]+"${te[@]}"} python3 "$models" gpt2_train --warmup 3 --seconds "$trn_s" >"$out/$name.trainer.json" 2>"$out/$name.trainer.err" &
-  local tp=$!
-  sleep 10
-  ${se[@]+"${se[@]}"} python3 "$models" gpt2_generate --warmup 3 --seconds "$svc_s" >"$out/$name.service.json" 2>"$out/$name.service.err"
-  wait "$tp"
-  keep "$name.trainer" "$name.service"
-  echo "$name done"
-}
-# keep NAME...: the runs' result lines into OUTDIR at once, so a run cut short
-# by a time limit still leaves what it measured.
+# keep NAME...: an extra's result line into OUTDIR.
 keep() {
   local n
   for n in "$@"; do
@@ -73,47 +71,24 @@ keep() {
     { echo "## $n"; tail -5 "$out/$n.err"; } >>"$final/mps-logs.txt"
   done
 }
-solo() {  # NAME WORKLOAD SECONDS "PREFIX"
-  local e=()
-  [ -n "$4" ] && mapfile -t e <<<"$4"
-  ${e[@]+"${e[@]}"} python3 "$models" "$2" --warmup 3 --seconds "$3" >"$out/$1.json" 2>"$out/$1.err"
-  keep "$1"
-  echo "$1 done"
-}
-
 {
   echo "# bench/mps/run.sh: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
-  echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "# commit ${GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "# torch $(python3 -c 'import torch, transformers; print(torch.__version__, transformers.__version__)')"
   echo "# GPU 0: $uuid; MPS clients through: $vgpu run --sharing mps"
+  echo "# rounds r$first-r$((first + rounds - 1)), phases of $svc_s s: $conditions"
 } >"$final/mps-machine.txt"
 : >"$final/mps-raw.jsonl"
 : >"$final/mps-logs.txt"
 
-# Rounds (MPS_ROUNDS, default 1) of the solo runs and the judged pairs in a
-# random order, each pair compared with its own round's solo figures: the host
-# runs the service's Python, and its speed drifts between machines and minutes.
-rounds=${MPS_ROUNDS:-1}
-first=${MPS_FIRST_ROUND:-1}  # e.g. 3 in a second call: its rounds are r3...
-for r in $(seq "$first" $((first + rounds - 1))); do
-  for c in $(printf '%s\n' solo-service solo-trainer mps-solo-service-100 mps-30-60 mps-100-60 \
-             mps-100-70 | shuf); do
-    case $c in
-      mps-solo-service-100) solo "r$r/$c" gpt2_generate "$svc_s" "$(vrun svc 8g 30 high)" ;;
-      solo-service) solo "r$r/solo-service" gpt2_generate "$svc_s" "" ;;
-      solo-trainer) solo "r$r/solo-trainer" gpt2_train "$svc_s" "" ;;
-      mps-30-60) pair "r$r/mps-30-60" "$(vrun svc 8g 30)" "$(vrun trn 40g 60)" ;;
-      mps-100-*) pair "r$r/$c" "$(vrun svc 8g 30 high)" "$(vrun trn 40g "${c##*-}")" ;;
-    esac
-  done
-done
+# The host runs the service's Python, and its speed drifts between machines
+# and minutes (solo p50 180-287 ms from one round to the next on one H200):
+# hence rounds, each pair against its own round's solo runs.
+python3 "$here/rounds.py" --vgpu "$vgpu" --lib "$lib" --state "$state" --out "$final/mps-raw.jsonl" \
+  --logs "$final/mps-logs.txt" --rounds "$rounds" --first "$first" --seconds "$svc_s" \
+  --conditions "$conditions"
 extras=${MPS_EXTRAS:-1}  # 0: the rounds only
 if [ "$extras" = 1 ]; then
-pair r1/timeslice "" ""
-solo r1/mps-solo-service-30 gpt2_generate "$svc_s" "$(vrun svc 8g 30)"
-pair r1/mps-100-80 "$(vrun svc 8g 30 high)" "$(vrun trn 40g 80)"
-pair r1/mps-100-100 "$(vrun svc 8g 100)" "$(vrun trn 40g 100)"
-
 # Memory: a 4 GiB MPS pod (libvgpu.so + MPS's pinned limit), and MPS alone.
 {
   echo "## 4 GiB client, vgpu run --sharing mps --memory 4g (libvgpu.so and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT):"
