@@ -83,7 +83,8 @@ void ClusterCache::uncharge(const std::string& uid, const PodCharge& p) {
   if (!n.registered && n.pods.empty()) nodes_.erase(it);
 }
 
-void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice> inventory) {
+void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice> inventory,
+                            fit::LinkScores links) {
   std::unique_lock lock(mu_);
   ++version_;
   ++stats_.node_events;
@@ -99,6 +100,7 @@ void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice>
     d.model_id = model_id(d.type, d.mode);
   }
   n.devices.devices = std::move(inventory);
+  n.devices.links = std::move(links);
   if (!n.registered) ++registered_;
   n.registered = true;
   // The inventory may have changed (a GPU gone, memory rescaled): usage is

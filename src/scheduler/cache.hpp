@@ -7,7 +7,7 @@
 // re-applies the charges of the pods placed on it.
 //
 //   hami::scheduler::ClusterCache cache;
-//   cache.set_node("node-a", inventory);                   // from hami.io/node-nvidia-register
+//   cache.set_node("node-a", inventory, links);            // hami.io/node-nvidia-register, -score
 //   cache.set_pod("uid-1", {.node = "node-a", .charges = charges});  // from vgpu-devices-allocated
 //   cache.read([&](const ClusterCache::View& v) { ... v.node("node-a") ... });
 //   cache.remove_pod("uid-1");
@@ -114,8 +114,10 @@ class ClusterCache {
   };
 
   // Replaces a node's inventory (devices' usage fields are ignored and
-  // recomputed from the pods placed on it). An empty list unregisters it.
-  void set_node(const std::string& name, std::vector<fit::GpuDevice> inventory);
+  // recomputed from the pods placed on it) and its GPUs' pair scores (by
+  // inventory position; empty: unknown). An empty list unregisters it.
+  void set_node(const std::string& name, std::vector<fit::GpuDevice> inventory,
+                fit::LinkScores links = {});
   void remove_node(const std::string& name);
 
   // Charges (or re-charges) a pod on a node; replaces what the UID held before.

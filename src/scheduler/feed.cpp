@@ -9,6 +9,7 @@
 #include "protocol/annotations.hpp"
 #include "protocol/device_codec.hpp"
 #include "protocol/node_register.hpp"
+#include "scheduler/node_topology.hpp"
 #include "scheduler/pod_request.hpp"
 
 namespace hami::scheduler {
@@ -93,7 +94,9 @@ void CacheFeed::node_changed(const nlohmann::json& json) {
     cache_.set_node(node->meta.name, {});
     return;
   }
-  cache_.set_node(node->meta.name, std::move(*inv));
+  auto links = node_links(node->meta.annotations, *inv);
+  if (!links) log::warn("node %s: %s", node->meta.name.c_str(), links.error().message.c_str());
+  cache_.set_node(node->meta.name, std::move(*inv), links ? std::move(*links) : fit::LinkScores{});
 }
 
 namespace {
@@ -118,7 +121,9 @@ bool same_annotation(const nlohmann::json& a, const nlohmann::json& b, const cha
 
 void CacheFeed::node_updated(const nlohmann::json& old_node, const nlohmann::json& node) {
   if (same_annotation(old_node, node, protocol::kNodeRegister) &&
-      same_annotation(old_node, node, kAnnoDeviceCordon)) {
+      same_annotation(old_node, node, kAnnoDeviceCordon) &&
+      same_annotation(old_node, node, protocol::kNodeScore) &&
+      same_annotation(old_node, node, protocol::kNodeP2p)) {
     return;
   }
   node_changed(node);

@@ -78,15 +78,17 @@ class EndToEndTest : public ::testing::Test {
     }
   }
 
-  void start() {
+  // The simulated GPUs, as SIMGPU_DEVICES and SIMGPU_NUMA spell them.
+  void start(const std::string& devices = std::string(kA) + ":80g," + kB + ":40g",
+             const std::string& numa = "0,1") {
     plugin_.emplace(test::Child::spawn(
         {DEVICE_PLUGIN_BINARY, "--node-name=" + std::string(kNode), "--kubeconfig=" + kubeconfig_,
          "--device-plugin-path=" + plugins_, "--hook-path=" + hook_,
          "--lock-dir=" + root_.file("vgpulock"), "--nvml-library=" + std::string(SIMNVML),
          "--health-interval=50ms", "--register-interval=200ms"},
         {{"SIMGPU_STATE", root_.file("gpu.state")},
-         {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
-         {"SIMGPU_NUMA", "0,1"},
+         {"SIMGPU_DEVICES", devices},
+         {"SIMGPU_NUMA", numa},
          {"SIMGPU_NVML_SCRIPT", root_.file("nvml.script")},
          {"SIMGPU_FAIL", test::kUnset},
          {"KUBECONFIG", test::kUnset}}));
@@ -223,6 +225,59 @@ TEST_F(EndToEndTest, PodFromWebhookToAllocate) {
   EXPECT_THAT(
       f2["FailedNodes"][kNode].get<std::string>(),
       ::testing::StrEq("1/2 CardInsufficientMemory, 1/2 AllocatedCardsInsufficientRequest"));
+}
+
+// Topology-aware placement from NVML to Allocate: the device plugin reads a
+// scripted topology of four GPUs from the simulated NVML and registers its
+// pair scores; the scheduler gives a topology-aware pod of two GPUs the
+// NVLinked pair, which spread's order alone would not pick.
+TEST_F(EndToEndTest, TopologyAwarePodGetsTheNvlinkedPair) {
+  const std::string u[] = {kA, kB, "GPU-5a3e0000-0000-4000-8000-0000000000c3",
+                           "GPU-5a3e0000-0000-4000-8000-0000000000d4"};
+  // All on NUMA 0 (NODE, 20) but 1-2 on one PCIe switch (50) and 0-3 NVLinked.
+  std::ofstream(root_.file("nvml.script")) << "nvlink 0 3 4\ntopology 1 2 single\n";
+  start(u[0] + ":80g," + u[1] + ":80g," + u[2] + ":80g," + u[3] + ":80g", "0,0,0,0");
+  if (HasFatalFailure()) return;
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata",
+               {{"name", "tp2"},
+                {"namespace", "default"},
+                {"annotations", {{"hami.io/gpu-scheduler-policy", "topology-aware"}}}}},
+              {"spec",
+               {{"schedulerName", "hami-scheduler"},
+                {"containers",
+                 {{{"name", "main"},
+                   {"image", "cuda"},
+                   {"resources",
+                    {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1000"}}}}}}}}}}};
+  pod = api_.put("pods", pod);
+  const json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
+  json filtered;
+  ASSERT_TRUE(wait_until([&] {
+    filtered = post("/filter", args);
+    return filtered["NodeNames"] == json::array({kNode});
+  })) << filtered.dump();
+  // Registered with the device list, in the same patch.
+  const std::string score = annotation(api_.get("nodes", "", kNode), "hami.io/node-nvidia-score");
+  EXPECT_NE(score.find("\"" + u[3] + "\":420"), std::string::npos) << score;
+
+  const json bound = post("/bind", {{"PodName", "tp2"},
+                                    {"PodNamespace", "default"},
+                                    {"PodUID", pod["metadata"]["uid"]},
+                                    {"Node", kNode}});
+  ASSERT_EQ(bound["Error"], "") << bound.dump();
+  const std::string alloc =
+      annotation(api_.get("pods", "default", "tp2"), "hami.io/vgpu-devices-allocated");
+  EXPECT_EQ(alloc, u[0] + ",NVIDIA,1000,0:" + u[3] + ",NVIDIA,1000,0:;");
+
+  ASSERT_TRUE(
+      kubelet_->wait_for_devices(kRes, [](const auto& l) { return l.devices_size() == 40; }));
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st = kubelet_->allocate(kRes, {{u[0] + "-0", u[3] + "-0"}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 1);
+  EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), u[0] + "," + u[3]);
 }
 
 // The daemon's wiring of point 3 and 4 of issue 24: ResourceQuotas watched,
