@@ -123,8 +123,41 @@ Result<std::optional<PaceSnapshot>> read_pace_clocks(const std::string& path) {
   return std::optional<PaceSnapshot>{snap};
 }
 
-Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
-                                    std::chrono::milliseconds lock_timeout) {
+namespace {
+
+// A fresh, initialised file put in the place of whatever has the name: made
+// under a name of its own, then renamed over it, so no process ever maps a
+// half-made file.
+Result<void> replace_with_fresh(const std::string& path, mode_t mode) {
+  const std::string tmp = path + ".new." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  UniqueFd fd{::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)};
+  if (fd.get() < 0) return path_error(tmp, "cannot create", errno);
+  PaceClockFile f{};
+  f.magic = kPaceMagic;
+  f.version = kPaceVersion;
+  f.devices = kMaxDevices;
+  set_boot_id(&f, current_boot_id());
+  const bool written = ::fchmod(fd.get(), mode) == 0 &&
+                       ::pwrite(fd.get(), &f, sizeof f, 0) == static_cast<ssize_t>(sizeof f);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return path_error(path, "cannot replace it with a fresh file", err);
+  }
+  return {};
+}
+
+}  // namespace
+
+struct PaceClocks::Opened {
+  PaceClockFile* file;
+  dev_t dev;
+  ino_t ino;
+};
+
+Result<PaceClocks::Opened> PaceClocks::open_file(const std::string& path, mode_t mode,
+                                                 std::chrono::milliseconds lock_timeout, void* at) {
   const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY;
   UniqueFd fd{::open(path.c_str(), flags | O_CREAT | O_EXCL, mode)};
   if (fd.get() >= 0) {
@@ -155,6 +188,8 @@ Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
   PaceClockFile existing{};
   auto verdict = judge_file(fd.get(), path, boot, size, existing);
   if (!verdict) return verdict.error();
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return path_error(path, "cannot stat", errno);
 
   if (size == 0) {
     // Blocks reserved now: a full disk is an error here, not a SIGBUS at the
@@ -168,7 +203,8 @@ Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
       return path_error(path, "cannot allocate " + std::to_string(kPaceFileSize) + " bytes", rc);
     }
   }
-  void* mem = ::mmap(nullptr, kPaceFileSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* mem = ::mmap(at, kPaceFileSize, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | (at != nullptr ? MAP_FIXED : 0), fd.get(), 0);
   if (mem == MAP_FAILED) return path_error(path, "cannot map", errno);
   auto* f = static_cast<PaceClockFile*>(mem);
   switch (*verdict) {
@@ -189,11 +225,47 @@ Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
       clear_far_clocks(f);
       break;
   }
-  return PaceClocks(path, f);
+  return Opened{f, st.st_dev, st.st_ino};
+}
+
+Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
+                                    std::chrono::milliseconds lock_timeout) {
+  auto opened = open_file(path, mode, lock_timeout, nullptr);
+  if (!opened && opened.error().sys_errno != EAGAIN && opened.error().sys_errno != ETIMEDOUT) {
+    // Not a pace clock file (or not a file): put a fresh one in its place.
+    if (auto replaced = replace_with_fresh(path, mode); !replaced) {
+      return Error{opened.error().message + ", and " + replaced.error().message,
+                   replaced.error().sys_errno};
+    }
+    opened = open_file(path, mode, lock_timeout, nullptr);
+  }
+  if (!opened) return opened.error();
+  return PaceClocks(path, opened->file, opened->dev, opened->ino, mode);
+}
+
+Result<bool> PaceClocks::refresh() {
+  struct stat st {};
+  if (file_ == nullptr) return false;
+  if (::lstat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == dev_ &&
+      st.st_ino == ino_ && static_cast<uint64_t>(st.st_size) == kPaceFileSize)
+    return false;
+  auto opened = open_file(path_, mode_, std::chrono::milliseconds(100), file_);
+  if (!opened && opened.error().sys_errno != EAGAIN && opened.error().sys_errno != ETIMEDOUT) {
+    if (auto replaced = replace_with_fresh(path_, mode_); !replaced) return replaced.error();
+    opened = open_file(path_, mode_, std::chrono::milliseconds(100), file_);
+  }
+  if (!opened) return opened.error();
+  dev_ = opened->dev;
+  ino_ = opened->ino;
+  return true;
 }
 
 PaceClocks::PaceClocks(PaceClocks&& other) noexcept
-    : path_(std::move(other.path_)), file_(other.file_) {
+    : path_(std::move(other.path_)),
+      file_(other.file_),
+      dev_(other.dev_),
+      ino_(other.ino_),
+      mode_(other.mode_) {
   other.file_ = nullptr;
 }
 
@@ -202,6 +274,9 @@ PaceClocks& PaceClocks::operator=(PaceClocks&& other) noexcept {
     if (file_ != nullptr) ::munmap(file_, kPaceFileSize);
     path_ = std::move(other.path_);
     file_ = other.file_;
+    dev_ = other.dev_;
+    ino_ = other.ino_;
+    mode_ = other.mode_;
     other.file_ = nullptr;
   }
   return *this;

@@ -10,7 +10,16 @@
 //
 // The file records the boot its clocks count from (the monotonic clock starts
 // again at each boot), and clocks of another boot are cleared when it is
-// opened. A file of the wrong size, or another format, is refused untouched.
+// opened.
+//
+// The directory is the tenant's, so the file is too: a tenant can break it or
+// put another in its place, to split its processes onto clocks of their own
+// (each then taking the whole share). So a file of the wrong size, another
+// format, a link or a directory is replaced, atomically, by a fresh one; and
+// refresh(), called once a second, maps whatever file now has the name in
+// place of the old one (at the same address, so a clock pointer stays
+// valid): within a second every process of the container paces on one clock
+// again. Only when no file can be made at all is open() an error.
 //
 //   auto clocks = hami::region::PaceClocks::open(state_path + ".pace");
 //   if (!clocks) log(clocks.error().message);  // each process then paces itself
@@ -88,9 +97,14 @@ Result<std::optional<PaceSnapshot>> read_pace_clocks(const std::string& path);
 class PaceClocks {
  public:
   // Opens or creates the file (created with `mode` exactly, whatever the
-  // umask). An error leaves an existing file as it was.
+  // umask), replacing one that is not a well-formed pace clock file.
   static Result<PaceClocks> open(const std::string& path, mode_t mode = 0666,
                                  std::chrono::milliseconds lock_timeout = std::chrono::seconds(5));
+
+  // When the name no longer refers to the mapped file (replaced, removed,
+  // truncated, broken), maps the file it names now (repaired or made afresh)
+  // over the old one; true if it did. An error keeps the old mapping.
+  Result<bool> refresh();
 
   PaceClocks(PaceClocks&& other) noexcept;
   PaceClocks& operator=(PaceClocks&& other) noexcept;
@@ -103,9 +117,16 @@ class PaceClocks {
   const std::string& path() const noexcept { return path_; }
 
  private:
-  PaceClocks(std::string path, PaceClockFile* file) : path_(std::move(path)), file_(file) {}
+  struct Opened;
+  static Result<Opened> open_file(const std::string& path, mode_t mode,
+                                  std::chrono::milliseconds lock_timeout, void* at);
+  PaceClocks(std::string path, PaceClockFile* file, dev_t dev, ino_t ino, mode_t mode)
+      : path_(std::move(path)), file_(file), dev_(dev), ino_(ino), mode_(mode) {}
   std::string path_;
   PaceClockFile* file_ = nullptr;
+  dev_t dev_ = 0;  // the mapped file
+  ino_t ino_ = 0;
+  mode_t mode_ = 0666;
 };
 
 }  // namespace hami::region

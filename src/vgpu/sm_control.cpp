@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <algorithm>
 #include <new>
 
 #include "common/log.hpp"
@@ -55,10 +56,12 @@ void SmControl::open_pace_clocks(const region::Region& region) noexcept {
     const mode_t mode = ::fstat(region.fd(), &st) == 0 ? (st.st_mode & 07777) : 0666;
     auto clocks = region::PaceClocks::open(region.path() + ".pace", mode);
     if (!clocks) {
-      log::warn(
-          "%s; each process of this container paces itself to the SM share, so several "
-          "processes running kernels at once get up to the share each. Check that the "
-          "directory is writable, or delete the file",
+      // Failing closed: a tenant that breaks the file must not get the share
+      // once per process.
+      clocks_broken_ = true;
+      log::error(
+          "%s; each process of this container paces itself to the SM share divided among the "
+          "container's processes. Check that the directory is writable",
           clocks.error().message.c_str());
       return;
     }
@@ -75,6 +78,7 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev, region::Region& regio
   limiter::LimiterOptions opt;
   opt.percent = percent_[d].load(std::memory_order_relaxed);
   if (clocks_) opt.shared_clock = clocks_->clock(dev);
+  const uint32_t alone = clocks_broken_ ? share_alone(dev, region) : 0;
   // The node agent and `vgpu top` read the container's SM utilisation there.
   if (const auto slot = region.own_slot())
     opt.published_ns = region.slot(*slot).publish_gpu_time(dev);
@@ -86,11 +90,18 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev, region::Region& regio
     percent_[d].store(0, std::memory_order_relaxed);
     return nullptr;
   }
+  if (alone != 0) lim->set_pace_percent(alone);
+  lim->set_alone_percent(share_alone(dev, region));
   timers_[d].store(timer, std::memory_order_release);
   limiters_[d].store(lim, std::memory_order_release);
-  log::info("device %d: SM share %u%%, policy %s, paced %s", dev, opt.percent,
-            limiter::to_string(policy_),
-            clocks_ ? "with the container's other processes" : "by this process alone");
+  if (alone != 0) {
+    log::info("device %d: SM share %u%%, policy %s, paced by this process alone at %u%%", dev,
+              opt.percent, limiter::to_string(policy_), alone);
+  } else {
+    log::info("device %d: SM share %u%%, policy %s, paced %s", dev, opt.percent,
+              limiter::to_string(policy_),
+              clocks_ ? "with the container's other processes" : "by this process alone");
+  }
   return lim;
 }
 
@@ -111,6 +122,43 @@ limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
   limiter::LaunchLimiter* lim =
       limiters_[static_cast<size_t>(c.device)].load(std::memory_order_acquire);
   return lim != nullptr ? lim : create_limiter(c.device, rt.region());
+}
+
+uint32_t SmControl::share_alone(int dev, const region::Region& region) const noexcept {
+  const uint32_t share = percent_[static_cast<size_t>(dev)].load(std::memory_order_relaxed);
+  const int32_t n = std::max<int32_t>(1, region.proc_num());
+  return std::max<uint32_t>(1, share / static_cast<uint32_t>(n));
+}
+
+void SmControl::each_second(region::Region& region, int64_t second) noexcept {
+  region.set_last_kernel_time(static_cast<uint64_t>(second));
+  // Without the container's clock (the file unusable, or its clock found
+  // rewound), this process paces to its part of the share; how many
+  // processes share it may have changed.
+  for (size_t d = 0; d < limiters_.size(); ++d) {
+    limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire);
+    if (lim == nullptr) continue;
+    const uint32_t alone = share_alone(static_cast<int>(d), region);
+    if (clocks_broken_) lim->set_pace_percent(alone);
+    lim->set_alone_percent(alone);
+    if (lim->clock_abandoned() && !abandon_logged_[d].exchange(true)) {
+      log::error(
+          "device %zu: the container's SM pace clock was set back (%s was rewritten or "
+          "replaced); this process paces by itself to %u%%, its part of the share",
+          d, clocks_ ? clocks_->path().c_str() : "the pace file", alone);
+    }
+  }
+  if (clocks_) {
+    // A tenant may replace the file to split its processes onto two clocks.
+    auto refreshed = clocks_->refresh();
+    if (!refreshed) {
+      log::error("%s; the SM pace clock stays on the file mapped before",
+                 refreshed.error().message.c_str());
+    } else if (*refreshed) {
+      log::warn("%s was replaced or broken; pacing on the file it names now",
+                clocks_->path().c_str());
+    }
+  }
 }
 
 void SmControl::context_gone(cuda::CUcontext ctx) noexcept {

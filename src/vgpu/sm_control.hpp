@@ -49,11 +49,12 @@ class SmControl {
   // read-only control file says when there is one (`control`), else as the
   // state file's recent_kernel (-1) says, upstream's protocol.
   void on_launch(region::Region& region, const region::ControlView* control) noexcept {
-    // last_kernel_time (Unix seconds) changes at most once a second.
+    // last_kernel_time (Unix seconds) changes at most once a second; so
+    // does whatever is checked each second (one thread does it).
     const int64_t second = ::time(nullptr);
-    if (second != last_second_.load(std::memory_order_relaxed)) {
-      last_second_.store(second, std::memory_order_relaxed);
-      region.set_last_kernel_time(static_cast<uint64_t>(second));
+    if (second != last_second_.load(std::memory_order_relaxed) &&
+        last_second_.exchange(second, std::memory_order_relaxed) != second) {
+      each_second(region, second);
     }
     if (control != nullptr && control->blocked()) wait_while_blocked(region, control);
     const int32_t rk = region.recent_kernel();
@@ -92,11 +93,19 @@ class SmControl {
   // index of the state file, most of which no process ever uses.
   limiter::LaunchLimiter* create_limiter(int dev, region::Region& region) noexcept;
   void open_pace_clocks(const region::Region& region) noexcept;
+  // Once a second: last_kernel_time; the pace clock file followed if it was
+  // replaced; without one, this process's part of the share.
+  void each_second(region::Region& region, int64_t second) noexcept;
+  // Without the container's clock, this process paces to the share divided
+  // among the container's processes (the state file's count), never more.
+  uint32_t share_alone(int dev, const region::Region& region) const noexcept;
 
   bool any_limit_ = false;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
-  // The container's pacer clocks; without them each process paces itself.
+  // The container's pacer clocks; without them each process paces itself,
+  // to its part of the share when the file is there but unusable.
   std::optional<region::PaceClocks> clocks_;
+  bool clocks_broken_ = false;
   // 0: no share on that device (or its limiter could not be built). Atomic: a
   // failed build clears it while other threads' launches read it.
   std::array<std::atomic<uint32_t>, kMaxDevices> percent_{};
@@ -105,6 +114,7 @@ class SmControl {
   std::array<std::atomic<CudaEventTimer*>, kMaxDevices> timers_{};
   std::atomic<uint32_t> generation_{1};
   std::atomic<int64_t> last_second_{0};
+  std::array<std::atomic<bool>, kMaxDevices> abandon_logged_{};
 };
 
 }  // namespace hami::vgpu

@@ -693,22 +693,119 @@ TEST_F(Preload, ProcessesOfAContainerShareOneShare) {
       << "charged " << charged_ms << " ms in all";
 }
 
-// Without a usable .pace file each process paces itself, and says so.
-TEST_F(Preload, UnusablePaceFileLeavesEachProcessPacingItself) {
-  std::filesystem::create_directory(state_file() + ".pace");
+// Where no pace clock file can be made (a directory holds its name), each
+// process fails closed: it paces itself to the share divided among the
+// container's processes, and says so.
+TEST_F(Preload, UnusablePaceFileLeavesEachProcessPacingToItsPart) {
+  std::filesystem::create_directories(state_file() + ".pace/x");
   const auto r = run({"init", "ctx:0", "launchpath:kernel:1", "sync", "launchpath:kernel:40"},
                      {{"CUDA_DEVICE_SM_LIMIT", "25"},
                       {"SIMGPU_KERNEL_NS", "2000000"},
                       {"LIBCUDA_LOG_LEVEL", "3"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(
-      r.err.find(".pace: cannot open: Is a directory; each process of this container paces itself"),
-      std::string::npos)
+  EXPECT_NE(r.err.find("each process of this container paces itself to the SM share divided "
+                       "among the container's processes"),
+            std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("paced by this process alone"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("paced by this process alone at 25%"), std::string::npos) << r.err;
   const SmSummary s = sm_summary(r.err, 0);
   ASSERT_TRUE(s.found) << r.err;
   EXPECT_GT(s.waited_ms, 0) << r.err;
+}
+
+// Two processes' paced launches at once: the later finish, and what both
+// charged (for the share tests below).
+struct PairRun {
+  double longest_ms = 0;
+  double charged_ms = 0;
+  std::string err;
+};
+
+// A tenant breaks the pace clock file before its processes start, so that
+// each would pace alone and take the whole share: the file is replaced by a
+// fresh one and both processes still share one clock (25 % together).
+TEST_F(Preload, ABrokenPaceFileIsRepairedAndStillShared) {
+  std::ofstream(state_file() + ".pace") << "x";
+  const Env env = {
+      {"CUDA_DEVICE_SM_LIMIT", "25"}, {"SIMGPU_KERNEL_NS", "2000000"}, {"LIBCUDA_LOG_LEVEL", "3"}};
+  std::vector<Child> procs;
+  for (int i = 0; i < 2; ++i) {
+    procs.push_back(spawn({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "mark",
+                           "await:" + dir_.file("go"), "launchpath:kernel:100"},
+                          env));
+  }
+  for (auto& p : procs)
+    ASSERT_TRUE(p.wait_for_line("op=mark")) << p.out();
+  EXPECT_EQ(std::filesystem::file_size(state_file() + ".pace"), 1088u);
+  touch("go");
+  double charged_ms = 0, longest_ms = 0;
+  for (auto& p : procs) {
+    const ProcessResult r = p.finish();
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("paced with the container's other processes"), std::string::npos) << r.err;
+    charged_ms += sm_summary(r.err, 0).charged_ms;
+    longest_ms = std::max(longest_ms, ms(find_op(r.out, "launchpath:kernel:100")));
+  }
+  EXPECT_GE(longest_ms, 0.75 * (charged_ms * 100 / 25.0 - 20.0)) << "charged " << charged_ms;
+}
+
+// A tenant rewinds the shared clock over and over (it can write the file), or
+// puts a fresh file in its place, so its processes' launches go sooner: each
+// process notices the clock going back and paces itself to its part of the
+// share (25 % each of two), so together they still get 50 %. (The simulated
+// GPU gives each process an engine of its own, so had the tenant won, both
+// would run at 50 % side by side and finish in half the time.)
+TEST_F(Preload, ARewoundOrReplacedPaceClockGainsNothing) {
+  for (const bool replace : {false, true}) {
+    SCOPED_TRACE(replace ? "replaced" : "rewound");
+    fresh_container();
+    const Env env = {{"CUDA_DEVICE_SM_LIMIT", "50"},
+                     {"SIMGPU_KERNEL_NS", "2000000"},
+                     {"LIBCUDA_LOG_LEVEL", "3"}};
+    std::vector<Child> procs;
+    for (int i = 0; i < 2; ++i) {
+      procs.push_back(spawn({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "mark",
+                             "await:" + dir_.file("go"), "launchpath:kernel:150"},
+                            env));
+    }
+    for (auto& p : procs)
+      ASSERT_TRUE(p.wait_for_line("op=mark")) << p.out();
+    const std::string pace = state_file() + ".pace";
+    std::atomic<bool> stop{false};
+    std::thread tenant([&] {
+      while (!stop) {
+        if (replace) {
+          std::filesystem::remove(pace);
+          std::ofstream(pace) << "";
+        } else {
+          // Every clock back to zero, as a process of the container could.
+          std::fstream f(pace, std::ios::in | std::ios::out | std::ios::binary);
+          const std::vector<char> zeros(16 * 64, 0);
+          f.seekp(64);
+          f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(replace ? 50 : 1));
+      }
+    });
+    touch("go");
+    double charged_ms = 0, longest_ms = 0;
+    for (auto& p : procs) {
+      const ProcessResult r = p.finish();
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.err.find(replace ? "was replaced or broken; pacing on the file it names now"
+                                   : "paces by itself to 25%"),
+                std::string::npos)
+          << r.err;
+      charged_ms += sm_summary(r.err, 0).charged_ms;
+      longest_ms = std::max(longest_ms, ms(find_op(r.out, "launchpath:kernel:150")));
+    }
+    stop = true;
+    tenant.join();
+    // At 50 % together the ~600 ms charged take ~1.2 s; half that had the
+    // tenant won. A replaced file is noticed within a second, and until then
+    // the processes keep the clock they mapped.
+    EXPECT_GE(longest_ms, 0.8 * (charged_ms * 100 / 50.0 - 20.0)) << "charged " << charged_ms;
+  }
 }
 
 TEST_F(Preload, CapturedLaunchesAreNotCharged) {

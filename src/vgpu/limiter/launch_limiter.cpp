@@ -47,6 +47,7 @@ LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
     : options_(options),
       timer_(timer),
       pacer_(options.shared_clock),
+      pace_percent_(options.percent),
       table_(options.table_capacity) {}
 
 void LaunchLimiter::charge(int64_t ns) noexcept {
@@ -82,7 +83,7 @@ int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns, uint
   launches_[static_cast<int>(path)].fetch_add(count, std::memory_order_relaxed);
   charge(cost);
   if (!enforced) return now_ns;
-  const int64_t go = pacer_.admit(cost, options_.percent, now_ns, options_.burst_ns);
+  const int64_t go = pacer_.admit(cost, pace_percent(), now_ns, options_.burst_ns);
   return learning_until > now_ns ? std::max(go, std::min(learning_until, now_ns + kLearnPollNs))
                                  : go;
 }
@@ -324,7 +325,7 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
     const int64_t n = e.provisional.exchange(0, std::memory_order_relaxed);
     const int64_t debt = n * cost - e.provisional_ns.exchange(0, std::memory_order_relaxed);
     if (debt > 0) {
-      pacer_.admit(debt, options_.percent, now_ns, options_.burst_ns);
+      pacer_.admit(debt, pace_percent(), now_ns, options_.burst_ns);
       charge(debt);
     }
   }

@@ -123,6 +123,26 @@ class LaunchLimiter {
   LaunchLimiter& operator=(const LaunchLimiter&) = delete;
 
   uint32_t percent() const noexcept { return options_.percent; }
+  // Paces to `percent` instead of the share (what this process may take when
+  // it cannot pace with the container's others); 0: the share again.
+  void set_pace_percent(uint32_t percent) noexcept {
+    pace_percent_.store(percent != 0 ? percent : options_.percent, std::memory_order_relaxed);
+  }
+  // What this process paces to once it has left a rewound shared clock for
+  // one of its own (SharePacer): its part of the share; 0: the share.
+  void set_alone_percent(uint32_t percent) noexcept {
+    alone_percent_.store(percent, std::memory_order_relaxed);
+  }
+  uint32_t pace_percent() const noexcept {
+    if (pacer_.clock_abandoned()) [[unlikely]] {
+      const uint32_t alone = alone_percent_.load(std::memory_order_relaxed);
+      if (alone != 0) return alone;
+    }
+    return pace_percent_.load(std::memory_order_relaxed);
+  }
+  // Whether the container's shared clock was found rewound, and this
+  // process now paces on a clock of its own (SharePacer).
+  bool clock_abandoned() const noexcept { return pacer_.clock_abandoned(); }
 
   // Charges `count` launches of shape `key` and publishes the charge. When
   // `enforced`, returns the time the last may start; otherwise nothing is
@@ -207,6 +227,8 @@ class LaunchLimiter {
   const LimiterOptions options_;
   GpuTimer& timer_;
   SharePacer pacer_;
+  std::atomic<uint32_t> pace_percent_;
+  std::atomic<uint32_t> alone_percent_{0};
   CostTable table_;
 
   std::mutex mu_;

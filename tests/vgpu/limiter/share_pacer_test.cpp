@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,43 @@ TEST(SharePacer, LongRunRateIsThePercentOfWallTime) {
           << p << "% of " << cost;
     }
   }
+}
+
+// A tenant rewinds the container's shared clock (it can write the file) to
+// let its launches through sooner. A clock never runs backwards by itself, so
+// each pacer that finds it earlier than the time it set last leaves it for a
+// clock of its own, from that time; its owner then paces it to its part of
+// the share (SmControl: the share over the container's processes).
+TEST(SharePacer, ARewoundSharedClockGainsNothing) {
+  constexpr int64_t kSpan = 2 * s, kBurst = 20 * ms, kCost = 100 * us;
+  alignas(8) int64_t shared = 0;
+  SharePacer a(&shared), b(&shared);
+  int64_t now = 0, n = 0;
+  for (int i = 0; now < kSpan; ++i) {
+    SharePacer& p = i % 2 == 0 ? a : b;
+    const uint32_t percent = p.clock_abandoned() ? 5 : 10;  // two processes
+    now = std::max(now, p.admit(kCost, percent, now, kBurst));
+    ++n;
+    if (i % 3 == 0) std::atomic_ref<int64_t>(shared).store(0);
+  }
+  EXPECT_TRUE(a.clock_abandoned());
+  EXPECT_TRUE(b.clock_abandoned());
+  const double share = 100.0 * static_cast<double>(n * kCost) / static_cast<double>(kSpan);
+  EXPECT_LE(share, 10.0 + 100.0 * kBurst / kSpan + 0.2);
+  EXPECT_GE(share, 9.0);
+}
+
+// An honest clock is never left: two pacers sharing it, in any order.
+TEST(SharePacer, AnHonestSharedClockIsKept) {
+  alignas(8) int64_t shared = 0;
+  SharePacer a(&shared), b(&shared);
+  int64_t now = 0;
+  for (int i = 0; i < 10000; ++i) {
+    SharePacer& p = (i * 7919) % 3 == 0 ? a : b;
+    now = std::max(now + 10 * us, p.admit(200 * us, 30, now, 20 * ms));
+  }
+  EXPECT_FALSE(a.clock_abandoned());
+  EXPECT_FALSE(b.clock_abandoned());
 }
 
 TEST(SharePacer, LetsABurstThroughAtOnce) {
