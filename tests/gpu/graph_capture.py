@@ -12,8 +12,10 @@ docs ask, at a small size with --expect-oom so that the capture itself is what
 goes past the limit.
 Prints one line: result test=graph backend= ok= replay_ok= error= oom=
 (class: a torch.OutOfMemoryError in the exception's chain; message: only a
-message saying "out of memory"; none) usable_after= (a small computation
-works after the failure) ...
+message saying "out of memory"; none) stage= (where it ended: warmup,
+capture, replay or done; with cudaMallocAsync the graph's memory is allocated
+when it is launched) usable_after= (a small computation works after the
+failure) ...
 With --expect-oom, ok means a clean out-of-memory error and a usable process;
 without, a correct replay. Exits 1 when not ok.
 """
@@ -46,7 +48,7 @@ def main():
 
     info = dict(test="graph", backend=backend, limit_mib=limit and limit // mg.MiB,
                 alloc_mib=args.alloc_mib)
-    error, oom, replay_ok = None, "none", False
+    error, oom, replay_ok, stage = None, "none", False, "warmup"
     try:
         x.copy_(torch.arange(cols, device=dev) % 8)
         side = torch.cuda.Stream()
@@ -56,17 +58,20 @@ def main():
                 step(16 if args.expect_oom else rows)
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
+        stage = "capture"
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             step(rows)
         torch.cuda.synchronize()
-        replay_ok = True
+        stage = "replay"
+        good = True
         for i in range(args.replays):
             vals = ((torch.arange(cols, device=dev) * (i + 3)) % 5 + 1).float()
             x.copy_(vals)
             g.replay()
             torch.cuda.synchronize()
-            replay_ok &= bool(torch.equal(out, vals * rows))
+            good &= bool(torch.equal(out, vals * rows))
+        replay_ok, stage = good, "done"
         info["reserved_mib"] = torch.cuda.memory_reserved() // mg.MiB
         del g
     except Exception as e:
@@ -80,7 +85,7 @@ def main():
         usable = False
         print(f"graph_capture: not usable after: {type(e).__name__}: {e}", file=sys.stderr)
     ok = (oom != "none" and usable) if args.expect_oom else (replay_ok and error is None and usable)
-    mg.emit(**info, ok=ok, replay_ok=replay_ok, error=error, oom=oom, usable_after=usable)
+    mg.emit(**info, ok=ok, replay_ok=replay_ok, stage=stage, error=error, oom=oom, usable_after=usable)
     return 0 if ok else 1
 
 

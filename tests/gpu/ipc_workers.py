@@ -61,8 +61,15 @@ def main():
     dev = torch.device("cuda", 0)
     free0, total = torch.cuda.mem_get_info(dev)  # creates the context
     ctx_mib = (total - free0) // mg.MiB
-    t = torch.arange(args.mib * mg.MiB // 4, dtype=torch.int32, device=dev)
+    # arange in slices: a whole one is computed in 64 bits first (twice the
+    # tensor's size); the slices' temporaries go back to the driver after.
+    n = args.mib * mg.MiB // 4
+    t = torch.empty(n, dtype=torch.int32, device=dev)
+    step = 32 << 20
+    for i in range(0, n, step):
+        t[i:i + step] = torch.arange(i, min(n, i + step), dtype=torch.int32, device=dev)
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     free1, _ = torch.cuda.mem_get_info(dev)
     spawn = tmp.get_context("spawn")
     tensors, answers = spawn.Queue(), spawn.Queue()

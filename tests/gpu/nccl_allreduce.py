@@ -44,34 +44,34 @@ def run_rank(rank, n, port, mib, seconds):
     correct = bool((y == n * (n + 1) / 2).all().item())
     del y
     x = torch.zeros(numel, device=dev)
-    flag = torch.zeros(1, device=dev)
-
-    # Warm-up, and how many all-reduces make ~0.1 s here (rank 0's count
-    # for all: every rank must issue the same collectives).
+    # [stop, next chunk]: rank 0 decides for all, so that every rank issues
+    # the same collectives; a chunk is sized to ~0.1 s of work at the speed
+    # just measured (a paced rank's first ones run within its burst).
+    ctl = torch.tensor([0.0, 5.0], device=dev)
     for _ in range(5):
         dist.all_reduce(x)
     torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(10):
-        dist.all_reduce(x)
-    torch.cuda.synchronize()
-    chunk = torch.tensor([max(1, int(0.1 / ((time.perf_counter() - t) / 10)))], device=dev)
-    dist.broadcast(chunk, 0)
-    chunk = int(chunk.item())
 
     dist.barrier()
     torch.cuda.synchronize()
     t0_unix, t0 = time.time(), time.perf_counter()
-    iters = 0
+    iters, chunk, t_chunk = 0, 5, t0
     while True:
         for _ in range(chunk):
             dist.all_reduce(x)
         iters += chunk
         if rank == 0:
             torch.cuda.synchronize()
-            flag.fill_(1.0 if time.perf_counter() - t0 >= seconds else 0.0)
-        dist.broadcast(flag, 0)
-        if flag.item():
+            now = time.perf_counter()
+            per_iter = (now - t_chunk) / chunk
+            t_chunk = now
+            left = seconds - (now - t0)
+            ctl[0] = 1.0 if left <= 0 else 0.0
+            ctl[1] = float(max(1, min(2 * chunk, int(0.1 / per_iter), int(max(0.0, left) / per_iter) + 1)))
+        dist.broadcast(ctl, 0)
+        stop, chunk = ctl.tolist()
+        chunk = int(chunk)
+        if stop:
             break
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
@@ -81,7 +81,7 @@ def run_rank(rank, n, port, mib, seconds):
     nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
     dist.destroy_process_group()
     algbw = iters * numel * 4 / elapsed / 1e9
-    return {"correct": correct and still_zero, "iters": iters, "chunk": chunk, "elapsed": elapsed,
+    return {"correct": correct and still_zero, "iters": iters, "elapsed": elapsed,
             "algbw": algbw, "busbw": algbw * 2 * (n - 1) / n, "t0": t0_unix, "t1": t1_unix,
             "total_mib": total // mg.MiB, "free_mib": free // mg.MiB, "nccl": nccl}
 
