@@ -29,7 +29,8 @@ bin=$build/gpu-bin
 mkdir -p "$bin"
 g++ -O2 -std=c++20 -Isrc tests/vgpu/cuda_client.cpp src/region/*.cpp src/common/*.cpp \
   -o "$bin/cuda-client" -L/usr/local/nvidia/lib64 -lcuda -ldl -lpthread || { echo "FAIL client build"; exit 1; }
-nvcc -O2 -arch=sm_90 -cudart shared -o "$bin/rp-shared" tests/gpu/runtime_paths.cu &&
+nvcc -cubin -arch=sm_90 -DGLOBALS_MODULE -o "$bin/globals.cubin" tests/gpu/probe/driver_facts.cu &&
+  nvcc -O2 -arch=sm_90 -cudart shared -o "$bin/rp-shared" tests/gpu/runtime_paths.cu &&
   nvcc -O2 -arch=sm_90 -cudart static -o "$bin/rp-static" tests/gpu/runtime_paths.cu &&
   nvcc -O2 -arch=sm_90 -cudart static --default-stream per-thread -o "$bin/rp-ptds" tests/gpu/runtime_paths.cu ||
   { echo "FAIL nvcc"; exit 1; }
@@ -106,6 +107,54 @@ echo "$line" | awk -v M=$MiB '/^op=charged/ { for (i=1;i<=NF;i++){split($i,kv,"=
   /^op=fill/ { for (i=1;i<=NF;i++){split($i,kv,"="); f[kv[1]]=kv[2]} }
   END { exit !(f["rc"] == 2 && c["total"] <= 2048 * M && p["used"] <= 2048 * M && c["total"] >= 2048 * M - 64 * M) }' &&
   pass "driver fill: refused at the limit, physical usage within it" || fail "driver fill"
+
+echo
+echo "## Paths outside every count before (docs/memory-paths.md), a tenant under a 2 GiB limit"
+# Each line: what the path tried, the answer, and what the driver holds for
+# the process (NVML) at the end; never past the limit, and refused cleanly.
+held_ok() {  # $1: client output; the last procmem:0 within the limit
+  echo "$1" | awk -v M=$MiB '/^op=procmem/ { for (i=1;i<=NF;i++){split($i,kv,"="); p[kv[1]]=kv[2]} }
+    END { printf "  driver holds %.0f MiB\n", p["used"] / M; exit !(p["used"] <= 2048 * M) }'
+}
+rc_is() { echo "$1" | grep -q "^op=$2 rc=$3 "; }  # some line of op $2 answered $3
+escape() {  # $1: name; $2: expected answers "op=rc ..."; the rest: client ops
+  local name=$1 want=$2 ok=1
+  shift 2
+  container
+  local out
+  out=$(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=2g "$bin/cuda-client" init ctx:0 "$@" procmem:0)
+  echo "$out" | grep -v '^op=\(init\|ctx\)' | sed 's/ ms=[0-9.]*//; s/^/  /'
+  for w in $want; do rc_is "$out" "${w%=*}" "${w##*=}" || ok=0; done
+  held_ok "$out" || ok=0
+  [ $ok = 1 ] && pass "escape path: $name" || fail "escape path: $name"
+}
+escape "VMM released while mapped" "vmmmap:0:768m=2" vmmmap:0:768m free:0 vmmmap:0:768m
+escape "stack limit" "setlimit:stack:32768=2" setlimit:stack:32768
+escape "malloc heap limit" "setlimit:heap:6g=2" setlimit:heap:6g
+escape "module globals (1 GiB each)" "modfile:$bin/globals.cubin=2" modfile:$bin/globals.cubin \
+  modfile:$bin/globals.cubin
+# A first use that does not fit stays loaded until the library is unloaded.
+escape "library globals at first use" "libkernel:touch_big=2 alloc:64m=2" libfile:$bin/globals.cubin \
+  libkernel:touch_big libfile:$bin/globals.cubin libkernel:touch_big alloc:64m libunload
+escape "graph allocation node of 6 GiB" "glaunch=2 gupload=2" gnode:0:6g ginst glaunch gupload
+escape "captured 3 GiB graph allocation" "glaunch=2" gbegin galloc:3g gend ginst glaunch
+
+echo
+echo "## A capture that allocates stays valid, and its graph's memory is charged when real"
+container
+out=$(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=4g "$bin/cuda-client" --via=procaddr init ctx:0 \
+  async:64m gbegin galloc:512m meminfo gstatus gfree gend ginst charged:0 glaunch:3 charged:0 \
+  graphmem:0 gexecdestroy gtrim:0 charged:0)
+echo "$out" | sed 's/ ms=[0-9.]*//; s/^/  /'
+echo "$out" | awk -v M=$MiB '
+  /^op=gstatus/ { for (i=1;i<=NF;i++) if ($i == "status=1") ok_status = 1 }
+  /^op=(gfree|gend|ginst|glaunch:3|gtrim:0)/ { if ($2 != "rc=0") bad = 1 }
+  /^op=charged/ { for (i=1;i<=NF;i++){split($i,kv,"="); c[kv[1]]=kv[2]} n++; t[n] = c["total"] }
+  /^op=graphmem/ { for (i=1;i<=NF;i++){split($i,kv,"="); g[kv[1]]=kv[2]} }
+  END { exit !(ok_status && !bad && t[2] - t[1] == g["reserved"] && g["reserved"] >= 512 * M &&
+               t[3] == t[1]) }' &&
+  pass "capture with stream-ordered allocations; graph memory charged as the driver reserves it" ||
+  fail "capture and graph memory"
 
 echo
 echo "## nvidia-smi inside the container shows the limit and the container's usage"
