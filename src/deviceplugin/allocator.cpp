@@ -57,11 +57,11 @@ Result<std::vector<ContainerPlan>> Allocator::allocate(
   std::vector<size_t> sizes;
   for (const auto& r : requests)
     sizes.push_back(r.size());
-  PodLookup look = find_pending_pod(client_, options_.node, sizes);
+  PodLookup look = find_pending_pod(client_, options_.node, sizes, options_.pending);
   if (!look.pod) {
-    if (look.undecodable) {
-      mark_failed(*look.undecodable, look.error);
-      release_lock(look.undecodable->meta.ns, look.undecodable->meta.name);
+    if (look.refused) {
+      mark_failed(*look.refused, look.error);
+      release_lock(look.refused->meta.ns, look.refused->meta.name);
     }
     if (look.stale_lock) {
       log::warn("releasing the node lock of pod %s/%s, which does not exist",
@@ -124,8 +124,7 @@ Result<std::vector<ContainerPlan>> Allocator::serve(
   auto patched = client_.patch_annotations(k8s::pod_path(p.pod.meta.ns, p.pod.meta.name), changes,
                                            k8s::PatchRetry{});
   if (!patched) return Error{"cannot record the allocation on the pod: " + patched.error().message};
-  log::info("allocated pod %s (%s): %s%s", who(p.pod).c_str(),
-            p.named_by_lock ? "named by the node lock" : "found among pending pods", served.c_str(),
+  log::info("allocated pod %s: %s%s", who(p.pod).c_str(), served.c_str(),
             done ? "; all containers served" : "");
   if (done) release_lock(p.pod.meta.ns, p.pod.meta.name);
   return plans;
@@ -228,7 +227,7 @@ std::vector<std::vector<std::string>> Allocator::preferred(
   std::vector<size_t> sizes;
   for (const auto& r : requests)
     sizes.push_back(r.size);
-  PodLookup look = find_pending_pod(client_, options_.node, sizes);
+  PodLookup look = find_pending_pod(client_, options_.node, sizes, options_.pending);
   if (!look.pod)
     log::debug("GetPreferredAllocation without a pod to follow: %s", look.error.c_str());
   std::vector<std::vector<std::string>> out;

@@ -1,6 +1,7 @@
 #pragma once
 // Allocate and GetPreferredAllocation with upstream's annotation protocol
-// (docs/device-plugin.md): find the pod being admitted (pending_pod.hpp), take its
+// (docs/device-plugin.md): find the pod being admitted (pending_pod.hpp: the
+// one the node lock names, placed by a scheduler we trust), take its
 // next containers' devices from hami.io/vgpu-devices-to-allocate, plan and
 // prepare each container (container_plan.hpp, host_files.hpp), write the
 // annotation back with those entries emptied and, when none is left, set
@@ -33,6 +34,9 @@ struct AllocatorOptions {
   std::string node;
   std::string hook_path = "/usr/local";
   std::string lock_dir = kContainerLockDir;
+  // Whose decisions are served (--decision-key-file, --trusted-schedulers)
+  // and which resource a rival pod asks for (pending_pod.hpp).
+  PendingPodPolicy pending;
 };
 
 struct PreferredRequest {

@@ -247,8 +247,15 @@ int run_daemon(const DaemonOptions& o) {
   }
   log::info("Kubernetes API at %s (%s)", kcfg->server.c_str(), kcfg->source.c_str());
 
-  Allocator allocator(*client, cfg, {o.node_name, o.hook_path, o.lock_dir},
-                      [&state] { return state.gpus(); });
+  if (!o.decisions.keys) {
+    log::warn(
+        "no --decision-key-file: Allocate serves the pod the node lock names when its "
+        "schedulerName is trusted, without checking that its hami.io annotations are the "
+        "scheduler's; the chart sets a key");
+  }
+  Allocator allocator(
+      *client, cfg, {o.node_name, o.hook_path, o.lock_dir, {o.decisions, cfg.resource_count_name}},
+      [&state] { return state.gpus(); });
   NodeRegistrar registrar(*client, cfg, state, o.node_name);
   PluginServer server(state, cfg,
                       {[&allocator](const auto& r) { return allocator.allocate(r); },

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "deviceplugin/config.hpp"
+#include "protocol/decision.hpp"
 
 namespace hami::deviceplugin {
 
@@ -29,6 +30,8 @@ struct DaemonOptions {
   std::chrono::milliseconds register_interval{30000};
   XidPolicy xids;       // --ignore-xids, --xid-recovery
   PluginConfig config;  // flags and config files already applied
+  // Whose GPU decisions Allocate serves (--decision-key-file, --trusted-schedulers).
+  protocol::DecisionTrust decisions;
 };
 
 int run_daemon(const DaemonOptions& options);

@@ -89,6 +89,16 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
   app.add_option("--resource-name", f.resource_name,
                  "Resource advertised to kubelet (default nvidia.com/gpu)");
 
+  app.add_option(
+      "--decision-key-file", f.decision_key_file,
+      "The scheduler's decision key(s), one per line: Allocate serves only pods "
+      "whose GPU decision it signed (unset: only --trusted-schedulers' pods, unchecked)");
+  app.add_option("--trusted-schedulers", f.trusted_schedulers,
+                 "Comma-separated schedulerName values whose unsigned decisions Allocate serves "
+                 "(upstream HAMi's scheduler). Default: none with --decision-key-file, else "
+                 "hami-scheduler")
+      ->type_name("NAMES");
+
   // NVIDIA's device plugin's flags, each with its environment variable as there.
   const std::string& upstream = start.upstream_group();
   app.add_option("--mig-strategy", f.mig_strategy, "Only none: MIG is not in this build")
@@ -177,6 +187,16 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   o.health_interval = to_ms(f.health_interval);
   o.register_interval = to_ms(f.register_interval);
   if (auto r = parse_ignore_xids(f.ignore_xids, o.xids); !r) return r.error();
+  if (!f.decision_key_file.empty()) {
+    auto keys = protocol::DecisionKeys::load(f.decision_key_file);
+    if (!keys) return Error{"--decision-key-file: " + keys.error().message};
+    o.decisions.keys = std::move(*keys);
+  }
+  if (f.trusted_schedulers) {
+    o.decisions.unsigned_schedulers = protocol::parse_name_list(*f.trusted_schedulers);
+  } else if (o.decisions.keys) {
+    o.decisions.unsigned_schedulers.clear();
+  }
   o.xids.recovery = to_ms(f.xid_recovery);
   return o;
 }

@@ -35,6 +35,8 @@ struct PluginFlags {
   std::optional<double> core_scaling;
   bool disable_core_limit = false;
   std::optional<std::string> resource_name;
+  std::string decision_key_file;
+  std::optional<std::string> trusted_schedulers;
   // NVIDIA's device plugin's flags: accepted where this build does the same.
   std::string mig_strategy = "none";
   std::string device_list_strategy = "envvar";

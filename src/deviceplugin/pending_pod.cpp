@@ -1,8 +1,6 @@
 #include "deviceplugin/pending_pod.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <limits>
 
 #include "k8s/paths.hpp"
 #include "protocol/annotations.hpp"
@@ -11,10 +9,11 @@ namespace hami::deviceplugin {
 
 using protocol::kAssignedNode;
 using protocol::kBindPhase;
-using protocol::kBindTime;
+using protocol::kDevicesAllocated;
 using protocol::kDevicesToAllocate;
 using protocol::kNodeLock;
 using protocol::kPhaseAllocating;
+using protocol::kPhaseSuccess;
 using protocol::parse_node_lock;
 namespace {
 
@@ -28,56 +27,120 @@ std::string pod_name(const k8s::Pod& pod) {
 }
 
 struct Verdict {
-  enum Kind { kOk, kNot, kUndecodable } kind = kOk;
+  // kNot: not servable now (perhaps later, or another pod is meant);
+  // kRefused: never servable as it is.
+  enum Kind { kOk, kNot, kRefused } kind = kOk;
   std::string reason;
   PodDevices devices;
 };
 
-Verdict judge(const k8s::Pod& pod, const std::string& node, const std::vector<size_t>& sizes) {
+// Whether what is left to allocate is part of the decision: each entry empty
+// (served) or the decision's entry for that container.
+std::string outside_decision(const PodDevices& left, const PodDevices& decided) {
+  if (left.size() != decided.size()) {
+    return std::string(kDevicesToAllocate) + " has " + std::to_string(left.size()) +
+           " container entries but " + kDevicesAllocated + " has " + std::to_string(decided.size());
+  }
+  for (size_t i = 0; i < left.size(); ++i) {
+    if (!left[i].empty() && left[i] != decided[i]) {
+      return std::string(kDevicesToAllocate) + " entry " + std::to_string(i) +
+             " is not what the scheduler decided in " + kDevicesAllocated;
+    }
+  }
+  return "";
+}
+
+Verdict judge(const k8s::Pod& pod, const std::string& node, const std::vector<size_t>& sizes,
+              const protocol::DecisionTrust& trust) {
   Verdict v;
-  auto no = [&](std::string why) {
-    v.kind = Verdict::kNot;
+  auto no = [&](Verdict::Kind kind, std::string why) {
+    v.kind = kind;
     v.reason = "pod " + pod_name(pod) + " " + std::move(why);
     return v;
   };
-  if (pod.node_name != node && get_annotation(pod, kAssignedNode) != node)
-    return no("is not assigned to node " + node);
-  if (pod.meta.deletion_timestamp) return no("is being deleted");
+  if (pod.node_name != node) {
+    return no(Verdict::kNot,
+              "is not bound to node " + node + " (spec.nodeName \"" + pod.node_name + "\")");
+  }
+  if (pod.meta.deletion_timestamp) return no(Verdict::kNot, "is being deleted");
   const std::string phase = get_annotation(pod, kBindPhase);
   if (phase != kPhaseAllocating) {
-    return no("has " + std::string(kBindPhase) + "=" + (phase.empty() ? "<unset>" : phase) +
-              ", not " + kPhaseAllocating);
+    return no(Verdict::kNot, "has " + std::string(kBindPhase) + "=" +
+                                 (phase.empty() ? "<unset>" : phase) + ", not " + kPhaseAllocating);
+  }
+  if (get_annotation(pod, kAssignedNode).empty() ||
+      !pod.meta.annotations.count(kDevicesAllocated)) {
+    return no(Verdict::kRefused, std::string("has no ") + kAssignedNode + " and " +
+                                     kDevicesAllocated + ": no scheduler placed it");
+  }
+  if (std::string why = protocol::decision_refusal(pod, trust); !why.empty()) {
+    v.kind = Verdict::kRefused;
+    v.reason = std::move(why);
+    return v;
   }
   auto it = pod.meta.annotations.find(kDevicesToAllocate);
-  if (it == pod.meta.annotations.end()) return no(std::string("has no ") + kDevicesToAllocate);
+  if (it == pod.meta.annotations.end()) {
+    return no(Verdict::kRefused, std::string("has no ") + kDevicesToAllocate);
+  }
   auto devices = decode_pod_devices(it->second);
   if (!devices) {
-    v.kind = Verdict::kUndecodable;
-    v.reason = "pod " + pod_name(pod) + ": " + kDevicesToAllocate + " '" +
-               it->second.substr(0, 200) + "' cannot be read: " + devices.error().message;
-    return v;
+    return no(Verdict::kRefused, std::string("has ") + kDevicesToAllocate + " '" +
+                                     it->second.substr(0, 200) +
+                                     "', which cannot be read: " + devices.error().message);
+  }
+  auto decided = decode_pod_devices(get_annotation(pod, kDevicesAllocated));
+  if (!decided) {
+    return no(Verdict::kRefused, std::string("has a ") + kDevicesAllocated +
+                                     " that cannot be read: " + decided.error().message);
+  }
+  if (std::string why = outside_decision(*devices, *decided); !why.empty()) {
+    return no(Verdict::kRefused,
+              "was changed after the scheduler bound it: " + why + "; it gets no GPU");
   }
   for (size_t j = 0; j < sizes.size(); ++j) {
     const int k = nth_pending_container(*devices, j);
-    if (k < 0) return no("has no container left with GPUs to allocate");
+    if (k < 0) return no(Verdict::kNot, "has no container left with GPUs to allocate");
     const size_t have = (*devices)[static_cast<size_t>(k)].size();
     if (have != sizes[j]) {
-      return no("does not match: device number not matched (kubelet asks for " +
-                std::to_string(sizes[j]) + " GPUs, the scheduler assigned " + std::to_string(have) +
-                " to its next container)");
+      return no(Verdict::kNot, "does not match: device number not matched (kubelet asks for " +
+                                   std::to_string(sizes[j]) + " GPUs, the scheduler assigned " +
+                                   std::to_string(have) + " to its next container)");
     }
   }
   v.devices = std::move(*devices);
   return v;
 }
 
-int64_t bind_time(const k8s::Pod& pod) {
-  const std::string t = get_annotation(pod, kBindTime);
-  int64_t v = 0;
-  const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (t.empty() || ec != std::errc() || p != t.data() + t.size())
-    return std::numeric_limits<int64_t>::max();
-  return v;
+bool asks_for(const k8s::Pod& pod, const std::string& resource) {
+  for (const auto* list : {&pod.init_containers, &pod.containers}) {
+    for (const k8s::Container& c : *list) {
+      if (c.limits.count(resource) || c.requests.count(resource)) return true;
+    }
+  }
+  return false;
+}
+
+// A pod on this node, other than `named`, that kubelet may be admitting now:
+// Pending, asking for our resource, not admitted (kubelet sets
+// status.startTime once it has, and tenants cannot write status) and not
+// served by us. "" when there is none.
+std::string rival(const std::vector<nlohmann::json>& items, const k8s::Pod& named,
+                  const PendingPodPolicy& policy) {
+  for (const nlohmann::json& item : items) {
+    auto pod = k8s::Pod::from_json(item);
+    if (!pod || pod->meta.uid == named.meta.uid) continue;
+    if (pod->phase != "Pending" || pod->meta.deletion_timestamp) continue;
+    if (!asks_for(*pod, policy.resource_name)) continue;
+    const auto status = item.find("status");
+    if (status != item.end() && status->is_object() && status->contains("startTime")) continue;
+    if (get_annotation(*pod, kBindPhase) == kPhaseSuccess &&
+        pod->meta.annotations.count(kDevicesAllocated) &&
+        protocol::decision_refusal(*pod, policy.trust).empty()) {
+      continue;  // served by us; kubelet has yet to report it started
+    }
+    return pod_name(*pod);
+  }
+  return "";
 }
 
 }  // namespace
@@ -92,91 +155,82 @@ int nth_pending_container(const PodDevices& devices, size_t n) {
 }
 
 PodLookup find_pending_pod(k8s::Client& client, const std::string& node,
-                           const std::vector<size_t>& sizes) {
+                           const std::vector<size_t>& sizes, const PendingPodPolicy& policy) {
   PodLookup out;
+  const std::string none = "no pod waiting for GPUs on node " + node + ": ";
   auto node_obj = client.get(k8s::node_path(node));
   if (!node_obj) {
     out.error = "cannot read node " + node + ": " + node_obj.error().message;
     return out;
   }
-  std::string lock_note;
   const nlohmann::json* lock_value = nullptr;
   if (auto md = node_obj->find("metadata"); md != node_obj->end() && md->is_object()) {
     if (auto an = md->find("annotations"); an != md->end() && an->is_object()) {
       if (auto l = an->find(kNodeLock); l != an->end() && l->is_string()) lock_value = &*l;
     }
   }
+  const std::string only_locked =
+      ": only the pod the scheduler locked the node for is served, so a pod that the HAMi "
+      "scheduler did not place here (spec.nodeName set at creation, another scheduler) gets "
+      "no GPU";
   if (lock_value == nullptr) {
-    lock_note = "node " + node + " has no " + kNodeLock;
-  } else if (auto lock = parse_node_lock(lock_value->get<std::string>()); !lock) {
-    lock_note = "node " + node + ": " + lock.error().message;
-  } else if (!lock->names_pod()) {
-    lock_note = "the node lock on " + node + " names no pod (legacy form)";
-  } else {
-    const std::string who = lock->ns + "/" + lock->name;
-    auto pj = client.get(k8s::pod_path(lock->ns, lock->name));
-    if (!pj && pj.error().not_found()) {
-      out.stale_lock = *lock;
-      lock_note = "the node lock on " + node + " names pod " + who + ", which does not exist";
-    } else if (!pj) {
-      out.error = "cannot read pod " + who + " named by the node lock: " + pj.error().message;
-      return out;
-    } else if (auto pod = k8s::Pod::from_json(*pj); !pod) {
-      lock_note = "pod " + who + " named by the node lock cannot be read: " + pod.error().message;
-    } else {
-      Verdict v = judge(*pod, node, sizes);
-      if (v.kind == Verdict::kOk) {
-        out.pod = PendingPod{std::move(*pod), std::move(v.devices), true};
-        return out;
-      }
-      if (v.kind == Verdict::kUndecodable) {
-        out.undecodable = std::move(*pod);
-        out.error = v.reason;
-        return out;
-      }
-      lock_note = "the node lock names " + v.reason;
-    }
+    out.error = none + "node " + node + " has no " + kNodeLock + only_locked;
+    return out;
   }
-
+  auto lock = parse_node_lock(lock_value->get<std::string>());
+  if (!lock) {
+    out.error = none + "node " + node + ": " + lock.error().message + only_locked;
+    return out;
+  }
+  if (!lock->names_pod()) {
+    out.error =
+        none + "the node lock on " + node + " names no pod (an old scheduler's form)" + only_locked;
+    return out;
+  }
+  const std::string who = lock->ns + "/" + lock->name;
+  auto pj = client.get(k8s::pod_path(lock->ns, lock->name));
+  if (!pj && pj.error().not_found()) {
+    out.stale_lock = *lock;
+    out.error = none + "the node lock on " + node + " names pod " + who + ", which does not exist";
+    return out;
+  }
+  if (!pj) {
+    out.error = "cannot read pod " + who + " named by the node lock: " + pj.error().message;
+    return out;
+  }
+  auto pod = k8s::Pod::from_json(*pj);
+  if (!pod) {
+    out.error =
+        none + "pod " + who + " named by the node lock cannot be read: " + pod.error().message;
+    return out;
+  }
+  Verdict v = judge(*pod, node, sizes, policy.trust);
+  if (v.kind == Verdict::kRefused) {
+    out.refused = std::move(*pod);
+    out.error = v.reason;
+    return out;
+  }
+  if (v.kind == Verdict::kNot) {
+    out.error = none + "the node lock names " + v.reason;
+    return out;
+  }
   k8s::ListOptions lo;
   lo.field_selector = "spec.nodeName=" + node + ",status.phase=Pending";
   auto list = client.list(k8s::pod_path(""), lo);
   if (!list) {
-    out.error = lock_note + "; cannot list the pods on " + node + ": " + list.error().message;
+    out.error = "cannot list the pods on " + node + " to check that kubelet is admitting " + who +
+                ": " + list.error().message;
     return out;
   }
-  std::vector<std::pair<int64_t, PendingPod>> found;
-  std::string first_reason;
-  for (const nlohmann::json& item : list->items) {
-    auto pod = k8s::Pod::from_json(item);
-    if (!pod) continue;
-    if (pod->meta.annotations.count(kBindPhase) == 0) continue;  // not ours
-    Verdict v = judge(*pod, node, sizes);
-    if (v.kind == Verdict::kUndecodable && !out.undecodable) {
-      out.undecodable = *pod;
-      out.error = v.reason;
-    }
-    if (v.kind != Verdict::kOk) {
-      if (first_reason.empty()) first_reason = v.reason;
-      continue;
-    }
-    const int64_t t = bind_time(*pod);
-    found.emplace_back(t, PendingPod{std::move(*pod), std::move(v.devices), false});
-  }
-  if (found.empty()) {
-    if (out.undecodable) return out;
-    out.error = "no pod waiting for GPUs on node " + node + ": " + lock_note +
-                ", and no Pending pod bound to it has " + kBindPhase + "=" + kPhaseAllocating +
-                " with devices left in " + kDevicesToAllocate + " for this request" +
-                (first_reason.empty() ? "" : " (" + first_reason + ")") +
-                "; was the pod scheduled by the HAMi scheduler?";
+  if (std::string other = rival(list->items, *pod, policy); !other.empty()) {
+    out.error = "node " + node + " is locked for pod " + who + ", but pod " + other +
+                " also waits there for " + policy.resource_name +
+                " without being placed by the HAMi scheduler, and kubelet does not say which "
+                "of the two it is admitting: neither gets a GPU until " +
+                other + " is gone (delete it; GPU pods must not set spec.nodeName)";
     return out;
   }
-  std::stable_sort(found.begin(), found.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  out.pod = std::move(found.front().second);
-  out.undecodable.reset();
-  out.error.clear();
+  out.pod = PendingPod{std::move(*pod), std::move(v.devices)};
   return out;
 }
 

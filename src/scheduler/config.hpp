@@ -10,10 +10,12 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.hpp"
 #include "fit/options.hpp"
 #include "fit/resources.hpp"
+#include "protocol/decision.hpp"
 
 namespace hami::scheduler {
 
@@ -34,6 +36,19 @@ struct SchedulerConfig {
   bool bind_redirect = true;
   // --legacy-metrics (upstream's flag): also export upstream's old metric names.
   bool legacy_metrics = false;
+  // Signs bind's decisions (--decision-key-file) and says which pods' the
+  // cache counts (--trusted-schedulers).
+  protocol::DecisionTrust decisions;
+  // Users (AdmissionReview userInfo.username) the webhook lets set, change or
+  // remove the decision annotations (--decision-writers): our scheduler's and
+  // device plugin's accounts. Nobody else may, on create or update.
+  std::vector<std::string> decision_writers;
+  // What the webhook does about a GPU pod's seccomp profile (--gpu-pod-seccomp):
+  // enforce: RuntimeDefault where the pod sets none; Unconfined, and
+  //          capabilities that lift the profile (SYS_ADMIN, ALL), refused;
+  // default: RuntimeDefault where the pod sets none, nothing refused;
+  // off:     nothing.
+  std::string gpu_pod_seccomp = "enforce";
 };
 
 // Reads upstream's device config YAML (its `nvidia:` block: resourceCountName,

@@ -434,7 +434,7 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
   note_locked(node);
   const auto unix_now = std::to_string(
       std::chrono::duration_cast<std::chrono::seconds>(now_().time_since_epoch()).count());
-  const std::map<std::string, std::string> annotations = {
+  std::map<std::string, std::string> annotations = {
       {protocol::kAssignedNode, node},
       {kAnnoVgpuTime, unix_now},
       {protocol::kDevicesToAllocate, encoded},
@@ -442,6 +442,12 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
       {protocol::kBindPhase, protocol::kPhaseAllocating},
       {protocol::kBindTime, unix_now},
   };
+  // The binding sets these with spec.nodeName in one update; the signature
+  // is what tells the cache and the device plugin that we decided them.
+  if (config_.decisions.keys) {
+    annotations[protocol::kDecisionSignature] =
+        config_.decisions.keys->sign({uid, r.ns, r.name, node, encoded});
+  }
   if (auto b = backend_->bind(r.ns, r.name, uid, node, annotations); !b) {
     backend_->unlock_node(node, r.ns, r.name);
     cache_.remove_reservation(uid, node);

@@ -45,7 +45,9 @@ Result<std::vector<fit::GpuDevice>> node_inventory(const k8s::Node& node) {
   return out;
 }
 
-Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod) {
+Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod,
+                                            const protocol::DecisionTrust& trust,
+                                            std::string* refused) {
   if (pod.phase == "Succeeded" || pod.phase == "Failed") return std::optional<PodCharge>{};
   const auto& a = pod.meta.annotations;
   auto node = a.find(protocol::kAssignedNode);
@@ -53,10 +55,8 @@ Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod) {
   if (node == a.end() || alloc == a.end() || node->second.empty()) {
     return std::optional<PodCharge>{};
   }
-  // A bind that failed before the pod was bound leaves its annotations with
-  // bind-phase failed: nothing runs there, so nothing is held.
-  if (auto ph = a.find(protocol::kBindPhase);
-      pod.node_name.empty() && ph != a.end() && ph->second == protocol::kPhaseFailed) {
+  if (std::string why = protocol::decision_refusal(pod, trust); !why.empty()) {
+    if (refused != nullptr) *refused = std::move(why);
     return std::optional<PodCharge>{};
   }
   auto devices = protocol::decode_pod_devices(alloc->second);
@@ -76,7 +76,7 @@ Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod) {
     ch.user = user;
   c.ns = pod.meta.ns;
   c.name = pod.meta.name;
-  c.bound = !pod.node_name.empty();
+  c.bound = true;
   return std::optional<PodCharge>(std::move(c));
 }
 
@@ -142,25 +142,42 @@ void CacheFeed::pod_changed(const nlohmann::json& json) {
     log::warn("ignoring a pod: %s", pod.error().message.c_str());
     return;
   }
-  auto charge = pod_charge(*pod);
-  if (!charge) {
-    ++bad_;
-    log::warn("%s; the pod counts as holding nothing", charge.error().message.c_str());
+  if (pod->phase == "Succeeded" || pod->phase == "Failed") {
     cache_.remove_pod(pod->meta.uid);
     return;
   }
+  std::string refused;
+  auto charge = pod_charge(*pod, trust_, &refused);
+  if (!charge) {
+    ++bad_;
+    drop_unless_bound(*pod, charge.error().message);
+    return;
+  }
+  if (!refused.empty()) {
+    ++refused_;
+    drop_unless_bound(*pod, refused);
+    return;
+  }
   if (!*charge) {
-    // No allocation: a finished pod holds nothing; a pending one keeps a
-    // reservation bind has just made (its annotations are on their way), but
-    // not charges whose annotations were removed.
-    if (pod->phase == "Succeeded" || pod->phase == "Failed") {
-      cache_.remove_pod(pod->meta.uid);
-    } else {
-      cache_.remove_confirmed(pod->meta.uid);
-    }
+    drop_unless_bound(*pod, "");
     return;
   }
   cache_.set_pod(pod->meta.uid, std::move(**charge));
+}
+
+void CacheFeed::drop_unless_bound(const k8s::Pod& pod, const std::string& why) {
+  const bool counted = cache_.read([&](const ClusterCache::View& v) {
+    const PodCharge* c = v.pod(pod.meta.uid);
+    return c != nullptr && c->bound && !c->reserved;
+  });
+  if (counted && !pod.node_name.empty()) {
+    log::warn("pod %s/%s: %s; it stays counted with the GPUs the scheduler gave it until it ends",
+              pod.meta.ns.c_str(), pod.meta.name.c_str(),
+              why.empty() ? "its GPU decision was removed" : why.c_str());
+    return;
+  }
+  if (!why.empty()) log::warn("%s; the pod counts as holding nothing", why.c_str());
+  cache_.remove_confirmed(pod.meta.uid);
 }
 
 void CacheFeed::pod_deleted(const nlohmann::json& json) {

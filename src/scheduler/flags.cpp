@@ -46,6 +46,7 @@ void add_flags(daemon::StartUp& start, SchedulerFlags& f) {
                  "CA (PEM) of the client certificates /filter, /prioritize and /bind accept "
                  "(kube-scheduler's extender tlsConfig certFile); unset: those routes are open");
   daemon::add_http_timeout_flags(app, f.read_timeout, f.idle_timeout);
+  daemon::add_http_memory_budget_flag(app, so.memory_budget, kLargestRequestBody);
   app.add_option("--metrics-bind-address", so.metrics_bind,
                  "Address of /metrics (\"none\": no listener)")
       ->capture_default_str();
@@ -71,6 +72,30 @@ void add_flags(daemon::StartUp& start, SchedulerFlags& f) {
       ->capture_default_str();
   app.add_flag("--force-overwrite-default-scheduler", cfg.force_overwrite_default_scheduler,
                "Take pods whose schedulerName is default-scheduler (=false: leave them)")
+      ->capture_default_str();
+  app.add_option("--decision-key-file", f.decision_key_file,
+                 "Key(s) bind signs its decisions with and the cache checks them by, one per "
+                 "line, the first signs (the device plugins get the same file); unset: nothing "
+                 "is signed and only --trusted-schedulers decide");
+  app.add_option_function<std::string>(
+         "--trusted-schedulers",
+         [&f](const std::string& v) {
+           f.trusted_schedulers = v;
+           f.trusted_schedulers_given = true;
+         },
+         "Comma-separated schedulerName values whose unsigned GPU decisions the cache counts "
+         "on bound pods (upstream HAMi's scheduler in a mixed cluster). Default: none with "
+         "--decision-key-file, else --scheduler-name")
+      ->type_name("NAMES");
+  app.add_option("--decision-writers", f.decision_writers,
+                 "Comma-separated users (AdmissionReview userInfo.username, e.g. "
+                 "system:serviceaccount:<ns>:<name>) the webhook lets set, change or remove the "
+                 "hami.io decision annotations; everyone else is refused");
+  app.add_option("--gpu-pod-seccomp", cfg.gpu_pod_seccomp,
+                 "The webhook on GPU pods' seccomp profiles: enforce (RuntimeDefault where none "
+                 "is set; Unconfined and the SYS_ADMIN capability refused), default "
+                 "(RuntimeDefault where none is set) or off")
+      ->check(CLI::IsMember({"enforce", "default", "off"}))
       ->capture_default_str();
   app.add_option("--device-config-file", f.device_config, "Upstream's device config YAML");
   app.add_option("--kubeconfig", f.kubeconfig,
@@ -146,6 +171,19 @@ Result<SchedulerSettings> settle(const SchedulerFlags& f) {
   if (!f.device_config.empty()) {
     if (auto r = apply_device_config_file(cfg, f.device_config); !r) return r.error();
   }
+  if (!f.decision_key_file.empty()) {
+    auto keys = protocol::DecisionKeys::load(f.decision_key_file);
+    if (!keys) return Error{"--decision-key-file: " + keys.error().message};
+    cfg.decisions.keys = std::move(*keys);
+  }
+  if (f.trusted_schedulers_given) {
+    cfg.decisions.unsigned_schedulers = protocol::parse_name_list(f.trusted_schedulers);
+  } else if (cfg.decisions.keys) {
+    cfg.decisions.unsigned_schedulers.clear();
+  } else {
+    cfg.decisions.unsigned_schedulers = {cfg.scheduler_name};
+  }
+  cfg.decision_writers = protocol::parse_name_list(f.decision_writers);
   s.kubeconfig = f.kubeconfig;
   s.leader_elect = f.leader_elect;
   s.lease_ns = f.lease_ns;
@@ -160,7 +198,9 @@ Result<SchedulerSettings> settle(const SchedulerFlags& f) {
               f.gpu_policy + ", leader election " +
               (f.leader_elect ? f.lease_ns + "/" + f.lease_name : "off") + ", node lock timeout " +
               f.lock_timeout + ", nodes " + (s.nodes.empty() ? "all" : s.nodes.describe()) +
-              (cfg.legacy_metrics ? ", legacy metrics" : "");
+              (cfg.legacy_metrics ? ", legacy metrics" : "") + ", decisions " +
+              (cfg.decisions.keys ? "signed" : "unsigned") + ", GPU pod seccomp " +
+              cfg.gpu_pod_seccomp;
   return s;
 }
 

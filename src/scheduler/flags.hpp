@@ -36,6 +36,9 @@ struct SchedulerFlags {
   std::string lease_duration = "15s", renew_deadline = "10s", retry_period = "2s";
   std::string node_label_selector;
   bool debug = false, enable_ascend = false, enable_iluvatar = false;
+  std::string decision_key_file, decision_writers;
+  std::string trusted_schedulers;
+  bool trusted_schedulers_given = false;  // else: none with a key, our own name without
 };
 
 // What the daemon runs with, checked.

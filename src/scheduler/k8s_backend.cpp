@@ -105,6 +105,14 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
                                              ? spec->value("nodeName", std::string())
                                              : std::string();
             if (!bound_to.empty() && bound_to != node) d.kind = LockDecision::kTake;
+            // Ended (kubelet refused its admission, e.g. an Allocate the
+            // device plugin refused without releasing the lock): it is
+            // never allocated again.
+            const auto status = owner->find("status");
+            const std::string phase = status != owner->end() && status->is_object()
+                                          ? status->value("phase", std::string())
+                                          : std::string();
+            if (phase == "Succeeded" || phase == "Failed") d.kind = LockDecision::kTake;
           }
         }
       }

@@ -35,7 +35,14 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
 
   daemon::ShutdownSequence shutdown;
   ClusterCache cache;
-  CacheFeed feed(cache);
+  CacheFeed feed(cache, cfg.decisions);
+  if (!cfg.decisions.keys) {
+    log::warn(
+        "no --decision-key-file: binds are not signed, and the cache counts any bound pod whose "
+        "schedulerName is trusted (%zu names), so a pod created past the webhook with forged "
+        "hami.io annotations is counted; the chart sets a key",
+        cfg.decisions.unsigned_schedulers.size());
+  }
   NodeFeedFilter node_feed(s.nodes, feed);
   Metrics metrics;
   K8sBindBackend backend(*client, cfg.node_lock_timeout);

@@ -1,9 +1,13 @@
 #include "scheduler/webhook.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include "fit/quantity.hpp"
 #include "fit/resources.hpp"
 #include "k8s/base64.hpp"
 #include "k8s/objects.hpp"
+#include "protocol/decision.hpp"
 #include "scheduler/pod_request.hpp"
 
 namespace hami::scheduler {
@@ -77,6 +81,140 @@ struct ContainerEdit {
   const json* container;
   bool ours = false;
 };
+
+const json* annotations_of(const json& object) {
+  const json* md = member(object, "metadata");
+  const json* an = md ? member(*md, "annotations") : nullptr;
+  return an != nullptr && an->is_object() ? an : nullptr;
+}
+
+// The decision annotations whose value differs between `old_pod` (nullptr on
+// create) and `pod`: set, changed or removed.
+std::vector<std::string> decision_changes(const json* old_pod, const json& pod) {
+  const json* before = old_pod ? annotations_of(*old_pod) : nullptr;
+  const json* after = annotations_of(pod);
+  std::vector<std::string> out;
+  for (const char* key : protocol::kDecisionAnnotations) {
+    const json* a = before ? member(*before, key) : nullptr;
+    const json* b = after ? member(*after, key) : nullptr;
+    if ((a == nullptr) != (b == nullptr) || (a != nullptr && *a != *b)) out.emplace_back(key);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Only the scheduler decides (docs/security.md): the annotations that record
+// its decision are the scheduler's and the device plugin's to write. Refused,
+// not stripped: a pod created with them was copied from a placed pod or
+// forged, and its author learns which and what to remove; an update cannot be
+// stripped at all.
+std::string decision_guard(const json* old_pod, const json& pod, const std::string& user,
+                           const SchedulerConfig& config) {
+  const std::vector<std::string> changed = decision_changes(old_pod, pod);
+  if (changed.empty()) return "";
+  const auto& w = config.decision_writers;
+  if (!user.empty() && std::find(w.begin(), w.end(), user) != w.end()) return "";
+  const std::string who = user.empty() ? "an unnamed user" : "user " + user;
+  if (old_pod == nullptr) {
+    return "pod carries " + joined(changed) +
+           ": these annotations record where the HAMi scheduler placed a pod and which GPUs it "
+           "gave it, and only the scheduler and the device plugin may write them; remove them "
+           "(a manifest copied from a running pod has them)";
+  }
+  return who + " may not set, change or remove " + joined(changed) +
+         ": only the HAMi scheduler and device plugin write them (--decision-writers)";
+}
+
+bool unconfined(const json* security_context) {
+  const json* sp = security_context ? member(*security_context, "seccompProfile") : nullptr;
+  const json* type = sp ? member(*sp, "type") : nullptr;
+  return type != nullptr && type->is_string() && type->get<std::string>() == "Unconfined";
+}
+
+// Capabilities under which the runtime's default profile lets a container
+// unshare, mount and set namespaces (containerd's and Docker's profiles
+// allow them to CAP_SYS_ADMIN): with them the profile stops nothing.
+std::string profile_lifting_capability(const json& container) {
+  const json* sc = member(container, "securityContext");
+  const json* caps = sc ? member(*sc, "capabilities") : nullptr;
+  const json* add = caps ? member(*caps, "add") : nullptr;
+  if (add == nullptr || !add->is_array()) return "";
+  for (const json& c : *add) {
+    if (!c.is_string()) continue;
+    std::string name = c.get<std::string>();
+    for (char& ch : name)
+      ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (name.rfind("CAP_", 0) == 0) name.erase(0, 4);
+    if (name == "SYS_ADMIN" || name == "ALL") return c.get<std::string>();
+  }
+  return "";
+}
+
+constexpr const char* kLegacyPodSeccomp = "seccomp.security.alpha.kubernetes.io/pod";
+constexpr const char* kLegacyContainerSeccomp = "container.seccomp.security.alpha.kubernetes.io/";
+
+// A user namespace takes the library out of the container (mount over
+// /etc/ld.so.preload or the limits file inside it); the runtime's default
+// seccomp profile refuses unshare(CLONE_NEWUSER) to a process without
+// CAP_SYS_ADMIN. So a GPU pod runs under it unless it names a profile of its
+// own, and (enforce) may not turn it off. The refusal, or "" with the patch
+// extended.
+std::string seccomp(const json& pod, const json* spec, const std::vector<ContainerEdit>& edits,
+                    const std::string& mode, json& patch) {
+  if (mode == "off") return "";
+  const json* an = annotations_of(pod);
+  const json* pod_sc = spec ? member(*spec, "securityContext") : nullptr;
+  const json* legacy_pod = an ? member(*an, kLegacyPodSeccomp) : nullptr;
+  if (mode == "enforce") {
+    const char* turn_on =
+        "; GPU pods run under the container runtime's default profile "
+        "(RuntimeDefault) or a Localhost profile of the cluster's";
+    if (unconfined(pod_sc) ||
+        (legacy_pod && legacy_pod->is_string() && legacy_pod->get<std::string>() == "unconfined")) {
+      return std::string(
+                 "pod asks for seccomp profile Unconfined, which lets its processes "
+                 "create user namespaces and mount over the GPU limits") +
+             turn_on;
+    }
+    for (const ContainerEdit& c : edits) {
+      const json* n = member(*c.container, "name");
+      const std::string name = n && n->is_string() ? n->get<std::string>() : "?";
+      const std::string legacy_key = kLegacyContainerSeccomp + name;
+      const json* legacy = an ? member(*an, legacy_key.c_str()) : nullptr;
+      if (unconfined(member(*c.container, "securityContext")) ||
+          (legacy && legacy->is_string() && legacy->get<std::string>() == "unconfined")) {
+        return "container " + name +
+               " asks for seccomp profile Unconfined, which lets its processes create user "
+               "namespaces and mount over the GPU limits" +
+               turn_on;
+      }
+      if (std::string cap = profile_lifting_capability(*c.container); !cap.empty()) {
+        return "container " + name + " adds capability " + cap +
+               ", under which the seccomp profile lets it mount over the GPU limits; a GPU "
+               "container may not have it";
+      }
+    }
+  }
+  const bool pod_has_profile =
+      (pod_sc != nullptr && member(*pod_sc, "seccompProfile") != nullptr) || legacy_pod != nullptr;
+  if (pod_has_profile) return "";
+  const json profile = {{"type", "RuntimeDefault"}};
+  if (pod_sc == nullptr) {
+    patch.push_back({{"op", "add"},
+                     {"path", "/spec/securityContext"},
+                     {"value", {{"seccompProfile", profile}}}});
+  } else {
+    patch.push_back(
+        {{"op", "add"}, {"path", "/spec/securityContext/seccompProfile"}, {"value", profile}});
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -238,9 +376,13 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
     }
   }
   if (!typed->node_name.empty()) {
-    return deny("pod has node " + typed->node_name + " assigned: it must be scheduled by " +
-                config.scheduler_name);
+    return deny("pod has node " + typed->node_name + " assigned: a GPU pod must be placed by " +
+                config.scheduler_name +
+                ", which chooses its GPUs; remove spec.nodeName (use a nodeSelector or node "
+                "affinity to pick the node)");
   }
+  if (std::string why = seccomp(pod, spec, edits, config.gpu_pod_seccomp, d.patch); !why.empty())
+    return deny(why);
   if (!config.scheduler_name.empty() && sched != config.scheduler_name) {
     d.patch.push_back(
         {{"op", sched.empty() && !(spec && member(*spec, "schedulerName")) ? "add" : "replace"},
@@ -307,8 +449,29 @@ std::string admit(std::string_view body, const SchedulerConfig& config,
     return answer(false, "AdmissionReview: no request", {});
   }
   if (const json* u = member(*req, "uid"); u && u->is_string()) uid = u->get<std::string>();
+  std::string operation = "CREATE";
+  if (const json* o = member(*req, "operation"); o && o->is_string()) {
+    operation = o->get<std::string>();
+  }
+  if (operation != "CREATE" && operation != "UPDATE") return answer(true, "", {});
   const json* object = member(*req, "object");
   if (object == nullptr) return answer(false, "AdmissionReview: request has no object", {});
+  std::string user;
+  if (const json* ui = member(*req, "userInfo")) {
+    if (const json* u = member(*ui, "username"); u && u->is_string()) user = u->get<std::string>();
+  }
+  const json* old_object = nullptr;
+  if (operation == "UPDATE") {
+    old_object = member(*req, "oldObject");
+    if (old_object == nullptr) {
+      return answer(false, "AdmissionReview: an UPDATE request has no oldObject", {});
+    }
+  }
+  if (std::string why = decision_guard(old_object, *object, user, config); !why.empty()) {
+    return answer(false, why, {});
+  }
+  // An update is only checked: the pod was mutated when it was created.
+  if (operation == "UPDATE") return answer(true, "", {});
   std::string ns;
   if (const json* n = member(*req, "namespace"); n && n->is_string()) ns = n->get<std::string>();
   AdmissionDecision d = mutate_pod(*object, config, quotas, ns);

@@ -1,7 +1,16 @@
 #pragma once
-// The mutating admission webhook (upstream pkg/scheduler/webhook.go, §4), for
+// The admission webhook (upstream pkg/scheduler/webhook.go, §4), for
 // AdmissionReview admission.k8s.io/v1 and v1beta1, answered in the version it
-// came in. Only pods that name one of our resources are changed:
+// came in.
+//
+// Every pod it sees, on CREATE and UPDATE: the annotations that record the
+// scheduler's decision (protocol::kDecisionAnnotations: hami.io/vgpu-node,
+// -devices-*, bind-phase, bind-time, ...) may be set, changed or removed only
+// by the users in config.decision_writers (our scheduler's and device
+// plugin's accounts); anyone else is refused with the annotations named. An
+// UPDATE is only checked, never changed.
+//
+// On CREATE, only pods that name one of our resources are changed:
 //
 //  - nvidia.com/gpu: <defaultGPUNum> injected when only gpumem, -percentage or
 //    gpucores is given;
@@ -11,6 +20,11 @@
 //    when gpuCorePolicy is not "default";
 //  - spec.schedulerName set to ours (unless the pod belongs to another
 //    scheduler);
+//  - spec.securityContext.seccompProfile RuntimeDefault when neither the
+//    pod nor its legacy annotation names a profile (config.gpu_pod_seccomp
+//    "enforce" or "default"), so no process in it can unshare a user
+//    namespace; with "enforce", Unconfined (pod or container, field or
+//    legacy annotation) and an added SYS_ADMIN or ALL capability refused;
 //  - refused with a clear message: what the filter or the device plugin's
 //    Allocate would refuse, in their words (a quantity that is malformed or
 //    too large, a priority other than 0 or 1, a bad scheduling annotation),

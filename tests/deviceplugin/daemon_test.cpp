@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "k8s/objects.hpp"
+#include "protocol/decision.hpp"
 #include "protocol/node_register.hpp"
 #include "region/control_file.hpp"
 #include "support/apiserver/api_server.hpp"
@@ -42,6 +44,7 @@ constexpr const char* kA = "GPU-5a3e0000-0000-4000-8000-0000000000a1";
 constexpr const char* kB = "GPU-5a3e0000-0000-4000-8000-0000000000b2";
 constexpr const char* kNode = "node-1";
 constexpr const char* kRes = "nvidia.com/gpu";
+constexpr const char* kKey = "0123456789abcdef0123456789abcdef-test";
 
 using test::wait_until;
 
@@ -137,25 +140,50 @@ class DevicePluginTest : public ::testing::Test {
     api_.put("nodes", n);
   }
 
-  // A pod after upstream's scheduler has filtered and bound it: its decision
-  // annotations, bind-phase allocating, bound to the node.
+  // A pod after our scheduler (without a decision key, so unsigned) has
+  // filtered and bound it: its decision annotations, bind-phase allocating,
+  // bound to the node.
   json scheduled_pod(const std::string& name, const std::string& devices, json containers,
                      json init_containers = json::array()) {
-    json p = {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"metadata",
-               {{"name", name},
-                {"namespace", "default"},
-                {"annotations",
-                 {{"hami.io/vgpu-node", kNode},
-                  {"hami.io/vgpu-time", std::to_string(std::time(nullptr))},
-                  {"hami.io/bind-time", std::to_string(std::time(nullptr))},
-                  {"hami.io/bind-phase", "allocating"},
-                  {"hami.io/vgpu-devices-to-allocate", devices},
-                  {"hami.io/vgpu-devices-allocated", devices}}}}},
-              {"spec", {{"nodeName", kNode}, {"containers", containers}}},
-              {"status", {{"phase", "Pending"}}}};
+    json p = {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata",
+         {{"name", name},
+          {"namespace", "default"},
+          {"annotations",
+           {{"hami.io/vgpu-node", kNode},
+            {"hami.io/vgpu-time", std::to_string(std::time(nullptr))},
+            {"hami.io/bind-time", std::to_string(std::time(nullptr))},
+            {"hami.io/bind-phase", "allocating"},
+            {"hami.io/vgpu-devices-to-allocate", devices},
+            {"hami.io/vgpu-devices-allocated", devices}}}}},
+        {"spec",
+         {{"nodeName", kNode}, {"schedulerName", "hami-scheduler"}, {"containers", containers}}},
+        {"status", {{"phase", "Pending"}}}};
     if (!init_containers.empty()) p["spec"]["initContainers"] = init_containers;
+    return api_.put("pods", p);
+  }
+
+  // What kubelet does to a pod whose Allocate failed (UnexpectedAdmissionError).
+  void kubelet_refused(const std::string& name) {
+    json p = *pod(name);
+    p["status"]["phase"] = "Failed";
+    api_.put("pods", p);
+  }
+
+  // The decision key the scheduler and this plugin share, in a file.
+  std::string key_file() {
+    std::ofstream(root_.file("decision.key")) << kKey << "\n";
+    return root_.file("decision.key");
+  }
+  static protocol::DecisionKeys keys() { return *protocol::DecisionKeys::parse(kKey, "test"); }
+  // The pod as it stands, signed the way the scheduler signs its binding.
+  json sign(const std::string& name) {
+    json p = *pod(name);
+    auto typed = k8s::Pod::from_json(p);
+    p["metadata"]["annotations"]["hami.io/decision-signature"] =
+        keys().sign(protocol::decision_of(*typed));
     return api_.put("pods", p);
   }
 
@@ -563,7 +591,10 @@ TEST_F(DevicePluginTest, AllocateMapsEntriesWithoutInitSlotsToAppContainers) {
   EXPECT_EQ(annotation(pod("p4"), "hami.io/bind-phase"), "success");
 }
 
-TEST_F(DevicePluginTest, AllocateFindsThePodWithoutALock) {
+// Upstream's fallback served any Pending pod on the node with the right
+// annotations when the lock named none: anyone who can create a pod could
+// forge one. Without the lock, no pod is served.
+TEST_F(DevicePluginTest, AllocateWithoutALockServesNoPod) {
   start_plugin();
   wait_registered();
   scheduled_pod("p3", std::string(kA) + ",NVIDIA,1000,10:" + kB + ",NVIDIA,1000,10:;",
@@ -571,11 +602,135 @@ TEST_F(DevicePluginTest, AllocateFindsThePodWithoutALock) {
   v1beta1::AllocateResponse resp;
   const grpc::Status st =
       kubelet_->allocate(kRes, {{std::string(kB) + "-1", std::string(kA) + "-1"}}, &resp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("node node-1 has no hami.io/mutex.lock: only the pod "
+                                            "the scheduler locked the node for is served"));
+  EXPECT_EQ(annotation(pod("p3"), "hami.io/bind-phase"), "allocating");
+}
+
+// Issue 36, the attack: a pod with schedulerName nobody (or spec.nodeName
+// preset) and forged annotations, bind-time 0 so it sorts first, no lock.
+// Allocate answered CUDA_DEVICE_MEMORY_LIMIT_0=81920m, SM 100; and an honest
+// pod admitted while it was pending got the attacker's 1 MiB, 1 % slice.
+json forged_pod(const std::string& name, const std::string& devices, bool asks_for_gpus) {
+  json c = {{"name", "main"}, {"image", "cuda"}};
+  if (asks_for_gpus) c["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", name},
+            {"namespace", "default"},
+            {"annotations",
+             {{"hami.io/vgpu-node", kNode},
+              {"hami.io/bind-time", "0"},
+              {"hami.io/bind-phase", "allocating"},
+              {"hami.io/vgpu-devices-to-allocate", devices},
+              {"hami.io/vgpu-devices-allocated", devices}}}}},
+          {"spec", {{"nodeName", kNode}, {"schedulerName", "nobody"}, {"containers", {c}}}},
+          {"status", {{"phase", "Pending"}}}};
+}
+
+TEST_F(DevicePluginTest, ForgedPendingPodIsNeverServed) {
+  start_plugin();
+  wait_registered();
+  api_.put("pods", forged_pod("attacker", std::string(kA) + ",NVIDIA,81920,100:;", true));
+  v1beta1::AllocateResponse resp;
+  grpc::Status st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok()) << "served " << resp.DebugString();
+  EXPECT_EQ(annotation(pod("attacker"), "hami.io/bind-phase"), "allocating");
+  // Even with a lock that names it (a lock on a node is the scheduler's;
+  // here as if forged too): its scheduler is not trusted.
+  lock_node(lock_for("default", "attacker"));
+  st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("its scheduler \"nobody\" is not trusted"));
+  EXPECT_EQ(annotation(pod("attacker"), "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+TEST_F(DevicePluginTest, HonestPodIsNeverGivenAForgedPodsSlice) {
+  start_plugin();
+  wait_registered();
+  // A phantom that asks for no GPU (kubelet never calls Allocate for it).
+  api_.put("pods", forged_pod("phantom", std::string(kA) + ",NVIDIA,1,1:;", false));
+  scheduled_pod("honest", std::string(kB) + ",NVIDIA,4000,40:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"}})}));
+  lock_node(lock_for("default", "honest"));
+  v1beta1::AllocateResponse resp;
+  grpc::Status st = kubelet_->allocate(kRes, {{std::string(kB) + "-0"}}, &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  const auto env = envs(resp.container_responses(0));
-  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), std::string(kA) + "," + kB);
-  EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_1"), "1000m");
-  EXPECT_EQ(annotation(pod("p3"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(envs(resp.container_responses(0)).at("NVIDIA_VISIBLE_DEVICES"), kB);
+  EXPECT_EQ(envs(resp.container_responses(0)).at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4000m");
+  EXPECT_EQ(annotation(pod("honest"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(annotation(pod("phantom"), "hami.io/bind-phase"), "allocating");
+}
+
+// A GPU pod created with spec.nodeName preset (past the webhook) waits on
+// the node while another pod holds the lock: kubelet does not say which of
+// the two it admits, so neither is served until the intruder is gone.
+TEST_F(DevicePluginTest, PresetNodeNameGpuPodGetsNoGpuAndStealsNone) {
+  start_plugin();
+  wait_registered();
+  api_.put("pods", forged_pod("intruder", std::string(kA) + ",NVIDIA,1,1:;", true));
+  scheduled_pod("honest", std::string(kB) + ",NVIDIA,4000,40:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"}})}));
+  lock_node(lock_for("default", "honest"));
+  v1beta1::AllocateResponse resp;
+  grpc::Status st = kubelet_->allocate(kRes, {{std::string(kB) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok()) << "served " << resp.DebugString();
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("node node-1 is locked for pod default/honest, but pod default/intruder "
+                        "also waits there for nvidia.com/gpu"));
+  // Nothing spent: the honest pod keeps its decision and the lock.
+  EXPECT_EQ(annotation(pod("honest"), "hami.io/bind-phase"), "allocating");
+  EXPECT_EQ(annotation(pod("intruder"), "hami.io/bind-phase"), "allocating");
+  EXPECT_THAT(annotation(node(), "hami.io/mutex.lock"), HasSubstr(",default,honest"));
+  // kubelet refused the intruder (it is Failed now): the honest pod is served.
+  kubelet_refused("intruder");
+  st = kubelet_->allocate(kRes, {{std::string(kB) + "-0"}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(envs(resp.container_responses(0)).at("CUDA_DEVICE_MEMORY_LIMIT_0"), "4000m");
+  EXPECT_EQ(annotation(pod("honest"), "hami.io/bind-phase"), "success");
+}
+
+// With the scheduler's key, only what it signed is served, and only as it
+// signed it.
+TEST_F(DevicePluginTest, WithAKeyOnlySignedUnalteredDecisionsAreServed) {
+  start_plugin({"--decision-key-file=" + key_file()});
+  wait_registered();
+  const json one = json::array({container("main", {{"nvidia.com/gpu", "1"}})});
+  // Unsigned: not the scheduler's, whatever schedulerName says.
+  scheduled_pod("unsigned", std::string(kA) + ",NVIDIA,1000,10:;", one);
+  lock_node(lock_for("default", "unsigned"));
+  v1beta1::AllocateResponse resp;
+  grpc::Status st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("without hami.io/decision-signature"));
+  EXPECT_EQ(annotation(pod("unsigned"), "hami.io/bind-phase"), "failed");
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+  // Signed, then its owner raised what is left to allocate.
+  scheduled_pod("raised", std::string(kA) + ",NVIDIA,1000,10:;", one);
+  json raised = sign("raised");
+  raised["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] =
+      std::string(kA) + ",NVIDIA,81920,100:;";
+  api_.put("pods", raised);
+  lock_node(lock_for("default", "raised"));
+  st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &resp);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("was changed after the scheduler bound it"));
+  EXPECT_EQ(annotation(pod("raised"), "hami.io/bind-phase"), "failed");
+  // kubelet fails a pod whose Allocate failed; until then it might be the
+  // one kubelet admits next.
+  for (const char* name : {"unsigned", "raised"})
+    kubelet_refused(name);
+  // Signed and intact.
+  scheduled_pod("ours", std::string(kA) + ",NVIDIA,1000,10:;", one);
+  sign("ours");
+  lock_node(lock_for("default", "ours"));
+  st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(envs(resp.container_responses(0)).at("CUDA_DEVICE_MEMORY_LIMIT_0"), "1000m");
+  EXPECT_EQ(annotation(pod("ours"), "hami.io/bind-phase"), "success");
 }
 
 TEST_F(DevicePluginTest, MalformedAnnotationFailsThePodAndReleasesTheLock) {

@@ -225,5 +225,83 @@ TEST_F(CacheTest, InitContainersCollapse) {
   EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 5000, 50}));
 }
 
+// Issue 36: pods that no scheduler placed (schedulerName nobody, or
+// spec.nodeName set at creation) carrying forged allocations were counted:
+// four of them, never run, took every GPU of a node.
+TEST_F(CacheTest, ForgedDecisionsHoldNothing) {
+  feed.node_changed(sched_node("a", 2, 16000));
+  const std::string full = "GPU-a-0,NVIDIA,16000,100:GPU-a-1,NVIDIA,16000,100:;";
+  auto nobody = placed_pod("nobody", "u1", "a", full);
+  nobody["spec"]["schedulerName"] = "nobody";
+  auto unbound = placed_pod("unbound", "u2", "a", full);
+  unbound["spec"].erase("nodeName");
+  unbound["metadata"]["annotations"]["hami.io/bind-phase"] = "allocating";
+  auto elsewhere = placed_pod("elsewhere", "u3", "b", full);
+  elsewhere["metadata"]["annotations"]["hami.io/vgpu-node"] = "a";
+  for (const auto& p : {nobody, unbound, elsewhere})
+    feed.pod_changed(p);
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{0, 0, 0}));
+  EXPECT_EQ(usage(cache, "a", 1), (Usage{0, 0, 0}));
+  EXPECT_EQ(feed.refused_decisions(), 3u);
+}
+
+TEST(CacheTrustTest, WithAKeyOnlySignedDecisionsCount) {
+  ClusterCache cache;
+  protocol::DecisionTrust trust{.keys = test::test_keys(), .unsigned_schedulers = {}};
+  CacheFeed feed(cache, trust);
+  feed.node_changed(sched_node("a", 2, 16000));
+  const std::string one = "GPU-a-0,NVIDIA,4000,40:;";
+  // Unsigned, though it names our scheduler and is bound: anyone could
+  // have written it (spec.nodeName preset, past the webhook).
+  feed.pod_changed(placed_pod("forged", "u1", "a", one));
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{0, 0, 0}));
+  // Signed with another key, or a signature taken from another pod, or the
+  // devices raised after signing.
+  feed.pod_changed(
+      test::sign(placed_pod("other-key", "u2", "a", one), test::test_keys(std::string(40, 'x'))));
+  auto copied = test::sign(placed_pod("copied", "u9", "a", one), test::test_keys());
+  copied["metadata"]["uid"] = "u3";
+  feed.pod_changed(copied);
+  auto raised = test::sign(placed_pod("raised", "u4", "a", one), test::test_keys());
+  raised["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a-0,NVIDIA,1,1:;";
+  feed.pod_changed(raised);
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{0, 0, 0}));
+  EXPECT_EQ(feed.refused_decisions(), 4u);
+  // The scheduler's own.
+  feed.pod_changed(test::sign(placed_pod("ours", "u5", "a", one), test::test_keys()));
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 4000, 40}));
+}
+
+TEST(CacheTrustTest, UpstreamsUnsignedPodsCountWhenItsSchedulerIsTrusted) {
+  ClusterCache cache;
+  CacheFeed feed(cache, {.keys = test::test_keys(), .unsigned_schedulers = {"hami-upstream"}});
+  feed.node_changed(sched_node("a", 1, 16000));
+  auto upstream = placed_pod("up", "u1", "a", "GPU-a-0,NVIDIA,2000,20:;");
+  upstream["spec"]["schedulerName"] = "hami-upstream";
+  feed.pod_changed(upstream);
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 2000, 20}));
+}
+
+// A counted pod keeps holding its GPU whatever happens to its annotations
+// (its owner removing them to free the GPU for more pods), until it ends.
+TEST(CacheTrustTest, ACountedPodStaysCountedUntilItEnds) {
+  ClusterCache cache;
+  CacheFeed feed(cache, {.keys = test::test_keys(), .unsigned_schedulers = {}});
+  feed.node_changed(sched_node("a", 1, 16000));
+  auto p = test::sign(placed_pod("p", "u1", "a", "GPU-a-0,NVIDIA,4000,40:;"), test::test_keys());
+  feed.pod_changed(p);
+  auto stripped = p;
+  stripped["metadata"]["annotations"] = nlohmann::json::object();
+  feed.pod_changed(stripped);
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 4000, 40}));
+  auto lowered = p;
+  lowered["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a-0,NVIDIA,1,1:;";
+  feed.pod_changed(lowered);
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{1, 4000, 40}));
+  stripped["status"]["phase"] = "Succeeded";
+  feed.pod_changed(stripped);
+  EXPECT_EQ(usage(cache, "a", 0), (Usage{0, 0, 0}));
+}
+
 }  // namespace
 }  // namespace hami::scheduler

@@ -258,6 +258,22 @@ TEST_F(ExtenderTest, BindWritesUpstreamAnnotationsAndReservesAtOnce) {
   EXPECT_EQ(r.failed.at("a"), "1/2 CardInsufficientMemory, 1/2 AllocatedCardsInsufficientRequest");
 }
 
+// With a decision key, bind signs what it decided, and the watch bringing
+// the bound pod back counts it (and only it) under the same trust.
+TEST_F(ExtenderTest, BindSignsItsDecision) {
+  config.decisions = {.keys = test::test_keys(), .unsigned_schedulers = {}};
+  add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}}, "u1");
+  ASSERT_EQ(ext.bind({"default", "p", "u1", "a"}), "");
+  const json after = backend.pod("default", "p");
+  const std::string sig = after["metadata"]["annotations"].value("hami.io/decision-signature", "");
+  EXPECT_EQ(sig.rfind("v1:", 0), 0u) << sig;
+  auto bound = k8s::Pod::from_json(after);
+  ASSERT_TRUE(bound);
+  EXPECT_EQ(protocol::decision_refusal(*bound, config.decisions), "");
+  EXPECT_EQ(test::sign(after, test::test_keys()), after)
+      << "the signature covers uid, node, devices";
+}
+
 TEST_F(ExtenderTest, ReFilterDropsThePreviousReservation) {
   json p = add("p", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "16000"}}, "u1");
   ASSERT_EQ(ext.bind({"default", "p", "u1", "a"}), "");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/decision.hpp"
 #include "protocol/node_register.hpp"
 
 namespace hami::test {
@@ -65,14 +66,32 @@ inline nlohmann::json bindable_pod(const std::string& name,
   return p;
 }
 
-// A pod already placed: vgpu-node and vgpu-devices-allocated set.
+// A pod already placed by our scheduler: vgpu-node and vgpu-devices-allocated
+// set, bound to the node. Unsigned, as a scheduler without a decision key
+// leaves it (protocol/decision.hpp); sign() adds what one with a key writes.
 inline nlohmann::json placed_pod(const std::string& name, const std::string& uid,
                                  const std::string& node, const std::string& allocated) {
   auto p = sched_pod(name, {{"nvidia.com/gpu", "1"}}, uid,
                      {{"hami.io/vgpu-node", node}, {"hami.io/vgpu-devices-allocated", allocated}});
+  p["spec"]["schedulerName"] = "hami-scheduler";
   p["spec"]["nodeName"] = node;
   p["status"] = {{"phase", "Running"}};
   return p;
+}
+
+// The pod with the signature `keys` give its decision as it stands.
+inline nlohmann::json sign(nlohmann::json pod, const protocol::DecisionKeys& keys) {
+  const nlohmann::json& md = pod["metadata"];
+  const nlohmann::json& an = md["annotations"];
+  pod["metadata"]["annotations"][protocol::kDecisionSignature] =
+      keys.sign({md.value("uid", ""), md.value("namespace", ""), md.value("name", ""),
+                 an.value(protocol::kAssignedNode, ""), an.value(protocol::kDevicesAllocated, "")});
+  return pod;
+}
+
+// A decision key for tests.
+inline protocol::DecisionKeys test_keys(const std::string& key = std::string(40, 'k')) {
+  return *protocol::DecisionKeys::parse(key, "test key");
 }
 
 }  // namespace hami::test

@@ -2,10 +2,12 @@
 // defaults, validation messages, and JSONPatch paths with JSON-Pointer escaping.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
 #include "k8s/base64.hpp"
+#include "protocol/decision.hpp"
 #include "scheduler/helpers.hpp"
 #include "scheduler/pod_request.hpp"
 #include "scheduler/webhook.hpp"
@@ -15,7 +17,8 @@ namespace {
 
 using nlohmann::json;
 
-json review(const json& pod, const std::string& version = "admission.k8s.io/v1") {
+json review(const json& pod, const std::string& version = "admission.k8s.io/v1",
+            const json& old_pod = nullptr, const std::string& user = "admin") {
   return {{"apiVersion", version},
           {"kind", "AdmissionReview"},
           {"request",
@@ -23,10 +26,10 @@ json review(const json& pod, const std::string& version = "admission.k8s.io/v1")
             {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
             {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
             {"namespace", "default"},
-            {"operation", "CREATE"},
-            {"userInfo", {{"username", "admin"}}},
+            {"operation", old_pod.is_null() ? "CREATE" : "UPDATE"},
+            {"userInfo", {{"username", user}}},
             {"object", pod},
-            {"oldObject", nullptr},
+            {"oldObject", old_pod},
             {"dryRun", false}}}};
 }
 
@@ -38,9 +41,10 @@ struct Reply {
 };
 
 Reply call(const json& pod, const SchedulerConfig& cfg = {},
-           const std::string& version = "admission.k8s.io/v1") {
+           const std::string& version = "admission.k8s.io/v1", const json& old_pod = nullptr,
+           const std::string& user = "admin") {
   Reply r;
-  r.raw = json::parse(admit(review(pod, version).dump(), cfg));
+  r.raw = json::parse(admit(review(pod, version, old_pod, user).dump(), cfg));
   const json& resp = r.raw["response"];
   r.allowed = resp["allowed"];
   if (resp.contains("status")) r.message = resp["status"].value("message", "");
@@ -73,6 +77,7 @@ TEST(WebhookTest, WholeGpuGetsExclusiveCoresAndOurScheduler) {
   ASSERT_TRUE(r.allowed) << r.message;
   EXPECT_EQ(r.patch, json::parse(R"([
     {"op":"add","path":"/spec/containers/0/resources/limits/nvidia.com~1gpucores","value":"100"},
+    {"op":"add","path":"/spec/securityContext","value":{"seccompProfile":{"type":"RuntimeDefault"}}},
     {"op":"add","path":"/spec/schedulerName","value":"hami-scheduler"}])"));
   json after = applied(pod, r.patch);
   EXPECT_EQ(after["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpucores"], "100");
@@ -236,7 +241,9 @@ TEST(WebhookTest, PrivilegedAndPreassignedPodsAreRefused) {
   pre["spec"]["nodeName"] = "n1";
   r = call(pre);
   EXPECT_FALSE(r.allowed);
-  EXPECT_NE(r.message.find("pod has node n1 assigned"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("pod has node n1 assigned: a GPU pod must be placed by hami-scheduler"),
+            std::string::npos)
+      << r.message;
 }
 
 TEST(WebhookTest, OtherPodsAreLeftAlone) {
@@ -251,9 +258,9 @@ TEST(WebhookTest, OtherPodsAreLeftAlone) {
   json def = test::sched_pod("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}});
   def["spec"]["schedulerName"] = "default-scheduler";
   Reply d = call(def);
-  EXPECT_EQ(
-      d.patch,
-      json::parse(R"([{"op":"replace","path":"/spec/schedulerName","value":"hami-scheduler"}])"));
+  EXPECT_EQ(d.patch, json::parse(R"([
+    {"op":"add","path":"/spec/securityContext","value":{"seccompProfile":{"type":"RuntimeDefault"}}},
+    {"op":"replace","path":"/spec/schedulerName","value":"hami-scheduler"}])"));
 }
 
 TEST(WebhookTest, BadBodiesGetAnAnswer) {
@@ -291,6 +298,167 @@ TEST(WebhookTest, DeepOrHugeBodiesAreRefusedBeforeTheParse) {
   out = json::parse(admit(std::string(kMaxAdmissionBody + 1, ' '), cfg));
   EXPECT_NE(out["response"]["status"]["message"].get<std::string>().find("over the limit"),
             std::string::npos);
+}
+
+// Issue 36: a pod of any scheduler, asking for GPUs or not, created with the
+// scheduler's decision annotations was admitted unchanged; the scheduler
+// counted it and the device plugin served it.
+TEST(WebhookTest, DecisionAnnotationsAreRefusedOnCreate) {
+  json gpu = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
+  json plain = test::sched_pod("p", {{"cpu", "1"}});
+  json nobody = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
+  nobody["spec"]["schedulerName"] = "nobody";
+  nobody["spec"]["nodeName"] = "n1";
+  for (const char* key : protocol::kDecisionAnnotations) {
+    for (json pod : {gpu, plain, nobody}) {
+      pod["metadata"]["annotations"][key] = "GPU-x,NVIDIA,16000,100:;";
+      Reply r = call(pod);
+      EXPECT_FALSE(r.allowed) << key << " on " << pod.dump();
+      EXPECT_NE(r.message.find(std::string("pod carries ") + key), std::string::npos) << r.message;
+      EXPECT_NE(r.message.find("only the scheduler and the device plugin may write them"),
+                std::string::npos)
+          << r.message;
+    }
+  }
+  // Every forged annotation is named at once.
+  json all = plain;
+  all["metadata"]["annotations"] = {{"hami.io/vgpu-node", "n1"},
+                                    {"hami.io/bind-phase", "allocating"},
+                                    {"hami.io/node-scheduler-policy", "spread"}};
+  Reply r = call(all);
+  EXPECT_NE(r.message.find("pod carries hami.io/vgpu-node, hami.io/bind-phase:"), std::string::npos)
+      << r.message;
+  // The user's own hami.io annotations are theirs.
+  json ok = gpu;
+  ok["metadata"]["annotations"] = {{"hami.io/node-scheduler-policy", "spread"},
+                                   {"nvidia.com/use-gputype", "A100"}};
+  EXPECT_TRUE(call(ok).allowed);
+}
+
+TEST(WebhookTest, OnlyDecisionWritersChangeDecisionsOnUpdate) {
+  SchedulerConfig cfg;
+  cfg.decision_writers = {"system:serviceaccount:hami:hami-device-plugin"};
+  json placed = test::placed_pod("p", "u1", "n1", "GPU-a,NVIDIA,1000,10:;");
+  placed["metadata"]["annotations"]["hami.io/bind-phase"] = "allocating";
+  // Set, changed, removed: each refused to the pod's owner.
+  json raised = placed;
+  raised["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a,NVIDIA,80000,100:;";
+  json removed = placed;
+  removed["metadata"]["annotations"].erase("hami.io/vgpu-devices-allocated");
+  json added = placed;
+  added["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] = "GPU-a,NVIDIA,80000,100:;";
+  for (const json& after : {raised, removed, added}) {
+    Reply r = call(after, cfg, "admission.k8s.io/v1", placed, "alice");
+    EXPECT_FALSE(r.allowed) << after.dump();
+    EXPECT_NE(r.message.find("user alice may not set, change or remove hami.io/vgpu-devices"),
+              std::string::npos)
+        << r.message;
+    EXPECT_TRUE(r.patch.empty());
+  }
+  // The device plugin records what it served.
+  json served = placed;
+  served["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+  served["metadata"]["annotations"]["hami.io/vgpu-devices-to-allocate"] = ";";
+  EXPECT_TRUE(call(served, cfg, "admission.k8s.io/v1", placed,
+                   "system:serviceaccount:hami:hami-device-plugin")
+                  .allowed);
+  // Other changes by anyone pass, and an update is never mutated.
+  json labelled = placed;
+  labelled["metadata"]["labels"] = {{"team", "a"}};
+  labelled["metadata"]["annotations"]["note"] = "x";
+  Reply r = call(labelled, cfg, "admission.k8s.io/v1", placed, "alice");
+  EXPECT_TRUE(r.allowed) << r.message;
+  EXPECT_TRUE(r.patch.empty());
+  // An UPDATE without the old object cannot be judged.
+  json bad = review(labelled, "admission.k8s.io/v1", placed, "alice");
+  bad["request"].erase("oldObject");
+  EXPECT_FALSE(json::parse(admit(bad.dump(), cfg))["response"]["allowed"]);
+}
+
+json seccomp_patch() {
+  return {{"op", "add"},
+          {"path", "/spec/securityContext"},
+          {"value", {{"seccompProfile", {{"type", "RuntimeDefault"}}}}}};
+}
+
+bool has_op(const json& patch, const json& op) {
+  return std::find(patch.begin(), patch.end(), op) != patch.end();
+}
+
+// Issue 36: under the default Unconfined profile a GPU pod's process could
+// `unshare -Urm` and mount over /etc/ld.so.preload or the limits file.
+TEST(WebhookTest, GpuPodsGetRuntimeDefaultSeccomp) {
+  Reply r = call(test::sched_pod("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}));
+  ASSERT_TRUE(r.allowed) << r.message;
+  EXPECT_TRUE(has_op(r.patch, seccomp_patch())) << r.patch.dump();
+  // A pod security context without a profile gets one added inside it.
+  json with_sc = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
+  with_sc["spec"]["securityContext"] = {{"runAsUser", 1000}};
+  r = call(with_sc);
+  const json inside = {{"op", "add"},
+                       {"path", "/spec/securityContext/seccompProfile"},
+                       {"value", {{"type", "RuntimeDefault"}}}};
+  EXPECT_TRUE(has_op(r.patch, inside)) << r.patch.dump();
+  EXPECT_EQ(applied(with_sc, r.patch)["spec"]["securityContext"],
+            json::parse(R"({"runAsUser":1000,"seccompProfile":{"type":"RuntimeDefault"}})"));
+  // A profile of the pod's own (field or legacy annotation) is kept.
+  json localhost = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
+  localhost["spec"]["securityContext"] = {
+      {"seccompProfile", {{"type", "Localhost"}, {"localhostProfile", "gpu.json"}}}};
+  r = call(localhost);
+  ASSERT_TRUE(r.allowed) << r.message;
+  for (const json& op : r.patch)
+    EXPECT_EQ(op["path"].get<std::string>().find("/spec/securityContext"), std::string::npos);
+  json legacy = test::sched_pod("p", {{"nvidia.com/gpu", "1"}}, "",
+                                {{"seccomp.security.alpha.kubernetes.io/pod", "runtime/default"}});
+  EXPECT_FALSE(has_op(call(legacy).patch, seccomp_patch()));
+  // Pods without GPUs are not ours to change.
+  EXPECT_TRUE(call(test::sched_pod("p", {{"cpu", "1"}})).patch.empty());
+}
+
+TEST(WebhookTest, UnconfinedAndSysAdminGpuPodsAreRefused) {
+  auto gpu = [] { return test::sched_pod("p", {{"nvidia.com/gpu", "1"}}); };
+  json pod_level = gpu();
+  pod_level["spec"]["securityContext"] = {{"seccompProfile", {{"type", "Unconfined"}}}};
+  json container_level = gpu();
+  container_level["spec"]["containers"][0]["securityContext"] = {
+      {"seccompProfile", {{"type", "Unconfined"}}}};
+  json sidecar = gpu();
+  sidecar["spec"]["containers"].push_back(
+      {{"name", "side"},
+       {"image", "x"},
+       {"securityContext", {{"seccompProfile", {{"type", "Unconfined"}}}}}});
+  json legacy_pod = test::sched_pod("p", {{"nvidia.com/gpu", "1"}}, "",
+                                    {{"seccomp.security.alpha.kubernetes.io/pod", "unconfined"}});
+  json legacy_container =
+      test::sched_pod("p", {{"nvidia.com/gpu", "1"}}, "",
+                      {{"container.seccomp.security.alpha.kubernetes.io/main", "unconfined"}});
+  for (const json& pod : {pod_level, container_level, sidecar, legacy_pod, legacy_container}) {
+    Reply r = call(pod);
+    EXPECT_FALSE(r.allowed) << pod.dump();
+    EXPECT_NE(r.message.find("seccomp profile Unconfined"), std::string::npos) << r.message;
+  }
+  for (const char* cap : {"SYS_ADMIN", "CAP_SYS_ADMIN", "all"}) {
+    json pod = gpu();
+    pod["spec"]["containers"][0]["securityContext"] = {
+        {"capabilities", {{"add", json::array({"NET_ADMIN", cap})}}}};
+    Reply r = call(pod);
+    EXPECT_FALSE(r.allowed) << cap;
+    EXPECT_NE(r.message.find(std::string("container main adds capability ") + cap),
+              std::string::npos)
+        << r.message;
+  }
+  // "default": the profile is a default the pod may turn off; "off": untouched.
+  SchedulerConfig dflt;
+  dflt.gpu_pod_seccomp = "default";
+  Reply d = call(pod_level, dflt);
+  EXPECT_TRUE(d.allowed) << d.message;
+  EXPECT_FALSE(has_op(d.patch, seccomp_patch()));
+  EXPECT_TRUE(has_op(call(gpu(), dflt).patch, seccomp_patch()));
+  SchedulerConfig off;
+  off.gpu_pod_seccomp = "off";
+  EXPECT_TRUE(call(pod_level, off).allowed);
+  EXPECT_FALSE(has_op(call(gpu(), off).patch, seccomp_patch()));
 }
 
 TEST(WebhookTest, JsonPointerEscaping) {
