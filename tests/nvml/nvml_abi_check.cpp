@@ -21,6 +21,8 @@ constexpr unsigned kBusIdLegacy = h::NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE;
 constexpr unsigned kMemoryV2 = h::nvmlMemory_v2;
 constexpr unsigned long long kXidCriticalError = h::nvmlEventTypeXidCriticalError;
 constexpr unsigned kNvLinkMaxLinks = h::NVML_NVLINK_MAX_LINKS;
+// nvml.h may spell the corrected name as an alias of its misspelled one.
+constexpr int kP2pChipsetNotSupported = h::NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED;
 }  // namespace ours
 
 // The versioned and unversioned functions under their own names.
@@ -140,7 +142,7 @@ static_assert(h::NVML_P2P_CAPS_INDEX_ATOMICS == ::NVML_P2P_CAPS_INDEX_ATOMICS);
 static_assert(h::NVML_P2P_CAPS_INDEX_PCI == ::NVML_P2P_CAPS_INDEX_PCI);
 static_assert(sizeof(::nvmlGpuP2PCapsIndex_t) == sizeof(int));
 static_assert(h::NVML_P2P_STATUS_OK == ::NVML_P2P_STATUS_OK);
-static_assert(h::NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED == ::NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED);
+static_assert(ours::kP2pChipsetNotSupported == ::NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED);
 static_assert(h::NVML_P2P_STATUS_GPU_NOT_SUPPORTED == ::NVML_P2P_STATUS_GPU_NOT_SUPPORTED);
 static_assert(h::NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED ==
               ::NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED);
