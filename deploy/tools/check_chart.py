@@ -92,8 +92,10 @@ SOURCE_DIRS = {
 # HOST_SHARED must be a hostPath mounted at the same path (the plugin hands
 # kubelet host paths, the agent reads what containers write there).
 PATH_FLAGS = {
-    "hami-scheduler": ["--cert_file", "--key_file", "--client-ca-file", "--device-config-file"],
-    "hami-device-plugin": ["--config-file", "--node-config-file", "--device-plugin-path", "--hook-path", "--lock-dir"],
+    "hami-scheduler": ["--cert_file", "--key_file", "--client-ca-file", "--device-config-file",
+                       "--decision-key-file"],
+    "hami-device-plugin": ["--config-file", "--node-config-file", "--device-plugin-path", "--hook-path", "--lock-dir",
+                           "--decision-key-file"],
     "hami-node-agent": ["--hook-path"],
 }
 HOST_SHARED = {"--device-plugin-path", "--hook-path", "--lock-dir"}
@@ -1214,13 +1216,32 @@ def check_scenario(ctx, sc, report, facts, images, chart=None):
     whs = by_kind.get("MutatingWebhookConfiguration", [])
     if not whs:
         ext_problems.append("no MutatingWebhookConfiguration")
+    # The decision guard (pod UPDATE) goes to the same route; it must see
+    # pods whatever their own labels say.
+    guards = by_kind.get("ValidatingWebhookConfiguration", [])
+    for wh in guards:
+        for w in wh.get("webhooks", []):
+            ops = [op for r in w.get("rules") or [] for op in r.get("operations") or []]
+            if "UPDATE" not in ops:
+                ext_problems.append(f"ValidatingWebhookConfiguration {wh['metadata']['name']}: no pod UPDATE rule")
+            if w.get("objectSelector"):
+                ext_problems.append(f"ValidatingWebhookConfiguration {wh['metadata']['name']}: an objectSelector "
+                                    "lets a pod's author exempt it from the decision guard")
+        writers = (one(ef, "--decision-writers") or "").split(",")
+        for comp in ("hami-scheduler", "hami-device-plugin"):
+            for o, spec, _ in containers_by_comp.get(comp, [])[:1]:
+                sa = spec.get("serviceAccountName", "default")
+                user = f"system:serviceaccount:{o['metadata']['namespace']}:{sa}"
+                if user not in writers:
+                    ext_problems.append(f"--decision-writers lacks {user}: the guard would refuse {comp}'s own writes")
     secret_name = None
     tls_vol = next((volume(espec, m["name"]) for m in ec.get("volumeMounts") or []
                     if (one(ef, "--cert_file") or "").startswith(m["mountPath"].rstrip("/") + "/")), None)
     if tls_vol and "secret" in tls_vol:
         secret_name = tls_vol["secret"]["secretName"]
     secret = find("Secret", secret_name, eo["metadata"]["namespace"]) if secret_name else None
-    for wh in whs:
+    for wh in whs + guards:
+        mutating = wh["kind"] == "MutatingWebhookConfiguration"
         for w in wh.get("webhooks", []):
             cc = (w.get("clientConfig") or {}).get("service") or {}
             svc = find("Service", cc.get("name"), cc.get("namespace"))
@@ -1252,7 +1273,7 @@ def check_scenario(ctx, sc, report, facts, images, chart=None):
                 ext_problems.append(f"sideEffects {w.get('sideEffects')}, expected None")
             if w.get("failurePolicy") not in ("Ignore", "Fail"):
                 ext_problems.append(f"failurePolicy {w.get('failurePolicy')}")
-            for sel_name in ("objectSelector", "namespaceSelector"):
+            for sel_name in ("objectSelector", "namespaceSelector") if mutating else ("namespaceSelector",):
                 exprs = (w.get(sel_name) or {}).get("matchExpressions") or []
                 if not any(e.get("key") == "hami.io/webhook" and e.get("operator") == "NotIn" and "ignore" in e.get("values", [])
                            for e in exprs):
@@ -1858,6 +1879,16 @@ def self_test(ctx):
         ("the webhook on a path the server does not serve",
          lambda c: edit(os.path.join(c.chart, T, "scheduler/webhook.yaml"), "path: /webhook", "path: /mutate"),
          "webhook path /mutate"),
+        ("the decision guard refusing the device plugin's own writes",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/deployment.yaml"),
+                        '(printf "system:serviceaccount:%s:%s" .Release.Namespace (include "hami.devicePlugin.fullname" .))',
+                        ""),
+         "--decision-writers lacks system:serviceaccount:"),
+        ("a decision guard a pod's own label exempts",
+         lambda c: edit(os.path.join(c.chart, T, "scheduler/webhook.yaml"),
+                        "    # Namespaces only: a pod's own hami.io/webhook=ignore label, which its\n",
+                        "    objectSelector: {matchLabels: {guarded: \"yes\"}}\n"),
+         "an objectSelector lets a pod's author exempt it"),
         ("RBAC without pods/binding",
          lambda c: edit(os.path.join(c.chart, T, "scheduler/rbac.yaml"), "resources: [pods/binding]", "resources: [pods/status]"),
          "calls create pods/binding"),

@@ -359,3 +359,31 @@ chart
 {{- define "hami.extender.leaseName" -}}
 {{- printf "%s-extender" .Values.schedulerName | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{- define "hami.decisions.secretName" -}}
+{{- default (printf "%s-decision-key" (include "hami.fullname" .)) .Values.decisions.existingSecret -}}
+{{- end -}}
+
+{{/*
+The decision key (base64), made once per render like hami.tls and reused
+from the Secret on upgrade: a new key would leave every running pod's
+signature unverifiable (uncounted by the scheduler). With
+decisions.existingSecret nothing is made.
+*/}}
+{{- define "hami.decisions.key" -}}
+{{- if not (hasKey . "hamiDecisionKey") -}}
+{{- $found := lookup "v1" "Secret" .Release.Namespace (include "hami.decisions.secretName" .) -}}
+{{- $key := "" -}}
+{{- if $found -}}{{- $key = get (get $found "data" | default dict) "key" | default "" -}}{{- end -}}
+{{- if not $key -}}{{- $key = randAlphaNum 64 | b64enc -}}{{- end -}}
+{{- $_ := set . "hamiDecisionKey" $key -}}
+{{- end -}}
+{{- get . "hamiDecisionKey" -}}
+{{- end -}}
+
+{{/* hami-scheduler's and hami-device-plugin's --trusted-schedulers argument, or "". */}}
+{{- define "hami.decisions.trustedArg" -}}
+{{- with .Values.decisions.trustedSchedulers -}}
+--trusted-schedulers={{ join "," . }}
+{{- end -}}
+{{- end -}}
