@@ -21,11 +21,15 @@ generated tokens) calls_equal= error= oom= (class / message / none, as in
 graph_capture.py) stage= (where it ended: build, first, second, done)
 usable_after= first_s= second_s= tok_s= graphs= (graphs dynamo compiled)
 cudagraph_skips= (inductor's count of graphs it would not record as CUDA
-graphs) peak_mib= ...
-Exits 0 when it ran to a verdict (ok or a clean OOM), 1 otherwise.
+graphs) peak_mib= physical_mib= (NVML: what the driver holds for the process
+at the end) within_limit= ...
+ok means it ran, both calls agreed and, under a limit, NVML's figure for the
+process is within it. Exits 0 when it ran to a verdict (ok or a clean OOM),
+1 otherwise.
 """
 import argparse
 import hashlib
+import os
 import sys
 import time
 
@@ -93,6 +97,11 @@ def main():
         res["cudagraph_skips"] = sum(v for k, v in counters["inductor"].items() if "cudagraph_skip" in k)
     except Exception:
         pass
+    # What the driver holds for this process (NVML, outside the library): a
+    # limit holds physically too, also after a refusal.
+    physical = mg.process_memory({os.getpid()}).get(0)
+    info["physical_mib"] = physical and physical // mg.MiB
+    info["within_limit"] = limit is None or (physical is not None and physical <= limit)
     try:
         torch.cuda.synchronize()
         usable = torch.ones(1024, device=dev).sum().item() == 1024
@@ -104,7 +113,8 @@ def main():
     skip = not mg.under_library() and oom == "none" and (error is not None or res.get("graphs", 0) == 0)
     if skip and error is None:
         error = "nothing_was_compiled"
-    mg.emit(**info, ok=ran, skip=skip, stage=stage, error=error, oom=oom, usable_after=usable, **res)
+    mg.emit(**info, ok=ran and info["within_limit"], skip=skip, stage=stage, error=error, oom=oom,
+            usable_after=usable, **res)
     return 0 if ran or (oom != "none" and usable) else 1
 
 

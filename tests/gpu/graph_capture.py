@@ -15,9 +15,11 @@ Prints one line: result test=graph backend= ok= replay_ok= error= oom=
 message saying "out of memory"; none) stage= (where it ended: warmup,
 capture, replay or done; with cudaMallocAsync the graph's memory is allocated
 when it is launched) usable_after= (a small computation works after the
-failure) ...
+failure) physical_mib= (NVML: what the driver holds for the process at the
+end) within_limit= ...
 With --expect-oom, ok means a clean out-of-memory error and a usable process;
-without, a correct replay. Exits 1 when not ok.
+without, a correct replay; under a limit, both also that NVML's figure for the
+process is within it. Exits 1 when not ok.
 """
 import argparse
 import os
@@ -72,19 +74,23 @@ def main():
             torch.cuda.synchronize()
             good &= bool(torch.equal(out, vals * rows))
         replay_ok, stage = good, "done"
-        info["reserved_mib"] = torch.cuda.memory_reserved() // mg.MiB
-        del g
+        info["reserved_mib"] = torch.cuda.memory_reserved() // mg.MiB  # the graph kept alive
     except Exception as e:
         error, oom = mg.short_error(e), mg.oom_kind(e) or "none"
         print(f"graph_capture: {type(e).__name__}: {e}", file=sys.stderr)
-    # Whatever happened, the process must still compute.
-    try:
+    # What the driver holds for this process (NVML, outside the library): a
+    # limit holds physically too, also after a refusal.
+    physical = mg.process_memory({os.getpid()}).get(0)
+    info["physical_mib"] = physical and physical // mg.MiB
+    info["within_limit"] = limit is None or (physical is not None and physical <= limit)
+    try:  # whatever happened, the process must still compute
         torch.cuda.synchronize()
         usable = torch.ones(cols, device=dev).sum().item() == cols
     except Exception as e:
         usable = False
         print(f"graph_capture: not usable after: {type(e).__name__}: {e}", file=sys.stderr)
-    ok = (oom != "none" and usable) if args.expect_oom else (replay_ok and error is None and usable)
+    ok = ((oom != "none" and usable) if args.expect_oom else (replay_ok and error is None and usable)) \
+        and info["within_limit"]
     mg.emit(**info, ok=ok, replay_ok=replay_ok, stage=stage, error=error, oom=oom, usable_after=usable)
     return 0 if ok else 1
 

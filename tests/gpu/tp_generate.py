@@ -2,7 +2,7 @@
 libvgpu.so's memory limit, in interleaved rounds:
 
     python3 tests/gpu/tp_generate.py compare --nproc 2 --lib libvgpu.so --limit 8g \
-        --state DIR/c.cache [--rounds 5] [--calls 4]
+        --state DIR/c.cache [--rounds 4] [--calls 3]
 
 A `transformers` Llama (LlamaConfig, 12 layers, hidden 1024, random weights
 from a fixed seed: no downloads) sharded by hand across --nproc GPUs with
@@ -22,7 +22,8 @@ is noise. A group's speed in a round is that of its median call. Prints one line
   tokens_equal= (every group and call produced the same tokens) tp_err= (the
   sharded model's last logits against the whole model's, on rank 0, relative)
   ratio= (median over rounds of limited / bare tokens/s) ratio_min= ratio_max=
-  aa= (bare2 / bare) bare_tok_s= limited_tok_s= ...
+  aa= (bare2 / bare) bare_tok_s= limited_tok_s= tok_s_bare= tok_s_bare2=
+  tok_s_limited= (each round's figures) ...
 `group` is one TP group, driven on stdin ("gen K", "quit"); it answers JSON lines.
 """
 import argparse
@@ -261,7 +262,8 @@ def compare(args):
             limited_tok_s=statistics.median(rates["limited"]),
             ratio=statistics.median(ratio), ratio_min=min(ratio), ratio_max=max(ratio),
             aa=statistics.median(aa), aa_min=min(aa), aa_max=max(aa),
-            tokens=",".join(str(t) for t in head))
+            tokens=",".join(str(t) for t in head),
+            **{f"tok_s_{name}": ",".join(f"{v:.1f}" for v in rates[name]) for name in envs})
     return 0 if ok else 1
 
 
@@ -272,8 +274,8 @@ def main():
     ap.add_argument("--lib")
     ap.add_argument("--limit", default="8g")
     ap.add_argument("--state")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--calls", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--calls", type=int, default=3)
     args = ap.parse_args()
     if args.mode == "group":
         group(args.nproc)
