@@ -21,9 +21,11 @@
 #               under 4 GiB (ipc_workers.py): values, and not charged twice
 #   graph       torch.cuda.graph capture of a step allocating 512 MiB, both
 #               allocator backends, no limit and 4 GiB (and 4 GiB + share 50
-#               with cudaMallocAsync); 2 GiB in a 1 GiB limit: a clean OOM
+#               with cudaMallocAsync); 2 GiB in a 1 GiB limit: a clean OOM;
+#               under a limit, NVML's figure for the process within it
 #   compile     torch.compile(mode="reduce-overhead") generation with a static
-#               KV cache: bare's tokens at 4 GiB, a clean OOM at 768 MiB
+#               KV cache: bare's tokens at 4 GiB, a clean OOM at 768 MiB, and
+#               NVML's figure for the process within the limit
 #   expandable  expandable_segments:True, one process per GPU, limits 3 and
 #               5 GiB: filled to the limit, OutOfMemoryError past it
 # NCCL_NVLS_ENABLE=0 throughout (no NVLink multicast objects, ever).
