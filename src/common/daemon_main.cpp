@@ -8,6 +8,7 @@
 #include "common/duration_flag.hpp"
 #include "common/go_flags.hpp"
 #include "common/log_level.hpp"
+#include "common/size_parse.hpp"
 
 namespace hami::daemon {
 
@@ -79,6 +80,27 @@ void add_http_timeout_flags(CLI::App& app, std::string& read_timeout, std::strin
                  "A kept-alive connection idle for this long is closed")
       ->check(duration_flag())
       ->capture_default_str();
+}
+
+void add_http_memory_budget_flag(CLI::App& app, size_t& bytes, size_t at_least) {
+  const std::string shown = std::to_string(bytes >> 20) + "Mi";
+  app.add_option("--http-memory-budget", bytes,
+                 "Request bodies being read and answers not yet sent hold at most this much "
+                 "memory across all connections (a size: 128Mi); a request finding no room gets "
+                 "503")
+      ->transform(CLI::Validator(
+          [at_least](std::string& s) -> std::string {
+            auto b = parse_size(s);
+            if (!b) return b.error().message;
+            if (*b < at_least) {
+              return "must be at least " + std::to_string(at_least >> 20) +
+                     "Mi, the largest request body this daemon takes";
+            }
+            s = std::to_string(*b);
+            return {};
+          },
+          "SIZE"))
+      ->default_str(shown);
 }
 
 int guarded(const char* name, FunctionRef<int()> body) {

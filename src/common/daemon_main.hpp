@@ -80,6 +80,12 @@ class StartUp {
 // --http-idle-timeout, durations more than zero.
 void add_http_timeout_flags(CLI::App& app, std::string& read_timeout, std::string& idle_timeout);
 
+// --http-memory-budget (a size: "128Mi"): request bodies being read and
+// answers not yet sent, across all the daemon's connections, hold at most
+// about this much (http::MemoryBudget). `bytes` holds the default and gets
+// the value; `at_least` is the largest body a route takes, which must fit.
+void add_http_memory_budget_flag(CLI::App& app, size_t& bytes, size_t at_least);
+
 // Runs a daemon's main body; an exception that escapes it (gRPC, the
 // standard library) ends the process with "<name>: <what>" and kExitCannotRun.
 int guarded(const char* name, FunctionRef<int()> body);

@@ -19,10 +19,12 @@
 #include <boost/beast/http.hpp>
 #include <exception>
 #include <list>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
 #include <unordered_set>
+#include <utility>
 
 #include "common/bind_address.hpp"
 #include "common/log.hpp"
@@ -45,6 +47,9 @@ constexpr size_t kMaxBuffered = 1 << 20;
 // connection before the client has read the answer (a 413 to an upload).
 constexpr auto kLinger = std::chrono::seconds(2);
 constexpr size_t kLingerBytes = 4 << 20;
+// A kept-alive connection's read buffer is given back between requests once
+// larger than this: an idle connection should cost a socket, not 64 KiB.
+constexpr size_t kIdleBuffer = 8 << 10;
 
 std::string peer_text(const tcp::socket& s) {
   beast::error_code ec;
@@ -77,6 +82,43 @@ class Alarm {
   bool reported_ = false;
 };
 
+// Bytes of a MemoryBudget, given back when the holder is destroyed: a body or
+// an answer returns its bytes however its memory is freed (answered, refused,
+// its connection closed, or dropped with the io_context at stop).
+class Charge {
+ public:
+  Charge() = default;
+  Charge(MemoryBudget* budget, size_t bytes) : budget_(budget), bytes_(bytes) {}
+  Charge(Charge&& o) noexcept : budget_(o.budget_), bytes_(std::exchange(o.bytes_, 0)) {}
+  Charge& operator=(Charge&& o) noexcept {
+    if (this != &o) {
+      reset();
+      budget_ = o.budget_;
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  ~Charge() { reset(); }
+  // `n` more bytes, already taken from `budget`.
+  void add(MemoryBudget* budget, size_t n) {
+    budget_ = budget;
+    bytes_ += n;
+  }
+  void reset() {
+    if (bytes_ != 0) budget_->give_back(bytes_);
+    bytes_ = 0;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  MemoryBudget* budget_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+std::string mib(size_t bytes) {
+  return std::to_string((bytes + (1 << 19)) >> 20) + " MiB";
+}
+
 void invoke(const Route& route, const Request& q, Response& r) {
   try {
     route.handler(q, r);
@@ -92,6 +134,14 @@ void invoke(const Route& route, const Request& q, Response& r) {
 
 }  // namespace
 
+bool MemoryBudget::try_take(size_t n) {
+  size_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (used > limit_ || n > limit_ - used) return false;
+  } while (!used_.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
+  return true;
+}
+
 class ConnBase {
  public:
   virtual ~ConnBase() = default;
@@ -103,13 +153,23 @@ class ConnBase {
   // handler, and the connection would stay listed after it is freed.
   bool closed_ = false;
   std::list<ConnBase*>::iterator waiting_pos;
+  // In Impl::uploads_ while it holds budget for a body being read.
+  bool uploading = false;
+  std::list<ConnBase*>::iterator upload_pos;
+  Clock::time_point upload_began;
+  std::string peer;  // "10.0.0.5:41234", for log lines
 };
 
 class Server::Impl {
  public:
-  Impl(ServerOptions o, std::vector<Route> r) : opt(std::move(o)), routes(std::move(r)) {
+  Impl(ServerOptions o, std::vector<Route> r)
+      : opt(with_budget(std::move(o))), routes(std::move(r)), budget(opt.memory_budget.get()) {
     for (const Route& route : routes)
       max_body_any = std::max(max_body_any, route.max_body);
+  }
+  static ServerOptions with_budget(ServerOptions o) {
+    if (!o.memory_budget) o.memory_budget = std::make_shared<MemoryBudget>(kDefaultMemoryBudget);
+    return o;
   }
 
   Result<int> start();
@@ -135,24 +195,66 @@ class Server::Impl {
     // Not from here: close_now may run inside on_accept's eviction.
     if (parked_) asio::post(ioc, [this] { resume_accepting(); });
   }
-  // Any thread. One trim at a time; a request that finds one running skips
-  // it (that trim frees its memory or the next large request's will).
+  // Any thread. One trim at a time; one asked for while another runs is
+  // run again by that one, so memory freed just before is never left out.
   void trim() {
+    trim_wanted_ = true;
     if (trim_running_.exchange(true)) return;
-    ::malloc_trim(0);
-    trim_running_ = false;
+    do {
+      trim_wanted_ = false;
+      ::malloc_trim(0);
+      trim_running_ = false;
+    } while (trim_wanted_ && !trim_running_.exchange(true));
   }
+  // I/O thread; what is to be trimmed is freed already.
   void trim_later() {
+    if (stopping_) return;  // the workers may be gone
     asio::post(*workers, [this] { trim(); });
+  }
+
+  // I/O thread. Takes `n` more bytes of the budget for c's body. When they do
+  // not fit, the upload that began longest ago is closed to make room if it
+  // began over opt.stalled_upload ago, and so on; false when that is not enough.
+  bool take_for_body(ConnBase* c, size_t n) {
+    const auto now = Clock::now();
+    while (!budget->try_take(n)) {
+      if (uploads_.empty()) return false;
+      ConnBase* oldest = uploads_.front();
+      if (oldest == c || now - oldest->upload_began < opt.stalled_upload) return false;
+      evicted_upload.fetch_add(1, std::memory_order_relaxed);
+      alarm_evict.raise(opt.name, "from " + oldest->peer);
+      oldest->close_now();  // gives its bytes back
+    }
+    if (!c->uploading) {
+      c->upload_pos = uploads_.insert(uploads_.end(), c);
+      c->uploading = true;
+      c->upload_began = now;
+    }
+    return true;
+  }
+  void upload_end(ConnBase* c) {
+    if (!c->uploading) return;
+    uploads_.erase(c->upload_pos);
+    c->uploading = false;
+  }
+  // Any thread: an answer already made, charged until it is written.
+  Charge charge_answer(size_t bytes) {
+    budget->take(bytes);
+    return Charge(budget, bytes);
+  }
+  std::string busy_text() const {
+    return "server busy: request bodies and unsent answers hold its whole memory budget (" +
+           mib(budget->limit()) + ", --http-memory-budget); retry shortly\n";
   }
 
   const ServerOptions opt;
   const std::vector<Route> routes;
+  MemoryBudget* const budget;  // opt's, which outlives every connection
   size_t max_body_any = 0;
   bool require_client_cert = false;
 
   std::atomic<uint64_t> accepted{0}, open{0}, refused_full{0}, evicted_idle{0}, timed_out{0},
-      too_large{0}, unauthorized{0}, bad_requests{0};
+      too_large{0}, unauthorized{0}, bad_requests{0}, over_budget{0}, evicted_upload{0};
   Alarm alarm_full{
       "max connections reached and every one is busy: new connections wait in the listen "
       "backlog until one closes"};
@@ -161,6 +263,12 @@ class Server::Impl {
   Alarm alarm_auth{"request refused: no verified client certificate"};
   Alarm alarm_bad{"request refused: not HTTP/1.1"};
   Alarm alarm_accept{"accept failed (out of file descriptors?); retrying in 100 ms"};
+  Alarm alarm_budget{
+      "request refused (503): request bodies and unsent answers hold the whole memory budget "
+      "(raise --http-memory-budget if this is legitimate load)"};
+  Alarm alarm_evict{
+      "upload closed to make room in the memory budget: it had been arriving for longer than "
+      "a body should"};
 
  private:
   friend class Server;
@@ -174,8 +282,10 @@ class Server::Impl {
   // Declared before the io_context: connections still queued in it when it
   // is destroyed unregister themselves here.
   std::list<ConnBase*> waiting_;
+  std::list<ConnBase*> uploads_;  // holding budget for a body being read, oldest first
   std::unordered_set<ConnBase*> all_;
   std::atomic<bool> trim_running_{false};
+  std::atomic<bool> trim_wanted_{false};
   std::atomic<bool> stopping_{false};
   bool started_ = false;
   bool stopped_ = false;
@@ -203,7 +313,7 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
  public:
   Conn(Server::Impl& s, tcp::socket sock, asio::ssl::context* ctx)
       : s_(s), stream_(make_stream(std::move(sock), ctx)), timer_(s.ioc), buffer_(kMaxBuffered) {
-    peer_ = peer_text(socket());
+    peer = peer_text(socket());
   }
   ~Conn() override {
     if (!closed_) close_now();
@@ -228,6 +338,10 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
     if (closed_) return;
     closed_ = true;
     s_.closed(this);
+    // The bytes go back now, so that an eviction makes room at once; the body
+    // itself is freed when the read that fills it completes, a moment later.
+    s_.upload_end(this);
+    body_charge_.reset();
     ++gen_;
     beast::error_code ec;
     timer_.cancel();
@@ -259,7 +373,7 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
     timer_.async_wait([self = this->shared_from_this(), gen](beast::error_code ec) {
       if (ec || gen != self->gen_ || self->closed_) return;
       self->s_.timed_out.fetch_add(1, std::memory_order_relaxed);
-      self->s_.alarm_timeout.raise(self->s_.opt.name, "from " + self->peer_);
+      self->s_.alarm_timeout.raise(self->s_.opt.name, "from " + self->peer);
       self->close_now();
     });
   }
@@ -289,6 +403,7 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
     if (closed_) return;
     s_.wait_begin(this);
     if (buffer_.size() > 0) return read_header();  // pipelined
+    if (buffer_.capacity() > kIdleBuffer) buffer_.shrink_to_fit();
     arm(first ? s_.opt.request_timeout : s_.opt.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
@@ -335,13 +450,16 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
     }
     if (route_->auth == Auth::kClientCert && s_.require_client_cert && !verified_) {
       s_.unauthorized.fetch_add(1, std::memory_order_relaxed);
-      s_.alarm_auth.raise(s_.opt.name, "from " + peer_);
+      s_.alarm_auth.raise(s_.opt.name, "from " + peer);
       return refuse(403, path_ +
                              " needs a TLS client certificate signed by the CA the server "
                              "trusts for its clients (--client-ca-file)\n");
     }
     const auto length = parser_->content_length();
     if (length && *length > route_->max_body) return too_large();
+    // The whole declared length, before a byte of it is read: the parser
+    // reserves that much for it.
+    if (length && *length > 0 && !charge_body(*length)) return busy();
     parser_->body_limit(route_->max_body);  // checked as chunked bytes arrive
     if (parser_->is_done()) return dispatch();
     const auto expect = req.find(bhttp::field::expect);
@@ -356,26 +474,57 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
     read_body();
   }
 
+  // A piece at a time, so that a chunked body is charged as it grows.
   void read_body() {
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec) return self->on_read_error(ec);
-                        self->dispatch();
-                      });
+    bhttp::async_read_some(stream_, buffer_, *parser_,
+                           [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                             if (ec) return self->on_read_error(ec);
+                             if (!self->charge_body(self->parser_->get().body().capacity())) {
+                               return self->busy();
+                             }
+                             if (self->parser_->is_done()) return self->dispatch();
+                             self->read_body();
+                           });
+  }
+
+  // Holds `total` bytes of the budget for the body; false when they cannot be had.
+  bool charge_body(size_t total) {
+    if (total <= body_charge_.bytes()) return true;
+    const size_t more = total - body_charge_.bytes();
+    if (!s_.take_for_body(this, more)) return false;
+    body_charge_.add(s_.budget, more);
+    return true;
+  }
+
+  // The body read so far is freed (no read is in progress) and its bytes go
+  // back; a large one's memory goes back to the kernel.
+  void drop_body() {
+    const size_t held = parser_ ? parser_->get().body().capacity() : 0;
+    parser_.reset();
+    s_.upload_end(this);
+    body_charge_.reset();
+    if (held >= s_.opt.trim_after_body_bytes) s_.trim_later();
+  }
+
+  void busy() {
+    s_.over_budget.fetch_add(1, std::memory_order_relaxed);
+    s_.alarm_budget.raise(s_.opt.name, "from " + peer + " for " + path_);
+    refuse(503, s_.busy_text());
   }
 
   void on_read_error(beast::error_code ec) {
+    drop_body();
     if (ec == bhttp::error::body_limit) return too_large();
     if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
       s_.too_large.fetch_add(1, std::memory_order_relaxed);
-      s_.alarm_large.raise(s_.opt.name, "from " + peer_);
+      s_.alarm_large.raise(s_.opt.name, "from " + peer);
       return refuse(431,
                     "request header over " + std::to_string(s_.opt.max_header_bytes) + " bytes\n");
     }
     if (ec.category() == bhttp::make_error_code(bhttp::error::bad_target).category() &&
         ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
       s_.bad_requests.fetch_add(1, std::memory_order_relaxed);
-      s_.alarm_bad.raise(s_.opt.name, "from " + peer_);
+      s_.alarm_bad.raise(s_.opt.name, "from " + peer);
       return refuse(400, "bad request: " + ec.message() + "\n");
     }
     close_now();  // the client went away, or a deadline closed the socket
@@ -383,7 +532,7 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
 
   void too_large() {
     s_.too_large.fetch_add(1, std::memory_order_relaxed);
-    s_.alarm_large.raise(s_.opt.name, "from " + peer_);
+    s_.alarm_large.raise(s_.opt.name, "from " + peer);
     refuse(413, "request body over the limit of " +
                     std::to_string(route_ ? route_->max_body : s_.max_body_any) + " bytes for " +
                     path_ + "\n");
@@ -392,27 +541,26 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
   // An error answer; the connection closes after it (the rest of the
   // request, if any, is never read).
   void refuse(int status, std::string text) {
-    size_t body_bytes = 0;
-    if (parser_) body_bytes = parser_->get().body().capacity();
-    parser_.reset();
-    if (body_bytes >= s_.opt.trim_after_body_bytes) s_.trim_later();
+    drop_body();
     reply(Response{.status = status, .body = std::move(text)}, /*close=*/true);
   }
 
   void dispatch() {
     s_.wait_end(this);
+    s_.upload_end(this);
     disarm();
     auto& req = parser_->get();
     Request q;
     q.method = std::string(req.method_string());
     q.path = path_;
     q.body = std::move(req.body());
-    q.peer = peer_;
+    q.peer = peer;
     q.client_verified = verified_;
     q.client_subject = subject_;
     keep_alive_ = req.keep_alive();
     version_ = req.version();
     parser_.reset();
+    Charge body = std::move(body_charge_);  // until the handler is done with the body
     const Route* route = route_;
     if (route->inline_handler) {
       Response r;
@@ -420,21 +568,43 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
       return reply(std::move(r), !keep_alive_);
     }
     asio::thread_pool& pool = route->blocking ? *s_.blocking_workers : *s_.workers;
-    asio::post(pool, [self = this->shared_from_this(), route, q = std::move(q)]() mutable {
+    asio::post(pool, [self = this->shared_from_this(), route, q = std::move(q),
+                      body = std::move(body)]() mutable {
+      Server::Impl& s = self->s_;
       Response r;
-      invoke(*route, q, r);
+      // Checked here, not when the request was queued: however many wait
+      // for a worker, no more answers are made than there are workers once
+      // the budget is overspent.
+      const bool busy = s.budget->overspent();
+      if (busy) {
+        s.over_budget.fetch_add(1, std::memory_order_relaxed);
+        r = Response{.status = 503, .body = s.busy_text()};
+      } else {
+        invoke(*route, q, r);
+      }
       const size_t bytes = q.body.size();
       { Request done = std::move(q); }  // its body is freed before the trim
-      Server::Impl& s = self->s_;
+      body.reset();
       if (bytes >= s.opt.trim_after_body_bytes) s.trim();
-      asio::post(s.ioc, [self = std::move(self), r = std::move(r)]() mutable {
-        self->reply(std::move(r), !self->keep_alive_);
+      Charge answer = s.charge_answer(r.body.capacity());
+      asio::post(s.ioc, [self = std::move(self), r = std::move(r), answer = std::move(answer),
+                         busy]() mutable {
+        if (busy) self->s_.alarm_budget.raise(self->s_.opt.name, "from " + self->peer);
+        self->reply(std::move(r), busy || !self->keep_alive_, std::move(answer));
       });
     });
   }
 
-  void reply(Response r, bool close) {
-    if (closed_) return;
+  // `answer`: the bytes of r.body already charged (none: charged here).
+  void reply(Response r, bool close, Charge answer = {}) {
+    if (answer.bytes() == 0) answer = s_.charge_answer(r.body.capacity());
+    if (closed_) {
+      const bool big = answer.bytes() >= s_.opt.trim_after_body_bytes;
+      std::string().swap(r.body);
+      answer.reset();
+      if (big) s_.trim_later();
+      return;
+    }
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
         static_cast<bhttp::status>(r.status), version_ == 10 ? 10 : 11);
     res->set(bhttp::field::content_type, r.content_type);
@@ -443,7 +613,14 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
     res->prepare_payload();
     arm(s_.opt.write_timeout);
     bhttp::async_write(stream_, *res,
-                       [self = this->shared_from_this(), res, close](beast::error_code ec, size_t) {
+                       [self = this->shared_from_this(), res, close, answer = std::move(answer)](
+                           beast::error_code ec, size_t) mutable {
+                         // Written or given up: the answer is freed now,
+                         // not when the connection goes.
+                         const bool big = answer.bytes() >= self->s_.opt.trim_after_body_bytes;
+                         res.reset();
+                         answer.reset();
+                         if (big) self->s_.trim_later();
                          if (ec) return self->close_now();
                          if (close) return self->linger_close();
                          self->await_request(false);
@@ -475,9 +652,9 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
   uint64_t gen_ = 0;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  Charge body_charge_;  // the budget the body being read holds
   const Route* route_ = nullptr;
   std::string path_;
-  std::string peer_;
   bool verified_ = false;
   std::string subject_;
   bool keep_alive_ = true;
@@ -488,6 +665,17 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
 
 Result<int> Server::Impl::start() {
   if (started_) return Error{opt.name + ": already started"};
+  // Blocks of trim_after_body_bytes or more (bodies, answers) are mapped
+  // and unmapped on their own, never carved from a heap. Left to itself,
+  // glibc raises that threshold to the largest block freed so far (and its
+  // trim threshold to twice that): after one 12 MiB answer, the next ones
+  // came from a thread's heap whose top stayed resident, which malloc_trim
+  // does not shrink. Process-wide, once; setting it fixes both thresholds.
+  static std::once_flag mmap_threshold;
+  std::call_once(mmap_threshold, [this] {
+    ::mallopt(M_MMAP_THRESHOLD,
+              static_cast<int>(std::min<size_t>(opt.trim_after_body_bytes, 32u << 20)));
+  });
   const bool tls = !opt.cert_file.empty() || !opt.key_file.empty();
   if (tls && (opt.cert_file.empty() || opt.key_file.empty())) {
     return Error{opt.name + ": a TLS certificate and key must be given together"};
@@ -510,6 +698,9 @@ Result<int> Server::Impl::start() {
     SSL_CTX* ctx = ssl_->native_handle();
     // Clients resume sessions; with peer verification on, OpenSSL refuses a
     // resumption without a session id context.
+    // OpenSSL's record buffers are freed while a connection is idle: an idle
+    // connection should cost a socket, not tens of kilobytes.
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     static const unsigned char kSessionContext[] = "hami-http";
     SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
     if (!opt.client_ca_file.empty()) {
@@ -690,7 +881,10 @@ ServerStats Server::stats() const {
                      .timed_out = v(i.timed_out),
                      .too_large = v(i.too_large),
                      .unauthorized = v(i.unauthorized),
-                     .bad_requests = v(i.bad_requests)};
+                     .bad_requests = v(i.bad_requests),
+                     .over_budget = v(i.over_budget),
+                     .evicted_upload = v(i.evicted_upload),
+                     .budget_used = i.budget->used()};
 }
 
 }  // namespace hami::http

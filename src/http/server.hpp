@@ -19,6 +19,15 @@
 //    client is closed to make room; when every one has a request in our
 //    hands, accepting pauses until one closes or waits on its client again
 //    (new connections wait in the kernel's listen backlog, not refused);
+//  - hold more memory than the daemon's MemoryBudget with bodies being read
+//    or answers it does not read: a body is charged its declared length
+//    before it is read (a chunked one as it grows), an answer its size until
+//    it is written; a request that finds no room gets 503 and the connection
+//    closes, after the upload that has been arriving longest, if it began
+//    over stalled_upload (1 s) ago, has been closed to make room. A request without
+//    a body only needs the budget not to be overspent, and inline routes
+//    (health) are answered whatever the budget. What a closed request held is
+//    handed back to the kernel (malloc_trim);
 //  - reach a route marked Auth::kClientCert without a TLS client certificate
 //    that verifies against client_ca_file (403).
 // Every accepted socket has TCP_NODELAY: an answer written in two pieces
@@ -70,6 +79,31 @@ struct Response {
 
 using Handler = std::function<void(const Request&, Response&)>;
 
+// Bytes of request bodies and unsent answers a daemon holds, across every
+// connection of every Server given it (the scheduler's two listeners share
+// one). Thread-safe.
+//
+//   auto budget = std::make_shared<hami::http::MemoryBudget>(128 << 20);
+//   ServerOptions{.memory_budget = budget, ...};   // every server of the daemon
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(size_t limit) : limit_(limit) {}
+  // Takes `n` bytes if they fit under the limit.
+  bool try_take(size_t n);
+  // Takes `n` bytes whatever the limit: memory already spent (an answer made).
+  void take(size_t n) { used_.fetch_add(n, std::memory_order_relaxed); }
+  void give_back(size_t n) { used_.fetch_sub(n, std::memory_order_relaxed); }
+  size_t used() const { return used_.load(std::memory_order_relaxed); }
+  size_t limit() const { return limit_; }
+  bool overspent() const { return used() > limit_; }
+
+ private:
+  const size_t limit_;
+  std::atomic<size_t> used_{0};
+};
+
+inline constexpr size_t kDefaultMemoryBudget = 64u << 20;
+
 enum class Auth {
   kNone,        // anyone who reaches the port
   kClientCert,  // a TLS client certificate signed by client_ca_file
@@ -107,6 +141,14 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};
   std::chrono::milliseconds write_timeout{10000};
   size_t max_header_bytes = 16 * 1024;
+  // Shared by the daemon's servers; null: one of kDefaultMemoryBudget for
+  // this server alone. A route's max_body over the budget can never be met.
+  std::shared_ptr<MemoryBudget> memory_budget;
+  // An upload that began this long ago may be closed to make room in the
+  // budget: a legitimate body of the largest size (16 MiB) arrives in
+  // milliseconds over a datacenter network, a hostile one holds its room
+  // until the request timeout.
+  std::chrono::milliseconds stalled_upload{1000};
   size_t max_connections = 4096;
   int backlog = 1024;              // the kernel caps it at net.core.somaxconn
   unsigned workers = 4;            // for the computing routes
@@ -121,12 +163,15 @@ struct ServerOptions {
 struct ServerStats {
   uint64_t accepted = 0;
   uint64_t open = 0;
-  uint64_t refused_full = 0;  // max_connections all busy: accepting paused until one closes
-  uint64_t evicted_idle = 0;  // closed to make room for a new connection
-  uint64_t timed_out = 0;     // handshake, request, idle or write deadline passed
-  uint64_t too_large = 0;     // 413 (body) or 431 (header)
-  uint64_t unauthorized = 0;  // 403 on an Auth::kClientCert route
-  uint64_t bad_requests = 0;  // 400: not HTTP
+  uint64_t refused_full = 0;    // max_connections all busy: accepting paused until one closes
+  uint64_t evicted_idle = 0;    // closed to make room for a new connection
+  uint64_t timed_out = 0;       // handshake, request, idle or write deadline passed
+  uint64_t too_large = 0;       // 413 (body) or 431 (header)
+  uint64_t unauthorized = 0;    // 403 on an Auth::kClientCert route
+  uint64_t bad_requests = 0;    // 400: not HTTP
+  uint64_t over_budget = 0;     // 503: no room in the memory budget
+  uint64_t evicted_upload = 0;  // a stalled upload closed to make room in the budget
+  uint64_t budget_used = 0;     // bytes of the budget held now, by every server sharing it
 };
 
 class Server {

@@ -56,6 +56,9 @@ void add_flags(daemon::StartUp& start, AgentFlags& f) {
                  "(env HAMI_RESYNC_INTERVAL)")
       ->capture_default_str();
   daemon::add_http_timeout_flags(app, f.read_timeout, f.idle_timeout);
+  // No route takes a body: the budget is for answers (a scrape of 1,024
+  // containers is a few MiB).
+  daemon::add_http_memory_budget_flag(app, f.http_memory_budget, 1u << 20);
   app.add_flag("--legacy-metrics", f.legacy, "Also export upstream's old metric names");
   app.add_flag("--read-only", f.read_only,
                "Never write a state file (no host PIDs, utilisation or feedback written back)");
@@ -84,7 +87,8 @@ Result<AgentSettings> settle(const AgentFlags& f) {
                   .pod_names = f.pod_names,
                   .kubeconfig = f.kubeconfig,
                   .legacy = f.legacy,
-                  .once = f.once};
+                  .once = f.once,
+                  .http_memory_budget = f.http_memory_budget};
   AgentOptions& opt = s.options;
   opt.write_back = !f.read_only;
   if (opt.node_name.empty()) opt.node_name = hostname();

@@ -34,6 +34,7 @@ struct AgentFlags {
   bool once = false;
   std::string read_timeout = "10s";
   std::string idle_timeout = "60s";
+  size_t http_memory_budget = 32u << 20;
   std::string over_limit_action = "report";
   std::string over_limit_margin = "256m";
 };
@@ -50,6 +51,7 @@ struct AgentSettings {
   bool legacy = false;
   bool once = false;
   std::chrono::milliseconds read_timeout{10000}, idle_timeout{60000};
+  size_t http_memory_budget = 32u << 20;
   std::string summary;  // what --check-flags prints
 };
 

@@ -57,7 +57,8 @@ Result<void> run_agent(const AgentSettings& s, const daemon::StopSignals& signal
                              .interval = s.interval,
                              .metrics = metrics,
                              .request_timeout = s.read_timeout,
-                             .idle_timeout = s.idle_timeout});
+                             .idle_timeout = s.idle_timeout,
+                             .memory_budget = s.http_memory_budget});
   if (auto ok = http.start(); !ok) return ok.error();
   shutdown.add("the metrics server", [&] { http.stop(); });
 

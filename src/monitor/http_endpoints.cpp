@@ -120,11 +120,13 @@ Result<void> HttpEndpoints::start() {
          res.set_content(view_json(*agent_.latest()), "application/json");
        }});
   server_ = std::make_unique<http::Server>(
-      http::ServerOptions{.bind = options_.bind,
-                          .request_timeout = options_.request_timeout,
-                          .idle_timeout = options_.idle_timeout,
-                          .workers = 2,
-                          .name = "node agent"},
+      http::ServerOptions{
+          .bind = options_.bind,
+          .request_timeout = options_.request_timeout,
+          .idle_timeout = options_.idle_timeout,
+          .memory_budget = std::make_shared<http::MemoryBudget>(options_.memory_budget),
+          .workers = 2,
+          .name = "node agent"},
       std::move(routes));
   if (auto r = server_->start(); !r) return r.error();
   port_ = server_->port();

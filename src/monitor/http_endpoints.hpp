@@ -34,6 +34,7 @@ struct HttpOptions {
   MetricsOptions metrics;
   std::chrono::milliseconds request_timeout{10000};  // a request's first byte to its last
   std::chrono::milliseconds idle_timeout{60000};     // between kept-alive requests
+  size_t memory_budget = 32u << 20;                  // answers not yet sent (http::MemoryBudget)
 };
 
 // The view as JSON text; bytes of names that are not UTF-8 (file names are

@@ -26,6 +26,9 @@ SchedulerServer::~SchedulerServer() {
 
 namespace {
 
+static_assert(kLargestRequestBody >= kMaxExtenderBody && kLargestRequestBody >= kMaxAdmissionBody &&
+              kLargestRequestBody >= kMaxBindingBody);
+
 constexpr const char* kJson = "application/json";
 constexpr const char* kNotSynced =
     "the scheduler's node and pod caches have not synced with the API server yet; retry";
@@ -182,6 +185,8 @@ Result<void> SchedulerServer::start() {
   if (!options_.client_ca_file.empty() && !tls) {
     return Error{"--client-ca-file needs HTTPS: give --cert_file and --key_file too"};
   }
+  // One budget for both listeners: /metrics answers are as large as filters.
+  auto budget = std::make_shared<http::MemoryBudget>(options_.memory_budget);
   server_ = std::make_unique<http::Server>(
       http::ServerOptions{.bind = options_.bind,
                           .cert_file = options_.cert_file,
@@ -189,6 +194,7 @@ Result<void> SchedulerServer::start() {
                           .client_ca_file = options_.client_ca_file,
                           .request_timeout = options_.request_timeout,
                           .idle_timeout = options_.idle_timeout,
+                          .memory_budget = budget,
                           .workers = options_.workers,
                           .name = "extender and webhook"},
       routes());
@@ -211,6 +217,7 @@ Result<void> SchedulerServer::start() {
         http::ServerOptions{.bind = options_.metrics_bind,
                             .request_timeout = options_.request_timeout,
                             .idle_timeout = options_.idle_timeout,
+                            .memory_budget = budget,
                             .workers = 1,
                             .name = "metrics"},
         std::vector<http::Route>{{.method = "GET",

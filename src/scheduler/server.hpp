@@ -36,6 +36,9 @@
 
 namespace hami::scheduler {
 
+// The largest request body a route takes (/filter and /prioritize).
+inline constexpr size_t kLargestRequestBody = 16u << 20;
+
 struct ServerOptions {
   std::string bind = "127.0.0.1:8080";  // --http_bind; port 0 picks a free one
   std::string cert_file;                // both set: HTTPS
@@ -43,6 +46,9 @@ struct ServerOptions {
   std::string client_ca_file;  // set: /filter, /prioritize, /bind need a client certificate
   std::chrono::milliseconds request_timeout{10000};  // a request's first byte to its last
   std::chrono::milliseconds idle_timeout{60000};     // between kept-alive requests
+  // Request bodies and unsent answers of both listeners together
+  // (--http-memory-budget): eight filters at the 16 MiB limit at once.
+  size_t memory_budget = 128u << 20;
   // Filter, prioritize and webhook requests handled at once (each may use the
   // ParallelFor pool); binds, which wait on the API server, have 16 of their own.
   unsigned workers = 4;

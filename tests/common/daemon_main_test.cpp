@@ -89,6 +89,27 @@ TEST(StartUp, FlagsOkEndsWithTheLevel) {
             "hami-test: --x: bad\nhami-test: no API server\n");
 }
 
+TEST(HttpMemoryBudgetFlag, TakesSizesNoSmallerThanTheLargestBody) {
+  auto budget = [](std::vector<std::string> args) -> std::pair<std::optional<int>, size_t> {
+    StartUp start({.name = "hami-test"});
+    size_t bytes = 128u << 20;
+    add_http_memory_budget_flag(start.app(), bytes, 16u << 20);
+    args.insert(args.begin(), "hami-test");
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    ::testing::internal::CaptureStderr();
+    auto rc = start.parse(static_cast<int>(argv.size()), argv.data());
+    ::testing::internal::GetCapturedStderr();
+    return {rc, bytes};
+  };
+  EXPECT_EQ(budget({}), std::pair(std::optional<int>(), size_t{128} << 20)) << "the default";
+  EXPECT_EQ(budget({"--http-memory-budget=64Mi"}).second, size_t{64} << 20);
+  EXPECT_EQ(budget({"--http-memory-budget", "1g"}).second, size_t{1} << 30);
+  EXPECT_EQ(budget({"--http-memory-budget=8Mi"}).first, kExitUsage) << "below the largest body";
+  EXPECT_EQ(budget({"--http-memory-budget=lots"}).first, kExitUsage);
+}
+
 TEST(Guarded, AnEscapedExceptionIsOneLineAndExitOne) {
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(guarded("hami-test", []() -> int { throw std::runtime_error("gRPC: boom"); }),

@@ -1,7 +1,8 @@
 // The daemons' HTTP(S) server against real sockets on loopback: routes,
 // keep-alive, the limits a hostile client runs into (bodies, chunked bodies,
-// headers, slow and idle connections, too many connections), client
-// certificates, and answers that do not wait on Nagle's algorithm.
+// headers, slow and idle connections, too many connections, the memory
+// budget of bodies and answers), client certificates, and answers that do
+// not wait on Nagle's algorithm.
 #include "http/server.hpp"
 
 #include <gtest/gtest.h>
@@ -24,6 +25,11 @@ namespace {
 using namespace std::chrono_literals;
 using test::HttpConn;
 using test::TlsClient;
+
+constexpr size_t kMiB = 1 << 20;
+// More than loopback's socket buffers take: most of such an answer waits in
+// the server until the client reads it.
+constexpr size_t kHuge = 32 * kMiB;
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -80,6 +86,13 @@ class HttpServerTest : public ::testing::Test {
          .path = "/big",
          .max_body = 1024,
          .handler = [](const Request&, Response& r) { r.body = std::string(100000, 'n'); }},
+        {.method = "GET",
+         .path = "/huge",
+         .handler =
+             [this](const Request&, Response& r) {
+               ++handled_;
+               r.body = std::string(kHuge, 'h');
+             }},
         {.method = "POST",
          .path = "/wait",
          .max_body = 1024,
@@ -220,6 +233,132 @@ TEST_F(HttpServerTest, ChunkedBodyIsBoundedWhileItIsRead) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, std::to_string(2 * 0x10000));
+}
+
+// Declared bodies are charged before they are read: with room for three
+// half-sent 1 MiB uploads, a fourth is refused at its header, health checks
+// are still answered, and the room comes back as uploads finish.
+TEST_F(HttpServerTest, BodiesBeingReadShareOneMemoryBudget) {
+  auto budget = std::make_shared<MemoryBudget>(3 * kMiB);
+  // No upload is ever old enough to be closed for room here.
+  Server& s = start({.bind = "127.0.0.1:0", .memory_budget = budget, .stalled_upload = 1h});
+  const std::string head =
+      "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(kMiB) + "\r\n\r\n";
+  std::vector<HttpConn> uploads;
+  for (int i = 0; i < 3; ++i) {
+    uploads.push_back(HttpConn::open(s.port()));
+    ASSERT_TRUE(uploads.back().send(head + std::string(kMiB / 2, 'u')));
+  }
+  ASSERT_TRUE(test::wait_until([&] { return s.stats().budget_used >= 3 * kMiB; }, 3s))
+      << s.stats().budget_used;
+  HttpConn late = HttpConn::open(s.port());
+  ASSERT_TRUE(late.send(head));
+  auto r = late.read_reply(2s);
+  ASSERT_TRUE(r) << "no answer before the body was sent";
+  EXPECT_EQ(r->status, 503);
+  EXPECT_NE(r->body.find("memory budget (3 MiB, --http-memory-budget)"), std::string::npos)
+      << r->body;
+  EXPECT_EQ(s.stats().over_budget, 1u);
+  EXPECT_TRUE(healthy(std::nullopt)) << "a health check needs no budget";
+  HttpConn small = HttpConn::open(s.port());
+  auto tiny = small.request("POST", "/upload", "x", 2s);
+  ASSERT_TRUE(tiny);
+  EXPECT_EQ(tiny->status, 503) << "a small body finds no room either";
+  // An upload that finishes gives its room back.
+  ASSERT_TRUE(uploads[0].send(std::string(kMiB / 2, 'u')));
+  auto done = uploads[0].read_reply(3s);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->body, std::to_string(kMiB));
+  ASSERT_TRUE(test::wait_until([&] { return s.stats().budget_used <= 2 * kMiB; }, 3s));
+  HttpConn next = HttpConn::open(s.port());
+  ASSERT_TRUE(next.send(head + std::string(kMiB, 'u')));
+  auto ok = next.read_reply(3s);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(s.stats().evicted_upload, 0u) << "the uploads are under a second old";
+  uploads.clear();
+  EXPECT_TRUE(test::wait_until([&] { return s.stats().budget_used == 0; }, 3s))
+      << s.stats().budget_used << " bytes still held after every connection closed";
+}
+
+// Chunked bodies have no declared length: they are charged as they grow.
+TEST_F(HttpServerTest, ChunkedBodiesAreChargedAsTheyGrow) {
+  auto budget = std::make_shared<MemoryBudget>(kMiB / 2);
+  Server& s = start({.bind = "127.0.0.1:0", .memory_budget = budget, .stalled_upload = 1h});
+  HttpConn c = HttpConn::open(s.port());
+  ASSERT_TRUE(c.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(c.send(chunk));
+  ASSERT_TRUE(test::wait_until([&] { return s.stats().budget_used >= 4 * 0x10000; }, 3s))
+      << s.stats().budget_used;
+  // Past the budget, below the route's 1 MiB limit: 503.
+  for (int i = 4; i < 12; ++i)
+    ASSERT_TRUE(c.send(chunk));
+  auto r = c.read_reply(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(handled_.load(), 0);
+  EXPECT_TRUE(test::wait_until([&] { return s.stats().budget_used == 0; }, 3s));
+}
+
+// A client that sends all but the last byte of a body holds its room until
+// its request times out; a new request takes the room of the upload that
+// began longest ago once that is older than stalled_upload.
+TEST_F(HttpServerTest, AStalledUploadMakesRoomForANewRequest) {
+  auto budget = std::make_shared<MemoryBudget>(2 * kMiB);
+  Server& s = start({.bind = "127.0.0.1:0", .memory_budget = budget, .stalled_upload = 200ms});
+  const std::string head =
+      "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(kMiB) + "\r\n\r\n";
+  std::vector<HttpConn> stalled;
+  for (int i = 0; i < 2; ++i) {
+    stalled.push_back(HttpConn::open(s.port()));
+    ASSERT_TRUE(stalled.back().send(head + std::string(kMiB - 1, 'u')));
+  }
+  ASSERT_TRUE(test::wait_until([&] { return s.stats().budget_used >= 2 * kMiB; }, 3s));
+  // 503 while the stalled ones are young, then 200 once the oldest is not.
+  int refused = 0;
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        HttpConn c = HttpConn::open(s.port());
+        auto r = c.request("POST", "/upload", std::string(kMiB / 2, 'n'), 2s);
+        if (r && r->status == 503) ++refused;
+        return r && r->status == 200;
+      },
+      5s, 100ms))
+      << "a stalled upload kept its room";
+  EXPECT_GE(s.stats().evicted_upload, 1u);
+  EXPECT_TRUE(stalled.front().wait_closed(2s)) << "the oldest stalled upload was not closed";
+  std::printf("stalled uploads: %d request(s) refused before the oldest made room\n", refused);
+}
+
+// An answer is charged until it is written: clients that ask and never read
+// cannot make the server hold more than the budget and one answer per
+// worker; the rest get 503, and closing them gives the memory back.
+TEST_F(HttpServerTest, UnreadAnswersAreChargedUntilWritten) {
+  auto budget = std::make_shared<MemoryBudget>(kHuge + kMiB);
+  Server& s = start({.bind = "127.0.0.1:0", .memory_budget = budget, .workers = 1});
+  std::vector<HttpConn> readers;
+  for (int i = 0; i < 5; ++i) {
+    readers.push_back(HttpConn::open(s.port()));
+    ASSERT_TRUE(readers.back().send("GET /huge HTTP/1.1\r\nHost: x\r\n\r\n"));
+    // One at a time, so which are answered does not depend on scheduling.
+    ASSERT_TRUE(test::wait_until(
+        [&] { return handled_ + s.stats().over_budget == static_cast<uint64_t>(i + 1); }, 5s));
+  }
+  EXPECT_EQ(handled_.load(), 2) << "answers were made past an overspent budget";
+  EXPECT_EQ(s.stats().over_budget, 3u);
+  EXPECT_GE(s.stats().budget_used, kHuge) << "the unread answers are not charged";
+  auto last = readers.back().read_reply(2s);
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->status, 503);
+  EXPECT_TRUE(healthy(std::nullopt));
+  auto first = readers.front().read_reply(5s);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->body.size(), kHuge);
+  readers.clear();
+  EXPECT_TRUE(test::wait_until([&] { return s.stats().budget_used == 0; }, 3s))
+      << s.stats().budget_used << " bytes still held after every client left";
 }
 
 TEST_F(HttpServerTest, HeaderOverTheLimitIs431AndGarbageIs400) {

@@ -264,6 +264,15 @@ std::optional<HttpReply> HttpConn::read_reply(std::chrono::milliseconds timeout)
   return r;
 }
 
+std::optional<int> HttpConn::read_status(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (in_.find("\r\n") == std::string::npos) {
+    if (!fill(deadline)) return std::nullopt;
+  }
+  if (in_.size() < 12 || in_.compare(0, 5, "HTTP/") != 0) return std::nullopt;
+  return std::atoi(in_.c_str() + 9);
+}
+
 std::optional<HttpReply> HttpConn::request(const std::string& method, const std::string& path,
                                            const std::string& body,
                                            std::chrono::milliseconds timeout) {

@@ -54,6 +54,9 @@ class HttpConn {
   bool send(std::string_view bytes, std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // Reads one answer (Content-Length or chunked body).
   std::optional<HttpReply> read_reply(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Reads an answer's status line only, leaving the rest unread in the
+  // server (a client that asks and never reads the answer).
+  std::optional<int> read_status(std::chrono::milliseconds timeout = std::chrono::seconds(5));
   // send + read_reply of a whole request with Content-Length, kept alive.
   std::optional<HttpReply> request(const std::string& method, const std::string& path,
                                    const std::string& body = "",
