@@ -127,7 +127,9 @@ template <class Shape, class Call>
     } else {
       LaunchLimiter::end_window(tw.w, now);
     }
-    wait_until(*lim, go + kBatchNs, !captures);
+    // A container on several GPUs wakes in phase on all of them.
+    const int64_t in_phase = lim->phase_wake(go);
+    wait_until(*lim, in_phase != 0 ? in_phase : go + kBatchNs, !captures);
     const int64_t after = mono_ns();
     lim->note_wait(after - now);
     now = after;

@@ -92,6 +92,7 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev, region::Region& regio
   }
   if (alone != 0) lim->set_pace_percent(alone);
   lim->set_alone_percent(share_alone(dev, region));
+  set_peers(*lim, dev, region);
   timers_[d].store(timer, std::memory_order_release);
   limiters_[d].store(lim, std::memory_order_release);
   if (alone != 0) {
@@ -124,6 +125,20 @@ limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
   return lim != nullptr ? lim : create_limiter(c.device, rt.region());
 }
 
+void SmControl::set_peers(limiter::LaunchLimiter& lim, int dev,
+                          const region::Region& region) noexcept {
+  if (!clocks_) return;
+  const int devices = static_cast<int>(std::min<uint64_t>(region.device_count(), kMaxDevices));
+  std::array<const int64_t*, kMaxDevices> peers{};
+  int n = 0;
+  for (int e = 0; e < devices; ++e)
+    if (e != dev) peers[static_cast<size_t>(n++)] = clocks_->clock(e);
+  if (n > lim.peer_count()) {
+    log::info("device %d: paced in phase with the container's %d other GPU(s)", dev, n);
+  }
+  lim.set_peer_clocks(peers.data(), n);
+}
+
 uint32_t SmControl::share_alone(int dev, const region::Region& region) const noexcept {
   const uint32_t share = percent_[static_cast<size_t>(dev)].load(std::memory_order_relaxed);
   const int32_t n = std::max<int32_t>(1, region.proc_num());
@@ -141,6 +156,7 @@ void SmControl::each_second(region::Region& region, int64_t second) noexcept {
     const uint32_t alone = share_alone(static_cast<int>(d), region);
     if (clocks_broken_) lim->set_pace_percent(alone);
     lim->set_alone_percent(alone);
+    set_peers(*lim, static_cast<int>(d), region);
     if (lim->clock_abandoned() && !abandon_logged_[d].exchange(true)) {
       log::error(
           "device %zu: the container's SM pace clock was set back (%s was rewritten or "

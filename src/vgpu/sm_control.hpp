@@ -99,6 +99,8 @@ class SmControl {
   // Without the container's clock, this process paces to the share divided
   // among the container's processes (the state file's count), never more.
   uint32_t share_alone(int dev, const region::Region& region) const noexcept;
+  // The container's other devices' clocks, for pacing in phase with them.
+  void set_peers(limiter::LaunchLimiter& lim, int dev, const region::Region& region) noexcept;
 
   bool any_limit_ = false;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;

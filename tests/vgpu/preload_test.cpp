@@ -808,6 +808,25 @@ TEST_F(Preload, ARewoundOrReplacedPaceClockGainsNothing) {
   }
 }
 
+// A container on two GPUs paces them in phase (the ranks of a collective
+// resume together: tests/vgpu/limiter/in_phase_test.cpp); one with one GPU
+// has nothing to be in phase with.
+TEST_F(Preload, AContainerOnTwoGpusPacesThemInPhase) {
+  const Env env = {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"LIBCUDA_LOG_LEVEL", "3"}};
+  auto r = run({"init", "ctx:0", "launchpath:kernel:2", "ctx:1", "launchpath:kernel:2"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("device 1: paced in phase with the container's 1 other GPU(s)"),
+            std::string::npos)
+      << r.err;
+  fresh_container();
+  r = run({"init", "ctx:0", "launchpath:kernel:2"}, {{"CUDA_DEVICE_SM_LIMIT", "30"},
+                                                     {"LIBCUDA_LOG_LEVEL", "3"},
+                                                     {"SIMGPU_STATE", dir_.file("one-gpu.state")},
+                                                     {"SIMGPU_DEVICES", kGpuA + ":80g"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("paced in phase"), std::string::npos) << r.err;
+}
+
 TEST_F(Preload, CapturedLaunchesAreNotCharged) {
   for (const std::string& via : kRoutes) {
     SCOPED_TRACE(via);

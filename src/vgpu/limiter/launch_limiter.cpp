@@ -41,6 +41,9 @@ constexpr int64_t kMaxIdleLagNs = 10'000;
 // then holds the host's time to make that mark instead.
 constexpr int64_t kLagFromNs = 20'000;
 
+// A peer whose clock is this far behind has not launched for a while.
+constexpr int64_t kLivePeerNs = 1'000'000'000;
+
 }  // namespace
 
 LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
@@ -83,9 +86,39 @@ int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns, uint
   launches_[static_cast<int>(path)].fetch_add(count, std::memory_order_relaxed);
   charge(cost);
   if (!enforced) return now_ns;
-  const int64_t go = pacer_.admit(cost, pace_percent(), now_ns, options_.burst_ns);
+  const uint32_t percent = pace_percent();
+  int64_t go = pacer_.admit(cost, percent, now_ns, options_.burst_ns);
+  if (npeers_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    go = in_phase_go(go, busiest_peer_clock(), occupancy_ns(cost, percent), options_.burst_ns);
+  }
   return learning_until > now_ns ? std::max(go, std::min(learning_until, now_ns + kLearnPollNs))
                                  : go;
+}
+
+void LaunchLimiter::set_peer_clocks(const int64_t* const* clocks, int n) noexcept {
+  n = std::min(n, kMaxPeers);
+  for (int i = 0; i < n; ++i)
+    peers_[static_cast<size_t>(i)].store(clocks[i], std::memory_order_relaxed);
+  npeers_.store(n, std::memory_order_release);
+}
+
+int64_t LaunchLimiter::busiest_peer_clock() const noexcept {
+  const int n = npeers_.load(std::memory_order_acquire);
+  int64_t busiest = INT64_MIN;
+  for (int i = 0; i < n; ++i) {
+    const int64_t* c = peers_[static_cast<size_t>(i)].load(std::memory_order_relaxed);
+    const int64_t t = std::atomic_ref<const int64_t>(*c).load(std::memory_order_relaxed);
+    busiest = std::max(busiest, t);
+  }
+  return busiest;
+}
+
+int64_t LaunchLimiter::phase_wake(int64_t go) const noexcept {
+  // Only while a peer paces too: a GPU of the container nothing runs on
+  // leaves this one waking as it would alone.
+  if (npeers_.load(std::memory_order_relaxed) == 0 || busiest_peer_clock() < go - kLivePeerNs)
+    return 0;
+  return in_phase_wake(go, options_.burst_ns);
 }
 
 void LaunchLimiter::note_wait(int64_t ns) noexcept {

@@ -144,6 +144,16 @@ class LaunchLimiter {
   // process now paces on a clock of its own (SharePacer).
   bool clock_abandoned() const noexcept { return pacer_.clock_abandoned(); }
 
+  // The clocks of the container's other devices, paced in phase with this
+  // one (share_pacer.hpp); set again as the container's devices grow. The
+  // clocks stay mapped for the process's life.
+  static constexpr int kMaxPeers = 16;
+  void set_peer_clocks(const int64_t* const* clocks, int n) noexcept;
+  int peer_count() const noexcept { return npeers_.load(std::memory_order_relaxed); }
+  // When a launch that must wait until `go` should wake, with peers; 0
+  // without (the caller then wakes a little past `go`).
+  int64_t phase_wake(int64_t go) const noexcept;
+
   // Charges `count` launches of shape `key` and publishes the charge. When
   // `enforced`, returns the time the last may start; otherwise nothing is
   // paced and the answer is `now_ns`.
@@ -229,6 +239,10 @@ class LaunchLimiter {
   SharePacer pacer_;
   std::atomic<uint32_t> pace_percent_;
   std::atomic<uint32_t> alone_percent_{0};
+  std::array<std::atomic<const int64_t*>, kMaxPeers> peers_{};
+  std::atomic<int> npeers_{0};
+  // The latest of the peers' clocks (INT64_MIN without peers).
+  int64_t busiest_peer_clock() const noexcept;
   CostTable table_;
 
   std::mutex mu_;
