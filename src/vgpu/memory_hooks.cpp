@@ -69,6 +69,7 @@ constexpr auto kNoSpill = [] { return CUDA_ERROR_OUT_OF_MEMORY; };
 template <class Allocate, class Key, class Spill>
 CUresult charged_alloc(Runtime& rt, vgpu::AllocationTable& table, int dev, uint64_t charge,
                        Allocate&& allocate, Key&& key, Spill&& spill) {
+  rt.settle(dev);
   if (!rt.reserve(dev, UsageKind::kData, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = allocate();
   if (rc != CUDA_SUCCESS) [[unlikely]] {
@@ -122,6 +123,7 @@ CUresult alloc_async(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUst
     cu.cuDeviceGetMemPool(&pool, ordinal);
   }
   const uint64_t request = vgpu::charge_for_linear(bytesize);
+  rt->settle(guess);
   if (!rt->reserve(guess, UsageKind::kData, request)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = device_or_full(*rt, bytesize, -1, real_alloc);
   if (rc != CUDA_SUCCESS) [[unlikely]] {
@@ -210,6 +212,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   // settle on what it actually chose.
   const int dev = rt->current_device(nullptr);
   const uint64_t estimate = vgpu::charge_for_linear(vgpu::round_up(WidthInBytes, 512) * Height);
+  rt->settle(dev);
   if (!rt->reserve(dev, UsageKind::kData, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = device_or_full(*rt, estimate, -1, [&] {
     return call_real(cu.cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
@@ -329,6 +332,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     return call_real(cu.cuMemCreate, handle, size, prop, flags);
   }
   const int dev = rt->devices().index_for_ordinal(prop->location.id);
+  rt->settle(dev);
   if (!rt->reserve(dev, UsageKind::kData, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult rc = device_or_full(*rt, size, prop->location.id, [&] {
     return call_real(cu.cuMemCreate, handle, size, prop, flags);

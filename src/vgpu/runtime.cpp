@@ -1,6 +1,7 @@
 #include "vgpu/runtime.hpp"
 
 #include <pthread.h>
+#include <time.h>
 
 #include <mutex>
 #include <new>
@@ -249,6 +250,65 @@ uint64_t Runtime::own_spilled(int dev) const noexcept {
   return own_spilled_[static_cast<size_t>(dev)].load(std::memory_order_relaxed);
 }
 
+namespace {
+// How often settle() asks NVML, and the difference it lets pass: charges and
+// the driver's figure agree to the page on every hooked path
+// (tests/gpu/results/gpu-suite-h200.txt).
+constexpr int64_t kSettleIntervalNs = 100'000'000;
+constexpr uint64_t kSettleSlack = 32ull << 20;
+
+int64_t coarse_now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+void Runtime::settle(int dev, bool now) noexcept {
+  if (dev < 0 || dev >= kMaxDevices || limits_[dev] == 0) return;
+  const auto d = static_cast<size_t>(dev);
+  const int64_t t = coarse_now_ns();
+  int64_t last = settled_at_ns_[d].load(std::memory_order_relaxed);
+  if (!now && t - last < kSettleIntervalNs) return;
+  if (!settled_at_ns_[d].compare_exchange_strong(last, t, std::memory_order_relaxed) && !now)
+    return;
+  // A measurement in progress (a context, a module) would be counted twice.
+  std::unique_lock measuring(probe_.mutex(), std::try_to_lock);
+  if (!measuring.owns_lock()) return;
+  const ProcessMemoryProbe::Sample s = probe_.sample(*this, dev);
+  // NVML lists only processes holding memory: once it has named this one,
+  // not listing it means it holds nothing there.
+  if (s.process) nvml_names_me_.store(true, std::memory_order_relaxed);
+  if (!s.process && !nvml_names_me_.load(std::memory_order_relaxed)) return;
+  const uint64_t held = s.process.value_or(0);
+  const uint64_t extra = unexplained_[d].load(std::memory_order_relaxed);
+  const uint64_t hooked = own_usage(dev) > extra ? own_usage(dev) - extra : 0;
+  const uint64_t want = held > hooked + kSettleSlack ? held - hooked - kSettleSlack : 0;
+  if (want == extra) {
+    lower_seen_[d].store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (want < extra) {
+    // Lower only on a second look that agrees, never below either look.
+    const uint64_t seen = lower_seen_[d].exchange(want + 1, std::memory_order_relaxed);
+    if (seen == 0 || now) return;
+    const uint64_t lower = std::max(want, seen - 1);
+    change_own(dev, UsageKind::kContext, extra - lower, false);
+    unexplained_[d].store(lower, std::memory_order_relaxed);
+    lower_seen_[d].store(0, std::memory_order_relaxed);
+    return;
+  }
+  lower_seen_[d].store(0, std::memory_order_relaxed);
+  change_own(dev, UsageKind::kContext, want - extra, true);
+  unexplained_[d].store(want, std::memory_order_relaxed);
+  if (log::enabled(log::Level::kInfo)) {
+    log::info(
+        "device %d: the driver holds %s for this process where the hooks charged %s; "
+        "the difference is charged",
+        dev, format_bytes(held).c_str(), format_bytes(hooked).c_str());
+  }
+}
+
 bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {
   if (dev < 0 || dev >= kMaxDevices || bytes == 0) return true;
   change_own(dev, kind, bytes, true);
@@ -260,6 +320,8 @@ bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {
   bool reclaimed = swept && !swept->reclaimed.empty();
   if (pools_.shrink_all(*this)) reclaimed = true;
   if (reclaimed && usage(dev) <= lim) return true;
+  settle(dev, true);
+  if (usage(dev) <= lim) return true;
   change_own(dev, kind, bytes, false);
   if (log::enabled(log::Level::kWarn)) {
     log::warn("device %d (%s): refused %s: the container already uses %s of its %s limit", dev,

@@ -78,6 +78,18 @@ class Runtime {
   // growing it does not fit.
   bool adjust(int dev, region::UsageKind kind, uint64_t from, uint64_t to) noexcept;
 
+  // Settles this process's charge on `dev` on what NVML says the driver
+  // holds for it, so memory committed where no hook sees it (the code of
+  // kernels the CUDA runtime loads inside a launch, private driver paths) is
+  // charged too: the excess over what the hooks charged, less a slack, is
+  // charged as context memory. It follows NVML down only when two looks in a
+  // row agree (a reservation whose allocation the driver has not made yet
+  // looks like memory given back). At most every kSettleIntervalNs unless
+  // `now`; nothing where NVML cannot name this process. Called on memory
+  // queries, before a refusal, and by allocation hooks before they reserve
+  // (never between a commit and its charge, which it would count twice).
+  void settle(int dev, bool now = false) noexcept;
+
   // Effective limit in bytes (0 = none) and the container's usage.
   uint64_t limit(int dev) const noexcept;
   uint64_t usage(int dev) const noexcept;
@@ -139,6 +151,11 @@ class Runtime {
   std::array<std::atomic<uint64_t>, kMaxDevices> own_context_{};
   std::array<std::atomic<uint64_t>, kMaxDevices> own_data_{};
   std::array<std::atomic<uint64_t>, kMaxDevices> own_spilled_{};
+  // What settle() charged beyond the hooks' charges, and when it last looked.
+  std::array<std::atomic<uint64_t>, kMaxDevices> unexplained_{};
+  std::array<std::atomic<int64_t>, kMaxDevices> settled_at_ns_{};
+  std::array<std::atomic<uint64_t>, kMaxDevices> lower_seen_{};  // 0: none
+  std::atomic<bool> nvml_names_me_{false};
   bool oversubscribe_ = false;
   bool limits_from_file_ = false;
   DeviceMap devices_;

@@ -51,6 +51,7 @@
 // Limits and modules: setlimit:<stack|heap|printf>:<value> | modload:<bytes>
 //   (a simulated image) | modfile:<path> | modunload | libload:<bytes> |
 //   libfile:<path> | libkernel:<name> (cuLibraryGetKernel + cuKernelGetFunction) |
+//   liblaunch:<name> (cuLibraryGetKernel, then cuLaunchKernel of the kernel) |
 //   libmodule | libunload
 // Every line carries ms=<wall time of the op>. Launch and capture lines also
 // say what the simulated driver saw during the op: plain= / ptsz= (calls of
@@ -889,6 +890,16 @@ int main(int argc, char** argv) {
       if (rc == CUDA_SUCCESS)
         rc = reinterpret_cast<CUresult (*)(CUfunction*, CUkernel)>(
             drv("cuKernelGetFunction", "cuKernelGetFunction"))(&f, k);
+    } else if (name == "liblaunch") {
+      // A library kernel launched as it is, as the CUDA runtime's lazy
+      // loading does: the library loads inside the launch.
+      CUkernel k = nullptr;
+      rc = reinterpret_cast<CUresult (*)(CUkernel*, CUlibrary, const char*)>(
+          drv("cuLibraryGetKernel", "cuLibraryGetKernel"))(
+          &k, libraries.back(), parts.size() > 1 ? parts[1].c_str() : "k");
+      if (rc == CUDA_SUCCESS)
+        rc = api.cuLaunchKernel(reinterpret_cast<CUfunc_st*>(k), 1, 1, 1, 32, 1, 1, 0, nullptr,
+                                nullptr, nullptr);
     } else if (name == "libmodule") {
       CUmodule m = nullptr;
       rc = reinterpret_cast<CUresult (*)(CUmodule*, CUlibrary)>(

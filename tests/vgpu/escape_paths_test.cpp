@@ -151,6 +151,20 @@ TEST_F(EscapePaths, LibraryGlobalsAreChargedWhenTheDriverCommitsThem) {
   EXPECT_LE(held(out), kLimit);
 }
 
+// Memory no hook sees being committed (here a library the CUDA runtime's
+// lazy loading loads inside cuLaunchKernel) is charged from what NVML says
+// the driver holds for the process, at the next allocation; when it is given
+// back, the charge follows once two looks agree.
+TEST_F(EscapePaths, MemoryNoHookSeesIsChargedFromWhatTheDriverHolds) {
+  const std::string out =
+      run({"init", "ctx:0", "libload:1536m", "liblaunch:k", "procmem:0", "alloc:768m", "libunload",
+           "sleep:120", "meminfo", "sleep:120", "meminfo", "alloc:768m", "procmem:0"});
+  EXPECT_EQ(num(find_op(out, "procmem:0", 0), "used"), 1536 * MiB) << "loaded in the launch";
+  EXPECT_EQ(rc_of(out, "alloc:768m", 0), kOutOfMemory);
+  EXPECT_EQ(rc_of(out, "alloc:768m", 1), 0) << "given back once the library is gone";
+  EXPECT_LE(held(out), kLimit);
+}
+
 // A 6 GiB graph allocation node: refused before the graph makes it real.
 TEST_F(EscapePaths, AGraphAllocationNodeBeyondTheLimitIsRefused) {
   const std::string out =

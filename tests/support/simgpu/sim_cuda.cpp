@@ -959,6 +959,11 @@ CUresult load_module(CUmodule* out, bool ok, uint64_t bytes) {
   return CUDA_SUCCESS;
 }
 
+std::set<const void*>& kernel_handles() {
+  static auto* s = new std::set<const void*>();
+  return *s;
+}
+
 // Loads library `lib` into the current context's device, once.
 CUresult library_into_context(CUlib_st* lib) {
   int physical = 0;
@@ -987,6 +992,18 @@ CUresult load_library(CUlibrary* out, bool ok, uint64_t bytes) {
   return CUDA_SUCCESS;
 }
 
+}  // namespace
+
+namespace {
+CUresult load_if_kernel(CUfunction f) {
+  CUlib_st* lib = nullptr;
+  {
+    std::lock_guard lock(proc().mu);
+    if (kernel_handles().count(f) == 0) return CUDA_SUCCESS;
+    lib = reinterpret_cast<CUkern_st*>(f)->lib;
+  }
+  return library_into_context(lib);
+}
 }  // namespace
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
@@ -1030,8 +1047,10 @@ CUresult cuLibraryUnload(CUlibrary lib) {
   std::lock_guard lock(proc().mu);
   for (const auto& [physical, bytes] : lib->committed)
     simgpu::give(physical, bytes);
-  for (CUkern_st* k : lib->kernels)
+  for (CUkern_st* k : lib->kernels) {
+    kernel_handles().erase(k);
     delete k;
+  }
   for (CUmod_st* m : lib->modules)
     delete m;
   delete lib;
@@ -1042,6 +1061,7 @@ CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary lib, const char* name) {
   std::lock_guard lock(proc().mu);
   lib->kernels.push_back(new CUkern_st{lib});
   *kernel = lib->kernels.back();
+  kernel_handles().insert(*kernel);
   return CUDA_SUCCESS;
 }
 CUresult cuKernelGetFunction(CUfunction* fn, CUkernel kernel) {
@@ -1577,8 +1597,11 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
 }
 
 // ---- launches
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+// A library kernel launched as such (the CUDA runtime's lazy loading) loads
+// its library into the context here, inside the launch.
+CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream s, void**, void**) {
+  if (CUresult rc = load_if_kernel(f); rc != CUDA_SUCCESS) return rc;
   return launch("cuLaunchKernel", s, false, kernel_ns());
 }
 CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
