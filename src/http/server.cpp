@@ -216,6 +216,8 @@ class Server::Impl {
   // not fit, the upload that began longest ago is closed to make room if it
   // began over opt.stalled_upload ago, and so on; false when that is not enough.
   bool take_for_body(ConnBase* c, size_t n) {
+    // A closed connection is never listed: it may be freed at any time.
+    if (c->closed_) return false;
     const auto now = Clock::now();
     while (!budget->try_take(n)) {
       if (uploads_.empty()) return false;
@@ -430,6 +432,8 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
   }
 
   void on_header(beast::error_code ec) {
+    // Closed (evicted, timed out) after the header arrived: nothing to answer.
+    if (closed_) return drop_body();
     if (ec) return on_read_error(ec);
     auto& req = parser_->get();
     const std::string_view target(req.target().data(), req.target().size());
@@ -478,6 +482,7 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
   void read_body() {
     bhttp::async_read_some(stream_, buffer_, *parser_,
                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                             if (self->closed_) return self->drop_body();
                              if (ec) return self->on_read_error(ec);
                              if (!self->charge_body(self->parser_->get().body().capacity())) {
                                return self->busy();

@@ -497,6 +497,39 @@ TEST_F(HttpServerTest, EvictionsRacingRequestsLeaveTheServerServing) {
   EXPECT_TRUE(healthy(trusted()));
 }
 
+// Every new upload closes the oldest to make room while those are still
+// sending: a read that completes just as its connection is closed must not
+// list the freed connection among the uploads again.
+TEST_F(HttpServerTest, EvictedUploadsRacingTheirReadsLeaveTheServerServing) {
+  auto budget = std::make_shared<MemoryBudget>(kMiB);
+  Server& s = start({.bind = "127.0.0.1:0", .memory_budget = budget, .stalled_upload = 0ms});
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&] {
+      const std::string head =
+          "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(kMiB / 2) +
+          "\r\n\r\n";
+      const std::string piece(kMiB / 16, 'u');
+      while (!stop) {
+        HttpConn c = HttpConn::open(s.port(), std::nullopt, 500ms);
+        bool sent = c.ok() && c.send(head, 500ms);
+        for (int i = 0; sent && i < 8; ++i)
+          sent = c.send(piece, 500ms);
+        if (sent) c.read_reply(500ms);
+      }
+    });
+  }
+  std::this_thread::sleep_for(1s);
+  stop = true;
+  for (auto& c : clients)
+    c.join();
+  EXPECT_GT(s.stats().evicted_upload, 0u) << "no upload was ever closed to make room";
+  EXPECT_TRUE(healthy(std::nullopt));
+  EXPECT_TRUE(test::wait_until([&] { return s.stats().budget_used == 0; }, 3s))
+      << s.stats().budget_used << " bytes still held after every client left";
+}
+
 TEST_F(HttpServerTest, ClientCertificateRoutes) {
   Server& s = start(tls_options());
   const std::string body = "{}";
