@@ -149,7 +149,8 @@ for size in $SIZES; do
   source "$D/env"
   daemon hami-scheduler "$SCHED" --kubeconfig="$HAMI_E2E_SCHEDULER_KUBECONFIG" \
     --http_bind="127.0.0.1:$HAMI_E2E_EXTENDER_PORT" --cert_file="$HAMI_E2E_CERT" \
-    --key_file="$HAMI_E2E_KEY" --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT"
+    --key_file="$HAMI_E2E_KEY" --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT" \
+    --decision-key-file="$HAMI_E2E_DECISION_KEY" --decision-writers=hami-scheduler,hami-device-plugin
   daemon standin "$BENCH" standin --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG"
   log "$nodes nodes"
   "$BENCH" nodes --kubeconfig="$HAMI_E2E_KUBECONFIG" --count="$nodes"

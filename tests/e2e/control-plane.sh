@@ -158,6 +158,24 @@ webhooks:
   reinvocationPolicy: Never
   objectSelector:
     matchExpressions: [{key: hami.io/webhook, operator: NotIn, values: [ignore]}]
+---
+# As the chart: every pod UPDATE, whatever the pod's labels, so only our
+# scheduler and device plugin (--decision-writers) change the decision
+# annotations.
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: hami-decisions}
+webhooks:
+- name: decisions.hami.io
+  admissionReviewVersions: [v1, v1beta1]
+  clientConfig:
+    url: https://127.0.0.1:$EXTENDER_PORT/webhook
+    caBundle: $ca_b64
+  rules:
+  - {operations: [UPDATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}
+  failurePolicy: Fail
+  sideEffects: None
+  timeoutSeconds: 10
 EOF
 }
 
@@ -244,6 +262,8 @@ EOF
   kubeconfig "$D/kube-scheduler.kubeconfig" system:kube-scheduler "$scheduler_token"
   kubeconfig "$D/hami-scheduler.kubeconfig" hami-scheduler "$hami_token"
   kubeconfig "$D/hami-device-plugin.kubeconfig" hami-device-plugin "$dp_token"
+  # The key our scheduler signs its decisions with and the plugins check.
+  openssl rand -hex 32 >"$D/decision.key"
 
   log "etcd on 127.0.0.1:$ETCD_PORT"
   spawn etcd etcd --name e2e --data-dir "$D/etcd" \
@@ -300,13 +320,14 @@ export HAMI_E2E_CA=$PKI/ca.crt
 export HAMI_E2E_CERT=$PKI/hami.crt
 export HAMI_E2E_KEY=$PKI/hami.key
 export HAMI_E2E_CLIENT_CA=$PKI/client-ca.crt
+export HAMI_E2E_DECISION_KEY=$D/decision.key
 export HAMI_E2E_APISERVER=https://127.0.0.1:$APISERVER_PORT
 export HAMI_E2E_KUBECTL=$BIN/kubectl
 export PATH=$BIN:\$PATH
 EOF
   log "ready; state in $D, logs in $LOGS"
   log "hami-scheduler is expected on 127.0.0.1:$EXTENDER_PORT, e.g.:"
-  log "  build/e2e/src/hami-scheduler --kubeconfig=$D/hami-scheduler.kubeconfig --http_bind=127.0.0.1:$EXTENDER_PORT --cert_file=$PKI/hami.crt --key_file=$PKI/hami.key --client-ca-file=$PKI/client-ca.crt --metrics-bind-address=127.0.0.1:$METRICS_PORT"
+  log "  build/e2e/src/hami-scheduler --kubeconfig=$D/hami-scheduler.kubeconfig --http_bind=127.0.0.1:$EXTENDER_PORT --cert_file=$PKI/hami.crt --key_file=$PKI/hami.key --client-ca-file=$PKI/client-ca.crt --metrics-bind-address=127.0.0.1:$METRICS_PORT --decision-key-file=$D/decision.key --decision-writers=hami-scheduler,hami-device-plugin"
   cat "$D/env"
 }
 

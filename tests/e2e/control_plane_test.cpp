@@ -318,7 +318,8 @@ struct NodeRuntime {
 struct Cluster {
   std::string dir, admin_kubeconfig, scheduler_kubeconfig, plugin_kubeconfig;
   std::string ca, cert, key;
-  std::string client_ca;  // kube-scheduler's client certificates: --client-ca-file
+  std::string client_ca;     // kube-scheduler's client certificates: --client-ca-file
+  std::string decision_key;  // the scheduler signs, the plugins check: --decision-key-file
   int extender_port = 0, metrics_port = 0;
   std::optional<k8s::Client> client;
   std::vector<std::unique_ptr<NodeRuntime>> nodes;
@@ -342,6 +343,7 @@ class ControlPlaneTest : public ::testing::Test {
     c.cert = env_or("HAMI_E2E_CERT");
     c.key = env_or("HAMI_E2E_KEY");
     c.client_ca = env_or("HAMI_E2E_CLIENT_CA");
+    c.decision_key = env_or("HAMI_E2E_DECISION_KEY", c.dir + "/decision.key");
     c.extender_port = std::stoi(env_or("HAMI_E2E_EXTENDER_PORT", "0"));
     c.metrics_port = std::stoi(env_or("HAMI_E2E_METRICS_PORT", "0"));
     c.error = set_up(c);
@@ -421,7 +423,7 @@ class ControlPlaneTest : public ::testing::Test {
                       {"--node-name=" + spec.name, "--kubeconfig=" + c.plugin_kubeconfig,
                        "--device-plugin-path=" + n->plugins, "--hook-path=" + n->hook,
                        "--lock-dir=" + root + "/vgpulock", "--nvml-library=" + std::string(SIMNVML),
-                       "--register-interval=5s", "-v4"},
+                       "--decision-key-file=" + c.decision_key, "--register-interval=5s", "-v4"},
                       {{"SIMGPU_STATE", root + "/gpu.state"},
                        {"SIMGPU_DEVICES", devices},
                        {"SIMGPU_NAMES", names},
@@ -513,7 +515,10 @@ class ControlPlaneTest : public ::testing::Test {
                        // kube-scheduler 1.20 presents its certificate (tlsConfig
                        // certFile/keyFile): every pod below is bound through it.
                        "--client-ca-file=" + c.client_ca,
-                       "--metrics-bind-address=127.0.0.1:" + std::to_string(c.metrics_port), "-v4"},
+                       "--metrics-bind-address=127.0.0.1:" + std::to_string(c.metrics_port),
+                       "--decision-key-file=" + c.decision_key,
+                       // The users the test API server's tokens name.
+                       "--decision-writers=hami-scheduler,hami-device-plugin", "-v4"},
                       {{"KUBECONFIG", test::kUnset}}, c.dir);
     httplib::SSLClient https("127.0.0.1", c.extender_port);
     https.set_ca_cert_path(c.ca.c_str());
@@ -877,9 +882,11 @@ struct OnExit {
 TEST_F(ControlPlaneTest, MemoryAndCoresSliceIsMutatedPlacedAndAllocated) {
   const json created = create(pod("slice", {container("main", {{"nvidia.com/gpumem", "3000"},
                                                                {"nvidia.com/gpucores", "30"}})}));
-  // The webhook: ours to schedule, and one GPU since none was asked.
+  // The webhook: ours to schedule, one GPU since none was asked, and the
+  // runtime's default seccomp profile.
   EXPECT_EQ(created["spec"]["schedulerName"], "hami-scheduler");
   EXPECT_EQ(created["spec"]["containers"][0]["resources"]["limits"][kRes], "1");
+  EXPECT_EQ(created["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
   auto p = wait_placed("slice");
   ASSERT_TRUE(p);
   const auto grants = expect_protocol(*p);
@@ -975,6 +982,39 @@ TEST_F(ControlPlaneTest, InvalidPodIsRefusedWithOurMessage) {
   EXPECT_THAT(r.error().message,
               HasSubstr("container main: nvidia.com/gpumem-percentage is 150, must be 0..100"));
   EXPECT_FALSE(get_pod("bad")) << "the refused pod exists";
+}
+
+// Issue 36 through a real API server: nobody but our scheduler and device
+// plugin writes the decision annotations, on create (the mutating webhook)
+// or on update (the ValidatingWebhookConfiguration, which no pod label
+// escapes); the pod the scheduler placed is signed and served.
+TEST_F(ControlPlaneTest, DecisionAnnotationsAreOursAlone) {
+  const json forged = {{"hami.io/vgpu-node", "node-a"},
+                       {"hami.io/vgpu-devices-allocated", "GPU-x,NVIDIA,16000,100:;"},
+                       {"hami.io/bind-phase", "allocating"}};
+  auto r = client().create(k8s::pod_path(ns_), pod("forged", {container("main")}, forged));
+  ASSERT_FALSE(r) << "created: " << r->dump();
+  EXPECT_THAT(r.error().message, HasSubstr("admission webhook \"vgpu.hami.io\" denied the request: "
+                                           "pod carries hami.io/vgpu-node"));
+  create(pod("placed", {container("main", {{kRes, "1"}, {"nvidia.com/gpumem", "1000"}})}));
+  auto p = wait_placed("placed");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(annotation(p->pod, "hami.io/decision-signature").rfind("v1:", 0), 0u);
+  EXPECT_EQ(annotation(p->pod, "hami.io/bind-phase"), "success");
+  const std::string path = k8s::pod_path(ns_, "placed");
+  auto raised = client().merge_patch(
+      path, {{"metadata", {{"annotations", {{"hami.io/vgpu-devices-allocated", "x"}}}}}});
+  ASSERT_FALSE(raised) << "the owner changed the decision";
+  EXPECT_THAT(raised.error().message,
+              HasSubstr("admission webhook \"decisions.hami.io\" denied the request: user admin "
+                        "may not set, change or remove hami.io/vgpu-devices-allocated"));
+  auto dropped = client().merge_patch(
+      path, {{"metadata",
+              {{"labels", {{"hami.io/webhook", "ignore"}}},
+               {"annotations", {{"hami.io/vgpu-devices-allocated", nullptr}}}}}});
+  EXPECT_FALSE(dropped) << "a label exempted the pod from the guard";
+  auto labelled = client().merge_patch(path, {{"metadata", {{"labels", {{"team", "a"}}}}}});
+  EXPECT_TRUE(labelled) << labelled.error().message;
 }
 
 // Issue 24 points 3, 4 and 6: a namespace's ResourceQuota on gpumem refuses
@@ -1381,7 +1421,8 @@ TEST_F(ControlPlaneTest, MpsPodGoesOnlyToTheMpsGpuAndIsAnMpsClient) {
                    {"--node-name=node-mps", "--kubeconfig=" + c.plugin_kubeconfig,
                     "--device-plugin-path=" + rt->plugins, "--hook-path=" + rt->hook,
                     "--lock-dir=" + root + "/vgpulock", "--nvml-library=" + std::string(SIMNVML),
-                    "--config-file=" + root + "/config.yaml", "--register-interval=5s", "-v4"},
+                    "--config-file=" + root + "/config.yaml",
+                    "--decision-key-file=" + c.decision_key, "--register-interval=5s", "-v4"},
                    {{"SIMGPU_STATE", root + "/gpu.state"},
                     {"SIMGPU_DEVICES", ts_uuid + ":23034m," + mps_uuid + ":23034m"},
                     {"SIMGPU_NAMES", "NVIDIA L4,NVIDIA L4"},

@@ -95,7 +95,7 @@ KUBECTL() { "$BIN/kubectl" --kubeconfig "$D/admin.kubeconfig" "$@"; }
 
 # make_image.py's arguments for busybox-static and the applets the tests use.
 BUSYBOX=(--file /bin/busybox:/bin/busybox)
-for a in sh sleep cat echo env ls mount grep test true false; do BUSYBOX+=(--link "busybox:/bin/$a"); done
+for a in sh sleep cat echo env ls mount grep test true false unshare; do BUSYBOX+=(--link "busybox:/bin/$a"); done
 
 # The two images, built once per machine from files on it.
 images() {

@@ -28,7 +28,10 @@
 # 5. kubelet restarted: the plugin registers again within 5 s, the running
 #    pod keeps its container and devices, a new pod is allocated;
 # 6. the device plugin restarted: the same;
-# 7. a pod deleted gives its GPU memory back: a pod that did not fit runs.
+# 7. a pod deleted gives its GPU memory back: a pod that did not fit runs;
+# 8. no way out through namespaces: in a GPU pod, under the seccomp profile
+#    the webhook gives it, `unshare -Urm` fails as uid 65534; in a pod
+#    without GPUs (the runtime's Unconfined) the same command works.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
@@ -134,7 +137,8 @@ spawn hami-scheduler "${NS[@]}" "$B/src/hami-scheduler" \
   --kubeconfig="$HAMI_E2E_SCHEDULER_KUBECONFIG" \
   --http_bind="127.0.0.1:$HAMI_E2E_EXTENDER_PORT" --cert_file="$HAMI_E2E_CERT" \
   --key_file="$HAMI_E2E_KEY" --client-ca-file="$HAMI_E2E_CLIENT_CA" \
-  --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT"
+  --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT" \
+  --decision-key-file="$HAMI_E2E_DECISION_KEY" --decision-writers=hami-scheduler,hami-device-plugin
 mkdir -p "$N/hook/vgpu" "$N/dp"
 cp build/release/src/libvgpu.so "$N/hook/vgpu/"
 start_plugin() {
@@ -143,7 +147,7 @@ start_plugin() {
     --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG" \
     --device-plugin-path="$HAMI_E2E_DEVICE_PLUGIN_DIR" \
     --hook-path="$N/hook" --lock-dir="$N/dp/vgpulock" --nvml-library="$SIM_NVML" \
-    --device-split-count="$SPLIT")
+    --decision-key-file="$HAMI_E2E_DECISION_KEY" --device-split-count="$SPLIT")
 }
 start_plugin
 "${NS[@]}" tests/e2e/node.sh client-image "$R/build/release" >>"$D.start.log" 2>&1
@@ -329,6 +333,39 @@ K delete pod hog --wait=false >/dev/null
 wait_until 90 ended waiter
 check "$([ "$pending_before" = Pending ] && [ "$(phase waiter)" = Succeeded ] && echo ok)" \
   "pod deletion: a 6000 MiB pod Pending beside a 12000 MiB one ran once that was deleted ($pending_before, then $(phase waiter))"
+
+# 8. A user namespace would let the process mount over /etc/ld.so.preload
+# and the limits file (issue 36): the runtime's default profile refuses
+# unshare(CLONE_NEWUSER) to a process without CAP_SYS_ADMIN.
+K delete pod holder waiter --wait=false >/dev/null
+unshare_pod() {  # unshare_pod NAME LIMITS
+  K create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default}
+spec:
+  restartPolicy: Never
+  dnsPolicy: Default
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsUser: 65534, runAsGroup: 65534}
+  containers:
+  - name: main
+    image: hami-e2e/cuda-client:1
+    imagePullPolicy: Never
+    command: [/bin/sh, -c, 'if unshare -Urm true; then echo unshared; else echo refused; fi']
+    resources: {limits: $2}
+EOF
+}
+unshare_pod escape '{nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}'
+unshare_pod no-gpu '{cpu: 100m}'
+wait_until 60 ended escape
+wait_until 60 ended no-gpu
+said() { K logs "$1" 2>/dev/null | tail -1; }
+profile=$(K get pod escape -o jsonpath='{.spec.securityContext.seccompProfile.type}')
+check "$([ "$profile" = RuntimeDefault ] && [ "$(said escape)" = refused ] && echo ok)" \
+  "a GPU pod runs under seccomp $profile: unshare -Urm as uid 65534 $(said escape)"
+check "$([ "$(said no-gpu)" = unshared ] && echo ok)" \
+  "a pod without GPUs (Unconfined): unshare -Urm $(said no-gpu), so the GPU pod's refusal is the profile's"
 
 if [ $failures -gt 0 ]; then
   log "$failures check(s) failed; logs in $N/logs and $D/logs"

@@ -90,13 +90,14 @@ json forged_pod(const std::string& name, const std::string& devices, const json&
 }
 
 json honest_pod(const std::string& name, const std::string& mem) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata", {{"name", name}, {"namespace", "default"}}},
-          {"spec",
-           {{"schedulerName", "hami-scheduler"},
-            {"containers", {gpu_container({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", mem}})}}}},
-          {"status", {{"phase", "Pending"}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}, {"namespace", "default"}}},
+      {"spec",
+       {{"schedulerName", "hami-scheduler"},
+        {"containers", {gpu_container({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", mem}})}}}},
+      {"status", {{"phase", "Pending"}}}};
 }
 
 class HostileTenants : public ::testing::Test {
@@ -144,23 +145,24 @@ class HostileTenants : public ::testing::Test {
                                    "--register-interval=200ms"};
     port_ = test::free_port();
     metrics_port_ = test::free_port();
-    std::vector<std::string> sched = {binary(SCHEDULER_BINARY, "hami-scheduler"),
-                                      "--kubeconfig=" + kubeconfig_,
-                                      "--http_bind=127.0.0.1:" + std::to_string(port_),
-                                      "--cert_file=" + root_.file("tls.crt"),
-                                      "--key_file=" + root_.file("tls.key"),
-                                      "--metrics-bind-address=127.0.0.1:" +
-                                          std::to_string(metrics_port_)};
+    std::vector<std::string> sched = {
+        binary(SCHEDULER_BINARY, "hami-scheduler"),
+        "--kubeconfig=" + kubeconfig_,
+        "--http_bind=127.0.0.1:" + std::to_string(port_),
+        "--cert_file=" + root_.file("tls.crt"),
+        "--key_file=" + root_.file("tls.key"),
+        "--metrics-bind-address=127.0.0.1:" + std::to_string(metrics_port_)};
     if (!baseline_bin()) {
       dp.push_back("--decision-key-file=" + root_.file("decision.key"));
       sched.push_back("--decision-key-file=" + root_.file("decision.key"));
       sched.push_back(std::string("--decision-writers=") + kPluginUser);
     }
-    plugin_.emplace(test::Child::spawn(dp, {{"SIMGPU_STATE", root_.file("gpu.state")},
-                                            {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
-                                            {"SIMGPU_NVML_SCRIPT", root_.file("nvml.script")},
-                                            {"SIMGPU_FAIL", test::kUnset},
-                                            {"KUBECONFIG", test::kUnset}}));
+    plugin_.emplace(
+        test::Child::spawn(dp, {{"SIMGPU_STATE", root_.file("gpu.state")},
+                                {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
+                                {"SIMGPU_NVML_SCRIPT", root_.file("nvml.script")},
+                                {"SIMGPU_FAIL", test::kUnset},
+                                {"KUBECONFIG", test::kUnset}}));
     ASSERT_TRUE(kubelet_->wait_for_registrations(1)) << "the device plugin never registered";
     ASSERT_TRUE(
         kubelet_->wait_for_devices(kRes, [](const auto& l) { return l.devices_size() == 20; }));
@@ -256,8 +258,8 @@ TEST_F(HostileTenants, ForgedPodsTakeNoGpu) {
   api_.put("pods", forged_pod("phantom-3", both, {{"cpu", "1"}}, "hami-scheduler", true));
   api_.put("pods", forged_pod("phantom-4", both, {{"cpu", "1"}}, "hami-scheduler", true));
   // A pod the scheduler did place, created after them.
-  json marker = forged_pod("marker", std::string(kA) + ",NVIDIA,1000,10:;", {{"nvidia.com/gpu", "1"}},
-                           "hami-scheduler", true);
+  json marker = forged_pod("marker", std::string(kA) + ",NVIDIA,1000,10:;",
+                           {{"nvidia.com/gpu", "1"}}, "hami-scheduler", true);
   marker["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
   marker = api_.put("pods", marker);
   api_.put("pods", signed_by_scheduler(marker));
@@ -275,9 +277,10 @@ TEST_F(HostileTenants, ForgedPodsTakeNoGpu) {
   ASSERT_EQ(f["NodeNames"], json::array({kNode})) << f.dump();
   ASSERT_EQ(schedule(honest), "");
   v1beta1::AllocateResponse resp;
-  const std::string alloc = annotation(api_.get("pods", "default", "honest"),
-                                       "hami.io/vgpu-devices-allocated");
-  const grpc::Status st = kubelet_->allocate(kRes, {{alloc.substr(0, alloc.find(',')) + "-0"}}, &resp);
+  const std::string alloc =
+      annotation(api_.get("pods", "default", "honest"), "hami.io/vgpu-devices-allocated");
+  const grpc::Status st =
+      kubelet_->allocate(kRes, {{alloc.substr(0, alloc.find(',')) + "-0"}}, &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(resp.container_responses(0).envs().at("CUDA_DEVICE_MEMORY_LIMIT_0"), "30000m");
 }
@@ -302,8 +305,8 @@ TEST_F(HostileTenants, ForgedPendingPodGetsNoGpuAndNoHonestPodsSlice) {
                               "nobody", true));
   json honest = api_.put("pods", honest_pod("honest", "4000"));
   ASSERT_EQ(schedule(honest), "");
-  const std::string alloc = annotation(api_.get("pods", "default", "honest"),
-                                       "hami.io/vgpu-devices-allocated");
+  const std::string alloc =
+      annotation(api_.get("pods", "default", "honest"), "hami.io/vgpu-devices-allocated");
   const std::string gpu = alloc.substr(0, alloc.find(','));
   // kubelet may be admitting either: neither is served.
   st = kubelet_->allocate(kRes, {{gpu + "-0"}}, &resp);
@@ -355,8 +358,9 @@ TEST_F(HostileTenants, PlacedPodsDecisionCannotBeRaisedOrDropped) {
   api_.put("pods", signed_by_scheduler(api_.put("pods", marker)));
   ASSERT_TRUE(counted("marker")) << metrics();
   const std::string m = metrics();
-  const size_t at = m.find("hami_vgpu_memory_allocated_bytes{namespace=\"default\",node=\"node-1\","
-                           "pod=\"mine\"");
+  const size_t at = m.find(
+      "hami_vgpu_memory_allocated_bytes{namespace=\"default\",node=\"node-1\","
+      "pod=\"mine\"");
   ASSERT_NE(at, std::string::npos) << "the placed pod is no longer counted:\n" << m;
   const std::string line = m.substr(at, m.find('\n', at) - at);
   EXPECT_THAT(line, ::testing::EndsWith(" " + std::to_string(4000LL << 20))) << line;
@@ -384,7 +388,8 @@ TEST_F(HostileTenants, WebhookRefusesForgedDecisions) {
   EXPECT_FALSE(r["allowed"]) << r.dump();
   EXPECT_THAT(r["status"].value("message", ""), HasSubstr("pod carries hami.io/vgpu-node"));
   json before = honest_pod("p", "1000");
-  before["metadata"]["annotations"] = {{"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,10:;"}};
+  before["metadata"]["annotations"] = {
+      {"hami.io/vgpu-devices-allocated", "GPU-a,NVIDIA,1000,10:;"}};
   json after = before;
   after["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"] = "GPU-a,NVIDIA,81920,100:;";
   r = post("/webhook", review(after, before, "alice"))["response"];
