@@ -251,11 +251,11 @@ uint64_t Runtime::own_spilled(int dev) const noexcept {
 }
 
 namespace {
-// How often settle() asks NVML, and the difference it lets pass: charges and
-// the driver's figure agree to the page on every hooked path
-// (tests/gpu/results/gpu-suite-h200.txt).
+// How often settle() asks NVML, and the difference it lets pass uncharged:
+// charges and the driver's figure agree to the page on every hooked path
+// (tests/gpu/results/gpu-suite-h200.txt); past it, all of it is charged.
 constexpr int64_t kSettleIntervalNs = 100'000'000;
-constexpr uint64_t kSettleSlack = 32ull << 20;
+constexpr uint64_t kSettleSlack = 4ull << 20;
 
 int64_t coarse_now_ns() {
   timespec ts{};
@@ -283,7 +283,7 @@ void Runtime::settle(int dev, bool now) noexcept {
   const uint64_t held = s.process.value_or(0);
   const uint64_t extra = unexplained_[d].load(std::memory_order_relaxed);
   const uint64_t hooked = own_usage(dev) > extra ? own_usage(dev) - extra : 0;
-  const uint64_t want = held > hooked + kSettleSlack ? held - hooked - kSettleSlack : 0;
+  const uint64_t want = held > hooked + kSettleSlack ? held - hooked : 0;
   if (want == extra) {
     lower_seen_[d].store(0, std::memory_order_relaxed);
     return;

@@ -81,7 +81,7 @@ class Runtime {
   // Settles this process's charge on `dev` on what NVML says the driver
   // holds for it, so memory committed where no hook sees it (the code of
   // kernels the CUDA runtime loads inside a launch, private driver paths) is
-  // charged too: the excess over what the hooks charged, less a slack, is
+  // charged too: the excess over what the hooks charged, past a few MiB, is
   // charged as context memory. It follows NVML down only when two looks in a
   // row agree (a reservation whose allocation the driver has not made yet
   // looks like memory given back). At most every kSettleIntervalNs unless
