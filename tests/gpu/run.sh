@@ -163,7 +163,7 @@ LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=4g "$bin/cuda-client" init ctx:0 alloc:
 holder=$!
 for _ in $(seq 100); do grep -q op=mark "$work/holder.out" && break; sleep 0.1; done
 LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=4g nvidia-smi
-smi=$(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=4g nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader,nounits)
+smi=$(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=4g nvidia-smi -i 0 --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader,nounits)
 charged=$("$VGPU_BIN" inspect --json "$CUDA_DEVICE_MEMORY_SHARED_CACHE" | python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["used_bytes"] >> 20)')
 echo "nvidia-smi total,used,free (MiB): $smi; state file charges $charged MiB"
 echo "$smi" | awk -F', *' -v c="$charged" '{ exit !($1 == 4096 && $2 == c && $3 == 4096 - c) }' &&
