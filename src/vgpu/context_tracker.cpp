@@ -13,12 +13,8 @@ using namespace hami::cuda;  // NOLINT
 
 uint64_t ContextTracker::measured(Runtime& rt, int index, FunctionRef<CUresult()> create,
                                   CUresult* rc) noexcept {
-  std::lock_guard lock(rt.probe().mutex());
-  const auto before = rt.probe().sample(rt, index);
-  *rc = create();
-  if (*rc != CUDA_SUCCESS) return 0;
   // Without NVML the context cannot be measured; it goes uncharged (docs/libvgpu.md).
-  return ProcessMemoryProbe::grown(before, rt.probe().sample(rt, index)).value_or(0);
+  return rt.probe().measure(rt, index, create, rc);
 }
 
 bool ContextTracker::charge(Runtime& rt, int index, uint64_t bytes) noexcept {

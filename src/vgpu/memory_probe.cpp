@@ -54,6 +54,15 @@ ProcessMemoryProbe::Sample ProcessMemoryProbe::sample(Runtime& rt, int index) no
   return s;
 }
 
+uint64_t ProcessMemoryProbe::measure(Runtime& rt, int index, FunctionRef<CUresult()> call,
+                                     CUresult* rc) noexcept {
+  std::lock_guard lock(measure_mu_);
+  const Sample before = sample(rt, index);
+  *rc = call();
+  if (*rc != CUDA_SUCCESS) return 0;
+  return grown(before, sample(rt, index)).value_or(0);
+}
+
 std::optional<uint64_t> ProcessMemoryProbe::grown(const Sample& before,
                                                   const Sample& after) noexcept {
   // Listed after: exact ("absent before" is a process that had nothing yet).

@@ -14,6 +14,9 @@
 #include <mutex>
 #include <optional>
 
+#include "common/function_ref.hpp"
+#include "vgpu/cuda_abi.hpp"
+
 namespace hami::vgpu {
 
 class Runtime;
@@ -28,6 +31,11 @@ class ProcessMemoryProbe {
   Sample sample(Runtime& rt, int index) noexcept;
   // What was committed between two samples; nullopt if NVML could not tell.
   static std::optional<uint64_t> grown(const Sample& before, const Sample& after) noexcept;
+  // Runs `call` between two samples of device `index`, holding mutex(), and
+  // returns what it committed (0 when it failed, *rc says, or when NVML
+  // cannot tell).
+  uint64_t measure(Runtime& rt, int index, FunctionRef<cuda::CUresult()> call,
+                   cuda::CUresult* rc) noexcept;
   // Held by callers around sample-create-sample so two measurements in one
   // process do not count each other.
   std::mutex& mutex() noexcept { return measure_mu_; }

@@ -10,15 +10,6 @@ namespace hami::vgpu {
 
 using namespace hami::cuda;  // NOLINT
 
-uint64_t ModuleCharges::measured(Runtime& rt, int index, FunctionRef<CUresult()> call,
-                                 CUresult* rc) noexcept {
-  std::lock_guard lock(rt.probe().mutex());
-  const auto before = rt.probe().sample(rt, index);
-  *rc = call();
-  if (*rc != CUDA_SUCCESS) return 0;
-  return ProcessMemoryProbe::grown(before, rt.probe().sample(rt, index)).value_or(0);
-}
-
 void ModuleCharges::record(uint64_t key, const Allocation& a) noexcept {
   std::lock_guard lock(mu_);
   try {
@@ -32,7 +23,7 @@ CUresult ModuleCharges::load(Runtime& rt, FunctionRef<CUresult()> load, Function
                              FunctionRef<void()> unload) noexcept {
   const int index = rt.current_device(nullptr);
   CUresult rc = CUDA_SUCCESS;
-  const uint64_t bytes = measured(rt, index, load, &rc);
+  const uint64_t bytes = rt.probe().measure(rt, index, load, &rc);
   if (rc != CUDA_SUCCESS || bytes == 0) return rc;
   if (!rt.reserve(index, region::UsageKind::kData, bytes)) {
     log::warn(
@@ -55,7 +46,7 @@ CUresult ModuleCharges::first_use(Runtime& rt, uint64_t library,
     if (loaded_.count({library, index}) != 0) return use();
   }
   CUresult rc = CUDA_SUCCESS;
-  const uint64_t bytes = measured(rt, index, use, &rc);
+  const uint64_t bytes = rt.probe().measure(rt, index, use, &rc);
   if (rc != CUDA_SUCCESS) return rc;
   if (library != 0) {
     std::lock_guard lock(mu_);

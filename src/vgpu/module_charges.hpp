@@ -13,7 +13,7 @@
 // answered CUDA_ERROR_OUT_OF_MEMORY, and the container's next allocations are
 // refused until the library is unloaded. Each library is measured once per
 // device. A kernel that the CUDA runtime launches without either call loads
-// inside cuLaunchKernel, where it is not measured (docs/libvgpu.md).
+// inside cuLaunchKernel, where only Runtime::settle sees it, from NVML.
 //
 //   return rt.modules().load(rt, [&] { return real_load(&m); },
 //                            [&] { return key(m); }, [&] { real_unload(m); });
@@ -50,9 +50,6 @@ class ModuleCharges {
   void reset() noexcept;
 
  private:
-  // Runs `call` between two samples of device `index`; what it committed.
-  static uint64_t measured(Runtime& rt, int index, FunctionRef<cuda::CUresult()> call,
-                           cuda::CUresult* rc) noexcept;
   void record(uint64_t key, const Allocation& a) noexcept;
 
   // Bounds on what is remembered, so a program creating kernels without end

@@ -8,6 +8,7 @@
 
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
+#include "vgpu/client_env.hpp"
 #include "vgpu/client_output.hpp"
 
 namespace hami::vgpu {
@@ -27,20 +28,8 @@ constexpr uint64_t kCaptureInvalidated = 2;  // CU_STREAM_CAPTURE_STATUS_INVALID
 class Capture : public ::testing::Test {
  protected:
   Env env(const Env& extra = {}) const {
-    Env e = {{"LD_PRELOAD", LIBVGPU},
-             {"LD_LIBRARY_PATH", SIMGPU_LIB_DIR},
-             {"SIMGPU_STATE", dir_.file("gpu.state")},
-             {"SIMGPU_CONTEXT_SIZE", "0"},
-             {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_.file("vgpu.cache")},
-             {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
-             {"CUDA_VISIBLE_DEVICES", test::kUnset},
-             {"LIBCUDA_LOG_LEVEL", test::kUnset},
-             {"VGPU_LIMITS_FILE", test::kUnset},
-             {"CUDA_DEVICE_MEMORY_LIMIT", "4g"},
-             {"CUDA_DEVICE_SM_LIMIT", test::kUnset},
-             {"GPU_CORE_UTILIZATION_POLICY", test::kUnset},
-             {"SIMGPU_FAIL", test::kUnset}};
-    return test::with_overrides(std::move(e), extra);
+    return test::with_overrides(test::client_env(dir_, {{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}}),
+                                extra);
   }
   std::string run(std::vector<std::string> ops, const Env& extra = {}) const {
     ops.insert(ops.begin(), CUDA_CLIENT);

@@ -13,6 +13,7 @@
 
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
+#include "vgpu/client_env.hpp"
 #include "vgpu/client_output.hpp"
 
 namespace hami::vgpu {
@@ -37,21 +38,8 @@ class EscapePaths : public ::testing::Test {
         << "VGPU_DEVICE_UUID_0=" << kGpuA << "\n";
   }
   Env env(const Env& extra = {}) const {
-    Env e = {{"LD_PRELOAD", LIBVGPU},
-             {"LD_LIBRARY_PATH", SIMGPU_LIB_DIR},
-             {"SIMGPU_STATE", dir_.file("gpu.state")},
-             {"SIMGPU_CONTEXT_SIZE", "0"},
-             {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_.file("vgpu.cache")},
-             {"VGPU_LIMITS_FILE", dir_.file("limits")},
-             {"VGPU_CONTROL_FILE", test::kUnset},
-             {"ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0"},
-             {"CUDA_VISIBLE_DEVICES", test::kUnset},
-             {"CUDA_MODULE_LOADING", test::kUnset},
-             {"LIBCUDA_LOG_LEVEL", test::kUnset},
-             {"CUDA_DEVICE_MEMORY_LIMIT", test::kUnset},
-             {"CUDA_DEVICE_SM_LIMIT", test::kUnset},
-             {"SIMGPU_FAIL", test::kUnset}};
-    return test::with_overrides(std::move(e), extra);
+    return test::with_overrides(test::client_env(dir_, {{"VGPU_LIMITS_FILE", dir_.file("limits")}}),
+                                extra);
   }
   std::string run(std::vector<std::string> ops, const Env& extra = {}) const {
     ops.insert(ops.begin(), CUDA_CLIENT);

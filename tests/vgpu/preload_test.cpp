@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <sstream>
@@ -139,6 +141,44 @@ class Preload : public ::testing::Test {
   void touch(const std::string& name) const { std::ofstream(dir_.file(name)) << "go"; }
   // A new container for the next process: no state file, and no SM pace
   // clocks (work a previous process admitted would otherwise hold it back).
+  // Two processes of the container, each launching `n` kernels of 2 ms at a
+  // share of `percent` at once (after one launch measured alone); `ready`
+  // runs once both wait to start. The later one's time, what both charged,
+  // and their logs.
+  struct PairRun {
+    double longest_ms = 0;
+    double charged_ms = 0;
+    std::vector<std::string> errs;
+  };
+  PairRun paced_pair(const std::string& percent, int n,
+                     const std::function<void()>& ready = {}) const {
+    const Env env = {{"CUDA_DEVICE_SM_LIMIT", percent},
+                     {"SIMGPU_KERNEL_NS", "2000000"},
+                     {"LIBCUDA_LOG_LEVEL", "3"}};
+    const std::string launches = "launchpath:kernel:" + std::to_string(n);
+    std::vector<Child> procs;
+    for (int i = 0; i < 2; ++i) {
+      procs.push_back(spawn({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "mark",
+                             "await:" + dir_.file("go"), launches},
+                            env));
+    }
+    for (auto& p : procs)
+      EXPECT_TRUE(p.wait_for_line("op=mark")) << p.out();
+    if (ready) ready();
+    touch("go");
+    PairRun run;
+    for (auto& p : procs) {
+      const ProcessResult r = p.finish();
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      const Line paced = find_op(r.out, launches);
+      EXPECT_EQ(num(paced, "ran"), static_cast<uint64_t>(n));
+      run.charged_ms += sm_summary(r.err, 0).charged_ms;
+      run.longest_ms = std::max(run.longest_ms, ms(paced));
+      run.errs.push_back(r.err);
+    }
+    return run;
+  }
+
   void fresh_container() const {
     std::filesystem::remove(state_file());
     std::filesystem::remove(state_file() + ".pace");
@@ -657,40 +697,18 @@ TEST_F(Preload, TheChargedGpuTimeIsPublishedInTheProcessSlot) {
 // about 400 ms charged in all, which takes 1.6 s at 25 % (0.8 s if each
 // process paced itself). Lower bounds only: a slow machine only waits longer.
 TEST_F(Preload, ProcessesOfAContainerShareOneShare) {
-  constexpr double kShare = 25.0;
-  constexpr double kBurstMs = 20.0;
-  const Env env = {
-      {"CUDA_DEVICE_SM_LIMIT", "25"}, {"SIMGPU_KERNEL_NS", "2000000"}, {"LIBCUDA_LOG_LEVEL", "3"}};
-  std::vector<Child> procs;
-  for (int i = 0; i < 2; ++i) {
-    procs.push_back(spawn({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "mark",
-                           "await:" + dir_.file("go"), "launchpath:kernel:100"},
-                          env));
-  }
-  for (auto& p : procs)
-    ASSERT_TRUE(p.wait_for_line("op=mark")) << p.out();
-  EXPECT_TRUE(std::filesystem::exists(state_file() + ".pace"));
-  touch("go");
-  double charged_ms = 0;
-  double longest_ms = 0;
-  for (auto& p : procs) {
-    const ProcessResult r = p.finish();
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.err.find("paced with the container's other processes"), std::string::npos) << r.err;
-    const SmSummary s = sm_summary(r.err, 0);
-    ASSERT_TRUE(s.found) << r.err;
-    EXPECT_EQ(s.kernel, 101u);
-    charged_ms += s.charged_ms;
-    const Line paced = find_op(r.out, "launchpath:kernel:100");
-    EXPECT_EQ(num(paced, "ran"), 100u);
-    longest_ms = std::max(longest_ms, ms(paced));
+  const PairRun run =
+      paced_pair("25", 100, [&] { EXPECT_TRUE(std::filesystem::exists(state_file() + ".pace")); });
+  for (const std::string& err : run.errs) {
+    EXPECT_NE(err.find("paced with the container's other processes"), std::string::npos) << err;
+    EXPECT_EQ(sm_summary(err, 0).kernel, 101u);
   }
   // Each process charged its ~100 kernels (plus its first, measured alone).
-  EXPECT_GE(charged_ms, 2 * 100 * 2.0 * 0.8);
+  EXPECT_GE(run.charged_ms, 2 * 100 * 2.0 * 0.8);
   // Per process, ~800 ms would do; shared, the later one ends ~1.6 s after
   // the start. 0.75: the two starts differ by up to a poll of the go file.
-  EXPECT_GE(longest_ms, 0.75 * (charged_ms * 100 / kShare - kBurstMs))
-      << "charged " << charged_ms << " ms in all";
+  EXPECT_GE(run.longest_ms, 0.75 * (run.charged_ms * 100 / 25.0 - 20.0))
+      << "charged " << run.charged_ms << " ms in all";
 }
 
 // Where no pace clock file can be made (a directory holds its name), each
@@ -713,40 +731,17 @@ TEST_F(Preload, UnusablePaceFileLeavesEachProcessPacingToItsPart) {
   EXPECT_GT(s.waited_ms, 0) << r.err;
 }
 
-// Two processes' paced launches at once: the later finish, and what both
-// charged (for the share tests below).
-struct PairRun {
-  double longest_ms = 0;
-  double charged_ms = 0;
-  std::string err;
-};
-
 // A tenant breaks the pace clock file before its processes start, so that
 // each would pace alone and take the whole share: the file is replaced by a
 // fresh one and both processes still share one clock (25 % together).
 TEST_F(Preload, ABrokenPaceFileIsRepairedAndStillShared) {
   std::ofstream(state_file() + ".pace") << "x";
-  const Env env = {
-      {"CUDA_DEVICE_SM_LIMIT", "25"}, {"SIMGPU_KERNEL_NS", "2000000"}, {"LIBCUDA_LOG_LEVEL", "3"}};
-  std::vector<Child> procs;
-  for (int i = 0; i < 2; ++i) {
-    procs.push_back(spawn({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "mark",
-                           "await:" + dir_.file("go"), "launchpath:kernel:100"},
-                          env));
-  }
-  for (auto& p : procs)
-    ASSERT_TRUE(p.wait_for_line("op=mark")) << p.out();
-  EXPECT_EQ(std::filesystem::file_size(state_file() + ".pace"), 1088u);
-  touch("go");
-  double charged_ms = 0, longest_ms = 0;
-  for (auto& p : procs) {
-    const ProcessResult r = p.finish();
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.err.find("paced with the container's other processes"), std::string::npos) << r.err;
-    charged_ms += sm_summary(r.err, 0).charged_ms;
-    longest_ms = std::max(longest_ms, ms(find_op(r.out, "launchpath:kernel:100")));
-  }
-  EXPECT_GE(longest_ms, 0.75 * (charged_ms * 100 / 25.0 - 20.0)) << "charged " << charged_ms;
+  const PairRun run = paced_pair(
+      "25", 100, [&] { EXPECT_EQ(std::filesystem::file_size(state_file() + ".pace"), 1088u); });
+  for (const std::string& err : run.errs)
+    EXPECT_NE(err.find("paced with the container's other processes"), std::string::npos) << err;
+  EXPECT_GE(run.longest_ms, 0.75 * (run.charged_ms * 100 / 25.0 - 20.0))
+      << "charged " << run.charged_ms;
 }
 
 // A tenant rewinds the shared clock over and over (it can write the file), or
@@ -759,52 +754,38 @@ TEST_F(Preload, ARewoundOrReplacedPaceClockGainsNothing) {
   for (const bool replace : {false, true}) {
     SCOPED_TRACE(replace ? "replaced" : "rewound");
     fresh_container();
-    const Env env = {{"CUDA_DEVICE_SM_LIMIT", "50"},
-                     {"SIMGPU_KERNEL_NS", "2000000"},
-                     {"LIBCUDA_LOG_LEVEL", "3"}};
-    std::vector<Child> procs;
-    for (int i = 0; i < 2; ++i) {
-      procs.push_back(spawn({"init", "ctx:0", "launchpath:kernel:1", "sync", "stream:nb", "mark",
-                             "await:" + dir_.file("go"), "launchpath:kernel:250"},
-                            env));
-    }
-    for (auto& p : procs)
-      ASSERT_TRUE(p.wait_for_line("op=mark")) << p.out();
     const std::string pace = state_file() + ".pace";
     std::atomic<bool> stop{false};
-    std::thread tenant([&] {
-      while (!stop) {
-        if (replace) {
-          std::filesystem::remove(pace);
-          std::ofstream(pace) << "";
-        } else {
-          // Every clock back to zero, as a process of the container could.
-          std::fstream f(pace, std::ios::in | std::ios::out | std::ios::binary);
-          const std::vector<char> zeros(16 * 64, 0);
-          f.seekp(64);
-          f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    std::thread tenant;
+    const PairRun run = paced_pair("50", 250, [&] {
+      tenant = std::thread([&] {
+        while (!stop) {
+          if (replace) {
+            std::filesystem::remove(pace);
+            std::ofstream(pace) << "";
+          } else {
+            // Every clock back to zero, as a process of the container could.
+            std::fstream f(pace, std::ios::in | std::ios::out | std::ios::binary);
+            const std::vector<char> zeros(16 * 64, 0);
+            f.seekp(64);
+            f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(replace ? 50 : 1));
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(replace ? 50 : 1));
-      }
+      });
     });
-    touch("go");
-    double charged_ms = 0, longest_ms = 0;
-    for (auto& p : procs) {
-      const ProcessResult r = p.finish();
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-      EXPECT_NE(r.err.find(replace ? "was replaced or broken; pacing on the file it names now"
-                                   : "paces by itself to 25%"),
-                std::string::npos)
-          << r.err;
-      charged_ms += sm_summary(r.err, 0).charged_ms;
-      longest_ms = std::max(longest_ms, ms(find_op(r.out, "launchpath:kernel:250")));
-    }
     stop = true;
     tenant.join();
+    for (const std::string& err : run.errs) {
+      EXPECT_NE(err.find(replace ? "was replaced or broken; pacing on the file it names now"
+                                 : "paces by itself to 25%"),
+                std::string::npos)
+          << err;
+    }
     // At 50 % together the ~1 s charged take ~2 s (so every process looks
-    // at the file at least once); half that had the tenant won. A replaced file is noticed within a
-    // second, and until then the processes keep the clock they mapped.
-    EXPECT_GE(longest_ms, 0.8 * (charged_ms * 100 / 50.0 - 20.0)) << "charged " << charged_ms;
+    // at the file at least once); half that had the tenant won.
+    EXPECT_GE(run.longest_ms, 0.8 * (run.charged_ms * 100 / 50.0 - 20.0))
+        << "charged " << run.charged_ms;
   }
 }
 
