@@ -47,7 +47,10 @@
 // VMM lifetimes: vmmmap:<ord>:<size> (create, reserve, map, set access) |
 //   unmap:<k> (the k-th mapping) | export (the last handle, as a file
 //   descriptor) | importmap:<size> (import that descriptor and map it); a
-//   handle is released with free:<n>
+//   handle is released with free:<n> | sendfd:<socket path> (serve the exported
+//   descriptor to one connection on a unix socket, SCM_RIGHTS) |
+//   recvfd:<socket path> (take it from there, for importmap: another process
+//   importing, as NCCL's ranks do)
 // Limits and modules: setlimit:<stack|heap|printf>:<value> | modload:<bytes>
 //   (a simulated image) | modfile:<path> | modunload | libload:<bytes> |
 //   libfile:<path> | libkernel:<name> (cuLibraryGetKernel + cuKernelGetFunction) |
@@ -61,6 +64,8 @@
 // name the function the lookup returned: lib=<library> fn=<symbol>.
 #include <dlfcn.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -322,6 +327,63 @@ void* glibc_dlsym(void* handle, const char* name) {
   using DlsymFn = void* (*)(void*, const char*);
   static auto fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34"));
   return fn != nullptr ? fn(handle, name) : nullptr;
+}
+
+// Passes a descriptor to another process over a unix socket (SCM_RIGHTS).
+bool send_fd(const std::string& path, int fd) {
+  const int srv = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  ::unlink(path.c_str());
+  if (srv < 0 || ::bind(srv, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(srv, 1) != 0)
+    return false;
+  const int c = ::accept(srv, nullptr, nullptr);
+  char byte = 'f';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  const bool ok = c >= 0 && ::sendmsg(c, &msg, 0) == 1;
+  if (c >= 0) ::close(c);
+  ::close(srv);
+  return ok;
+}
+
+int recv_fd(const std::string& path) {
+  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  bool connected = false;
+  for (int i = 0; s >= 0 && i < 500 && !connected; ++i) {
+    connected = ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    if (!connected) ::usleep(10'000);
+  }
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  int fd = -1;
+  if (connected && ::recvmsg(s, &msg, 0) == 1) {
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    if (cm != nullptr && cm->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+  }
+  if (s >= 0) ::close(s);
+  return fd;
 }
 
 std::string symbol_of(void* p) {
@@ -835,6 +897,12 @@ int main(int argc, char** argv) {
                                          CUmemAllocationHandleType, unsigned long long)>(
           drv("cuMemExportToShareableHandle", "cuMemExportToShareableHandle"))(
           &exported_fd, last_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    } else if (name == "sendfd") {
+      rc = send_fd(op.substr(op.find(':') + 1), exported_fd) ? CUDA_SUCCESS
+                                                             : CUDA_ERROR_INVALID_VALUE;
+    } else if (name == "recvfd") {
+      exported_fd = recv_fd(op.substr(op.find(':') + 1));
+      rc = exported_fd >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     } else if (name == "importmap") {
       CUmemGenericAllocationHandle h = 0;
       rc = reinterpret_cast<CUresult (*)(CUmemGenericAllocationHandle*, void*,

@@ -74,13 +74,20 @@ TEST_F(EscapePaths, VmmMemoryReleasedWhileMappedStaysCharged) {
 
 // A handle imported from another process keeps its memory alive after the
 // creator lets go: the importer is charged at its mapping, so the creator
-// cannot hand memory to a sibling and allocate again.
+// cannot hand memory to a sibling and allocate again. The descriptor goes
+// from one process to the other over a unix socket, as NCCL's does.
 TEST_F(EscapePaths, ImportedVmmMemoryIsChargedToTheImporter) {
-  const std::string out = run({"init", "ctx:0", "vmmmap:0:1536m", "export", "fork",
-                               "importmap:1536m", "charged:0", "join"});
-  EXPECT_EQ(rc_of(out, "export"), 0);
+  const std::string sock = dir_.file("fd.sock");
+  test::Child creator = test::Child::spawn(
+      {CUDA_CLIENT, "init", "ctx:0", "vmmmap:0:1536m", "export", "sendfd:" + sock, "mark", "hold"},
+      env());
+  const std::string out = run({"init", "ctx:0", "recvfd:" + sock, "importmap:1536m", "procmem:0"});
+  EXPECT_EQ(rc_of(out, "recvfd:" + sock), 0) << out;
   EXPECT_EQ(rc_of(out, "importmap:1536m"), kOutOfMemory)
       << "1.5 GiB held by the creator, 1.5 GiB more does not fit";
+  EXPECT_TRUE(creator.wait_for_line("op=mark")) << creator.out();
+  creator.close_stdin();
+  EXPECT_EQ(creator.finish().exit_code, 0);
 }
 
 // The stack limit commits (size - 1 KiB) per resident thread at once: 32 KiB
