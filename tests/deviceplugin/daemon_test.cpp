@@ -26,6 +26,7 @@
 #include "protocol/node_register.hpp"
 #include "region/control_file.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/forged_pod.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -613,21 +614,9 @@ TEST_F(DevicePluginTest, AllocateWithoutALockServesNoPod) {
 // Allocate answered CUDA_DEVICE_MEMORY_LIMIT_0=81920m, SM 100; and an honest
 // pod admitted while it was pending got the attacker's 1 MiB, 1 % slice.
 json forged_pod(const std::string& name, const std::string& devices, bool asks_for_gpus) {
-  json c = {{"name", "main"}, {"image", "cuda"}};
-  if (asks_for_gpus) c["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
-  return {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"metadata",
-           {{"name", name},
-            {"namespace", "default"},
-            {"annotations",
-             {{"hami.io/vgpu-node", kNode},
-              {"hami.io/bind-time", "0"},
-              {"hami.io/bind-phase", "allocating"},
-              {"hami.io/vgpu-devices-to-allocate", devices},
-              {"hami.io/vgpu-devices-allocated", devices}}}}},
-          {"spec", {{"nodeName", kNode}, {"schedulerName", "nobody"}, {"containers", {c}}}},
-          {"status", {{"phase", "Pending"}}}};
+  return test::forged_pod(name, kNode, devices,
+                          asks_for_gpus ? json{{"nvidia.com/gpu", "1"}} : json::object(), "nobody",
+                          true);
 }
 
 TEST_F(DevicePluginTest, ForgedPendingPodIsNeverServed) {

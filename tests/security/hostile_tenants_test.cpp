@@ -33,6 +33,7 @@
 #include "k8s/objects.hpp"
 #include "protocol/decision.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/forged_pod.hpp"
 #include "support/free_port.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
@@ -69,24 +70,10 @@ json gpu_container(const json& limits) {
 }
 
 // A pod no scheduler placed, carrying the decision annotations the probe
-// wrote: bind-time 0, so upstream's fallback took it first.
+// wrote (tests/support/forged_pod.hpp).
 json forged_pod(const std::string& name, const std::string& devices, const json& limits,
                 const std::string& scheduler, bool preset_node) {
-  json p = {{"apiVersion", "v1"},
-            {"kind", "Pod"},
-            {"metadata",
-             {{"name", name},
-              {"namespace", "default"},
-              {"annotations",
-               {{"hami.io/vgpu-node", kNode},
-                {"hami.io/bind-time", "0"},
-                {"hami.io/bind-phase", "allocating"},
-                {"hami.io/vgpu-devices-to-allocate", devices},
-                {"hami.io/vgpu-devices-allocated", devices}}}}},
-            {"spec", {{"schedulerName", scheduler}, {"containers", {gpu_container(limits)}}}},
-            {"status", {{"phase", "Pending"}}}};
-  if (preset_node) p["spec"]["nodeName"] = kNode;
-  return p;
+  return test::forged_pod(name, kNode, devices, limits, scheduler, preset_node);
 }
 
 json honest_pod(const std::string& name, const std::string& mem) {
