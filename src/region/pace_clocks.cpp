@@ -228,17 +228,24 @@ Result<PaceClocks::Opened> PaceClocks::open_file(const std::string& path, mode_t
   return Opened{f, st.st_dev, st.st_ino};
 }
 
-Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
-                                    std::chrono::milliseconds lock_timeout) {
-  auto opened = open_file(path, mode, lock_timeout, nullptr);
+Result<PaceClocks::Opened> PaceClocks::open_or_replace(const std::string& path, mode_t mode,
+                                                       std::chrono::milliseconds lock_timeout,
+                                                       void* at) {
+  auto opened = open_file(path, mode, lock_timeout, at);
   if (!opened && opened.error().sys_errno != EAGAIN && opened.error().sys_errno != ETIMEDOUT) {
     // Not a pace clock file (or not a file): put a fresh one in its place.
     if (auto replaced = replace_with_fresh(path, mode); !replaced) {
       return Error{opened.error().message + ", and " + replaced.error().message,
                    replaced.error().sys_errno};
     }
-    opened = open_file(path, mode, lock_timeout, nullptr);
+    opened = open_file(path, mode, lock_timeout, at);
   }
+  return opened;
+}
+
+Result<PaceClocks> PaceClocks::open(const std::string& path, mode_t mode,
+                                    std::chrono::milliseconds lock_timeout) {
+  auto opened = open_or_replace(path, mode, lock_timeout, nullptr);
   if (!opened) return opened.error();
   return PaceClocks(path, opened->file, opened->dev, opened->ino, mode);
 }
@@ -249,11 +256,7 @@ Result<bool> PaceClocks::refresh() {
   if (::lstat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == dev_ &&
       st.st_ino == ino_ && static_cast<uint64_t>(st.st_size) == kPaceFileSize)
     return false;
-  auto opened = open_file(path_, mode_, std::chrono::milliseconds(100), file_);
-  if (!opened && opened.error().sys_errno != EAGAIN && opened.error().sys_errno != ETIMEDOUT) {
-    if (auto replaced = replace_with_fresh(path_, mode_); !replaced) return replaced.error();
-    opened = open_file(path_, mode_, std::chrono::milliseconds(100), file_);
-  }
+  auto opened = open_or_replace(path_, mode_, std::chrono::milliseconds(100), file_);
   if (!opened) return opened.error();
   dev_ = opened->dev;
   ino_ = opened->ino;

@@ -120,6 +120,10 @@ class PaceClocks {
   struct Opened;
   static Result<Opened> open_file(const std::string& path, mode_t mode,
                                   std::chrono::milliseconds lock_timeout, void* at);
+  // open_file, and when what has the name is not a pace clock file, a fresh
+  // one put in its place and opened.
+  static Result<Opened> open_or_replace(const std::string& path, mode_t mode,
+                                        std::chrono::milliseconds lock_timeout, void* at);
   PaceClocks(std::string path, PaceClockFile* file, dev_t dev, ino_t ino, mode_t mode)
       : path_(std::move(path)), file_(file), dev_(dev), ino_(ino), mode_(mode) {}
   std::string path_;

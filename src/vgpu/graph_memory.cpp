@@ -101,24 +101,24 @@ void GraphMemory::release_all(Runtime& rt, const Footprint& f) noexcept {
 CUresult GraphMemory::making_real(Runtime& rt, CUgraphExec exec, CUstream stream, bool ptsz,
                                   FunctionRef<CUresult()> run) noexcept {
   Footprint pending{};
-  Footprint touched{};
   {
     std::lock_guard lock(mu_);
     auto it = execs_.find(exec);
     if (it == execs_.end()) return run();
-    touched = it->second.footprint;
-    if (!it->second.real) pending = touched;
+    if (!it->second.real) pending = it->second.footprint;
   }
-  // Launched into a capture, the graph becomes a node of another graph.
-  if (capture::active() && capture::stream_capturing(stream, ptsz)) return run();
-  if (!empty(pending) && !reserve_all(rt, pending)) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Real already: a launch grows nothing (driver-facts-h100.txt). Launched
+  // into a capture, the graph becomes a node of another graph.
+  if (empty(pending) || (capture::active() && capture::stream_capturing(stream, ptsz)))
+    return run();
+  if (!reserve_all(rt, pending)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult rc = run();
   release_all(rt, pending);
   if (rc == CUDA_SUCCESS) {
     std::lock_guard lock(mu_);
     if (auto it = execs_.find(exec); it != execs_.end()) it->second.real = true;
   }
-  settle_all(rt, touched);
+  settle_all(rt, pending);
   return rc;
 }
 

@@ -6,8 +6,6 @@
 // after marking the container active.
 #include <time.h>
 
-#include <atomic>
-
 #include "vgpu/capture_state.hpp"
 #include "vgpu/graph_memory.hpp"
 #include "vgpu/hook_decls.hpp"
