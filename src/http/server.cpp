@@ -573,9 +573,35 @@ class Conn final : public ConnBase, public std::enable_shared_from_this<Conn<Str
       return reply(std::move(r), !keep_alive_);
     }
     asio::thread_pool& pool = route->blocking ? *s_.blocking_workers : *s_.workers;
+    q.received = std::chrono::steady_clock::now();
+    // With a queue timeout, the timer and the worker race for the request:
+    // whichever claims it first answers it, the other does nothing.
+    std::shared_ptr<std::atomic<bool>> claimed;
+    if (route->queue_timeout.count() > 0 && route->on_queue_timeout) {
+      claimed = std::make_shared<std::atomic<bool>>(false);
+      auto timer = std::make_shared<asio::steady_timer>(s_.ioc, route->queue_timeout);
+      Request head{.method = q.method,
+                   .path = q.path,
+                   .peer = q.peer,
+                   .client_verified = q.client_verified,
+                   .client_subject = q.client_subject,
+                   .received = q.received};
+      timer->async_wait([self = this->shared_from_this(), timer, claimed, route,
+                         head = std::move(head)](beast::error_code ec) {
+        if (ec || claimed->exchange(true)) return;
+        Response r;
+        try {
+          route->on_queue_timeout(head, r);
+        } catch (const std::exception& e) {
+          r = Response{.status = 503, .body = std::string("no worker free: ") + e.what() + "\n"};
+        }
+        self->reply(std::move(r), !self->keep_alive_);
+      });
+    }
     asio::post(pool, [self = this->shared_from_this(), route, q = std::move(q),
-                      body = std::move(body)]() mutable {
+                      body = std::move(body), claimed = std::move(claimed)]() mutable {
       Server::Impl& s = self->s_;
+      if (claimed && claimed->exchange(true)) return;  // answered by the queue timeout
       Response r;
       // Checked here, not when the request was queued: however many wait
       // for a worker, no more answers are made than there are workers once

@@ -65,6 +65,9 @@ struct Request {
   // A TLS client certificate was presented and verifies against the client CA.
   bool client_verified = false;
   std::string client_subject;  // its subject's CN, when verified
+  // When the request was whole and handed to the workers' queue: the
+  // handler's start minus this is how long it waited for a worker.
+  std::chrono::steady_clock::time_point received{};
 };
 
 struct Response {
@@ -121,6 +124,13 @@ struct Route {
   // rather than computing: runs on the blocking workers, so a handful of
   // waiting requests cannot hold up the others.
   bool blocking = false;
+  // Not 0: a request no worker has taken within this long is answered at
+  // once on the I/O thread with what on_queue_timeout writes (given the
+  // request without its body), and no worker runs it later. For callers
+  // that give up after a timeout of their own (kube-scheduler's extender
+  // httpTimeout) and must hear "no" before then, not "yes" after.
+  std::chrono::milliseconds queue_timeout{0};
+  Handler on_queue_timeout;
   Handler handler;
 };
 

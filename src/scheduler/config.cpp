@@ -107,4 +107,9 @@ Result<void> apply_device_config_file(SchedulerConfig& cfg, const std::string& p
   return apply_device_config_text(cfg, s.str(), path);
 }
 
+std::chrono::milliseconds bind_deadline_for(std::chrono::milliseconds http_timeout) {
+  return std::clamp(http_timeout / 3, std::chrono::milliseconds(1),
+                    std::chrono::milliseconds(10000));
+}
+
 }  // namespace hami::scheduler

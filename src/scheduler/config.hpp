@@ -31,6 +31,13 @@ struct SchedulerConfig {
   // How long bind waits for another pod's node lock (released once kubelet
   // has allocated that pod) before failing; below the extender httpTimeout.
   std::chrono::milliseconds node_lock_wait{2000};
+  // The longest a bind may take from arrival to answer, waits for a worker
+  // and for node locks included: well below kube-scheduler's extender
+  // httpTimeout (--extender-http-timeout), so that a bind that cannot be
+  // done in time answers "no" and kube-scheduler retries the pod, instead
+  // of kube-scheduler giving up while the bind goes on and then finding
+  // the pod "already bound".
+  std::chrono::milliseconds bind_deadline{10000};
   // Whether bind may place a pod on another node its filter found fitting
   // when kube-scheduler's choice no longer fits or is locked (--bind-redirect).
   bool bind_redirect = true;
@@ -50,6 +57,10 @@ struct SchedulerConfig {
   // off:     nothing.
   std::string gpu_pod_seccomp = "enforce";
 };
+
+// The bind deadline for kube-scheduler's extender httpTimeout: a third of
+// it, at most 10 s (and at least 1 ms).
+std::chrono::milliseconds bind_deadline_for(std::chrono::milliseconds http_timeout);
 
 // Reads upstream's device config YAML (its `nvidia:` block: resourceCountName,
 // resourceMemoryName, resourceMemoryPercentageName, resourceCoreName,

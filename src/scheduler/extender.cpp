@@ -470,6 +470,22 @@ BindOutcome Extender::place(const BindRequest& r) {
   if (!is_leader_()) {
     return fail("NotLeader", "this scheduler replica is not the leader; only the leader binds");
   }
+  // Time left before the bind deadline; a wait never runs past it.
+  auto left = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    return r.deadline <= now
+               ? std::chrono::milliseconds(0)
+               : std::chrono::duration_cast<std::chrono::milliseconds>(std::min(
+                     r.deadline - now, std::chrono::steady_clock::duration(std::chrono::hours(1))));
+  };
+  auto out_of_time = [&](const std::string& what) {
+    return fail("BindDeadline",
+                "bind of pod " + who + " to " + r.node + " gave up at its deadline (" +
+                    std::to_string(config_.bind_deadline.count()) +
+                    " ms, a third of kube-scheduler's extender httpTimeout at most): " + what +
+                    "; nothing was bound, kube-scheduler schedules the pod again");
+  };
+  if (left().count() == 0) return out_of_time("it waited that long for a bind worker");
   if (backend_ == nullptr) return fail("NoBackend", "no API server to bind through");
   // filter's copy of the pod, so the pod is fitted and reserved at once,
   // without a read from the API server first (the binding carries the UID).
@@ -549,6 +565,10 @@ BindOutcome Extender::place(const BindRequest& r) {
   // Binds on `node` if it fits and its lock is free (or frees within the
   // wait): the outcome when bound or failed for good, nullopt to go on.
   auto try_node = [&](const std::string& node, bool chosen) -> std::optional<BindOutcome> {
+    if (left().count() == 0) {
+      return out_of_time(first_error.empty() ? std::string("no node tried in time")
+                                             : "after " + first_error);
+    }
     std::string encoded;
     if (std::string e = reserve(uid, r, node, *req, &encoded); !e.empty()) {
       if (chosen) first_error = std::move(e);
@@ -563,7 +583,11 @@ BindOutcome Extender::place(const BindRequest& r) {
     std::optional<WaiterSlot> slot;
     if (chosen && config_.node_lock_wait.count() > 0) {
       slot.emplace(lock_waiters_);
-      if (!may_redirect || slot->count() <= kMaxLockWaiters) wait = config_.node_lock_wait;
+      if (!may_redirect || slot->count() <= kMaxLockWaiters) {
+        // Half of what is left at most, so that other nodes can still be
+        // tried before the deadline.
+        wait = std::min(config_.node_lock_wait, may_redirect ? left() / 2 : left());
+      }
       if (wait.count() == 0) slot.reset();
     }
     waited = waited || wait.count() > 0;
@@ -591,12 +615,13 @@ BindOutcome Extender::place(const BindRequest& r) {
   // Every node that fits is locked right now: wait for the best one's lock
   // (unless that was kube-scheduler's choice, waited for already).
   if (!locked.empty() && config_.node_lock_wait.count() > 0 &&
-      !(waited && locked.front() == r.node)) {
+      !(waited && locked.front() == r.node) && left().count() > 0) {
     const std::string& node = locked.front();
     std::string encoded;
     if (std::string e = reserve(uid, r, node, *req, &encoded); e.empty()) {
       bool contended = false;
-      e = lock_and_bind(r, uid, node, encoded, config_.node_lock_wait, &contended);
+      e = lock_and_bind(r, uid, node, encoded, std::min(config_.node_lock_wait, left()),
+                        &contended);
       if (e.empty()) return bound(node, "NodeLock");
       if (!contended) return fail("BindFailed", e);
       if (node == r.node) first_error = std::move(e);

@@ -91,6 +91,10 @@ struct BindRequest {
   std::string name;
   std::string uid;
   std::string node;
+  // No node lock is waited for past this, and no node tried once it has
+  // passed: the bind answers an error kube-scheduler retries the pod on
+  // (SchedulerConfig::bind_deadline after the request arrived).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct BindOutcome {

@@ -66,6 +66,11 @@ void add_flags(daemon::StartUp& start, SchedulerFlags& f) {
                  "How long bind waits for a node lock another pod holds (0: fail at once)")
       ->check(duration_flag(/*allow_zero=*/true))
       ->capture_default_str();
+  app.add_option("--extender-http-timeout", f.extender_http_timeout,
+                 "kube-scheduler's httpTimeout for this extender (its scheduler config): a bind "
+                 "answers within a third of it, at most 10s, or fails so that the pod is retried")
+      ->check(duration_flag())
+      ->capture_default_str();
   app.add_option("--bind-redirect", f.bind_redirect,
                  "When kube-scheduler's node no longer fits or is locked, bind to the best other "
                  "node the pod's filter found fitting")
@@ -165,6 +170,7 @@ Result<SchedulerSettings> settle(const SchedulerFlags& f) {
   cfg.policy = {*np, *gp};
   cfg.node_lock_timeout = std::chrono::duration_cast<std::chrono::seconds>(ms(f.lock_timeout));
   cfg.node_lock_wait = ms(f.lock_wait);
+  cfg.bind_deadline = bind_deadline_for(ms(f.extender_http_timeout));
   cfg.bind_redirect = f.bind_redirect;
   so.request_timeout = ms(f.read_timeout);
   so.idle_timeout = ms(f.idle_timeout);
@@ -197,7 +203,8 @@ Result<SchedulerSettings> settle(const SchedulerFlags& f) {
               ", scheduler name " + cfg.scheduler_name + ", policies " + f.node_policy + "/" +
               f.gpu_policy + ", leader election " +
               (f.leader_elect ? f.lease_ns + "/" + f.lease_name : "off") + ", node lock timeout " +
-              f.lock_timeout + ", nodes " + (s.nodes.empty() ? "all" : s.nodes.describe()) +
+              f.lock_timeout + ", bind deadline " + std::to_string(cfg.bind_deadline.count()) +
+              "ms" + ", nodes " + (s.nodes.empty() ? "all" : s.nodes.describe()) +
               (cfg.legacy_metrics ? ", legacy metrics" : "") + ", decisions " +
               (cfg.decisions.keys ? "signed" : "unsigned") + ", GPU pod seccomp " +
               cfg.gpu_pod_seccomp;

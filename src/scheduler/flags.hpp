@@ -27,6 +27,7 @@ struct SchedulerFlags {
   ServerOptions server;
   std::string kubeconfig, device_config, node_policy = "binpack", gpu_policy = "spread";
   std::string lock_timeout = "5m", lock_wait = "2s";
+  std::string extender_http_timeout = "30s";  // kube-scheduler's, for the bind deadline
   std::string read_timeout = "10s", idle_timeout = "60s";
   bool bind_redirect = true;
   bool leader_elect = false;

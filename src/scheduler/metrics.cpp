@@ -1,5 +1,6 @@
 #include "scheduler/metrics.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
@@ -27,18 +28,31 @@ const char* verb_name(Verb v) {
   return "unknown";
 }
 
-void Metrics::observe(Verb v, std::chrono::nanoseconds d, bool ok) {
-  Histogram& h = hist_[static_cast<size_t>(v)];
+void Metrics::Histogram::add(const std::array<double, 14>& bounds, std::chrono::nanoseconds d) {
   const double s = std::chrono::duration<double>(d).count();
-  for (size_t i = 0; i < kBuckets.size(); ++i) {
-    if (s <= kBuckets[i]) {
-      h.buckets[i].fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    if (s <= bounds[i]) {
+      buckets[i].fetch_add(1, std::memory_order_relaxed);
       break;  // cumulative counts are summed at render time
     }
   }
-  h.count.fetch_add(1, std::memory_order_relaxed);
-  h.sum_ns.fetch_add(static_cast<uint64_t>(d.count()), std::memory_order_relaxed);
+  count.fetch_add(1, std::memory_order_relaxed);
+  sum_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, d.count())),
+                   std::memory_order_relaxed);
+}
+
+void Metrics::observe(Verb v, std::chrono::nanoseconds d, bool ok) {
+  Histogram& h = hist_[static_cast<size_t>(v)];
+  h.add(kBuckets, d);
   if (!ok) h.errors.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::queue_wait(Verb v, std::chrono::nanoseconds d) {
+  queue_[static_cast<size_t>(v)].add(kQueueBuckets, d);
+}
+
+uint64_t Metrics::queue_waits(Verb v) const {
+  return queue_[static_cast<size_t>(v)].count.load();
 }
 
 void Metrics::failure(Verb v, std::string_view reason) {
@@ -72,27 +86,35 @@ uint64_t Metrics::failures(Verb v, const std::string& reason) const {
   return it == failures_.end() ? 0 : it->second;
 }
 
-std::string Metrics::render(const ClusterCache& cache) const {
-  PrometheusText out;
-  out.family("hami_scheduler_request_duration_seconds",
-             "Time to answer an extender or webhook request, by verb.", "histogram");
-  for (size_t v = 0; v < hist_.size(); ++v) {
-    const Histogram& h = hist_[v];
+void Metrics::render_histograms(PrometheusText& out, const char* name, const char* help,
+                                const std::array<Histogram, static_cast<size_t>(Verb::kCount)>& hs,
+                                const std::array<double, 14>& bounds) const {
+  out.family(name, help, "histogram");
+  const std::string bucket = std::string(name) + "_bucket";
+  for (size_t v = 0; v < hs.size(); ++v) {
+    const Histogram& h = hs[v];
     const char* verb = verb_name(static_cast<Verb>(v));
     uint64_t cum = 0;
-    for (size_t i = 0; i < kBuckets.size(); ++i) {
+    for (size_t i = 0; i < bounds.size(); ++i) {
       cum += h.buckets[i].load(std::memory_order_relaxed);
-      const std::string le = std::to_string(kBuckets[i]);
-      out.sample("hami_scheduler_request_duration_seconds_bucket", {{"verb", verb}, {"le", le}},
-                 cum);
+      out.sample(bucket, {{"verb", verb}, {"le", std::to_string(bounds[i])}}, cum);
     }
     const uint64_t count = h.count.load(std::memory_order_relaxed);
-    out.sample("hami_scheduler_request_duration_seconds_bucket", {{"verb", verb}, {"le", "+Inf"}},
-               count);
-    out.sample("hami_scheduler_request_duration_seconds_sum", {{"verb", verb}},
+    out.sample(bucket, {{"verb", verb}, {"le", "+Inf"}}, count);
+    out.sample(std::string(name) + "_sum", {{"verb", verb}},
                static_cast<double>(h.sum_ns.load(std::memory_order_relaxed)) * 1e-9);
-    out.sample("hami_scheduler_request_duration_seconds_count", {{"verb", verb}}, count);
+    out.sample(std::string(name) + "_count", {{"verb", verb}}, count);
   }
+}
+
+std::string Metrics::render(const ClusterCache& cache) const {
+  PrometheusText out;
+  render_histograms(out, "hami_scheduler_request_duration_seconds",
+                    "Time to answer an extender or webhook request, by verb.", hist_, kBuckets);
+  render_histograms(out, "hami_scheduler_queue_wait_seconds",
+                    "Time a request waited for a worker before one took it, by verb (binds "
+                    "answered by the bind deadline included).",
+                    queue_, kQueueBuckets);
   out.family("hami_scheduler_requests_total", "Requests answered, by verb and result.", "counter");
   for (size_t v = 0; v < hist_.size(); ++v) {
     const Histogram& h = hist_[v];

@@ -24,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/prometheus_text.hpp"
 #include "scheduler/cache.hpp"
 #include "scheduler/events.hpp"
 #include "scheduler/quota.hpp"
@@ -38,7 +39,13 @@ class Metrics {
   static constexpr std::array<double, 14> kBuckets = {
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 
+  // How long a request waited for a worker before one took it (binds wait
+  // for one of 16; a wait no other metric shows).
+  static constexpr std::array<double, 14> kQueueBuckets = {
+      0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30};
+
   void observe(Verb v, std::chrono::nanoseconds d, bool ok);
+  void queue_wait(Verb v, std::chrono::nanoseconds d);
   void failure(Verb v, std::string_view reason);
   // A node filter rejected, counted under each reason it gave.
   void node_rejected(std::string_view reason, uint64_t n = 1);
@@ -59,6 +66,7 @@ class Metrics {
   uint64_t requests(Verb v) const;
   uint64_t failures(Verb v, const std::string& reason) const;
   uint64_t redirects(const std::string& reason) const;
+  uint64_t queue_waits(Verb v) const;
 
  private:
   struct Histogram {
@@ -66,8 +74,14 @@ class Metrics {
     std::atomic<uint64_t> count{0};
     std::atomic<uint64_t> sum_ns{0};
     std::atomic<uint64_t> errors{0};
+    void add(const std::array<double, 14>& bounds, std::chrono::nanoseconds d);
   };
+  static_assert(kQueueBuckets.size() == kBuckets.size());
   std::array<Histogram, static_cast<size_t>(Verb::kCount)> hist_;
+  std::array<Histogram, static_cast<size_t>(Verb::kCount)> queue_;
+  void render_histograms(PrometheusText& out, const char* name, const char* help,
+                         const std::array<Histogram, static_cast<size_t>(Verb::kCount)>& hs,
+                         const std::array<double, 14>& bounds) const;
   std::atomic<bool> leader_{false};
   std::atomic<bool> legacy_{false};
   const EventRecorder* events_ = nullptr;

@@ -34,9 +34,18 @@ constexpr const char* kNotSynced =
     "the scheduler's node and pod caches have not synced with the API server yet; retry";
 
 // Times a handler and turns any exception into the protocol's error answer.
+// When the request arrived (handed to the workers' queue), or now for a
+// request made in process.
+std::chrono::steady_clock::time_point arrival(const http::Request& req) {
+  return req.received == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now()
+                                                                 : req.received;
+}
+
 template <class Handler, class OnError>
-void timed(Metrics& m, Verb verb, http::Response& res, Handler&& handler, OnError&& on_error) {
+void timed(Metrics& m, Verb verb, const http::Request& req, http::Response& res, Handler&& handler,
+           OnError&& on_error) {
   const auto t0 = std::chrono::steady_clock::now();
+  m.queue_wait(verb, t0 - arrival(req));
   bool ok = false;
   try {
     ok = handler();
@@ -61,7 +70,7 @@ std::vector<http::Route> SchedulerServer::routes() {
                .auth = Auth::kClientCert,
                .handler = [this](const Request& req, Response& res) {
                  timed(
-                     metrics_, Verb::kFilter, res,
+                     metrics_, Verb::kFilter, req, res,
                      [&] {
                        if (!options_.ready()) {
                          // Before the first list the cache knows no node:
@@ -89,7 +98,7 @@ std::vector<http::Route> SchedulerServer::routes() {
                .auth = Auth::kClientCert,
                .handler = [this](const Request& req, Response& res) {
                  timed(
-                     metrics_, Verb::kPrioritize, res,
+                     metrics_, Verb::kPrioritize, req, res,
                      [&] {
                        auto args = parse_extender_args(req.body);
                        if (!args) {
@@ -117,38 +126,60 @@ std::vector<http::Route> SchedulerServer::routes() {
   // Bind waits on the API server and on node locks (up to --node-lock-wait):
   // kube-scheduler binds asynchronously, so several wait at once, and must
   // not keep the next pod's filter waiting for a worker.
-  r.push_back({.method = "POST",
-               .path = "/bind",
-               .max_body = kMaxBindingBody,
-               .auth = Auth::kClientCert,
-               .blocking = true,
-               .handler = [this](const Request& req, Response& res) {
-                 timed(
-                     metrics_, Verb::kBind, res,
-                     [&] {
-                       if (!options_.ready()) {
-                         metrics_.failure(Verb::kBind, "NotSynced");
-                         res.set_content(binding_result_json(kNotSynced), kJson);
-                         return false;
-                       }
-                       auto args = parse_binding_args(req.body);
-                       if (!args) {
-                         metrics_.failure(Verb::kBind, "BadRequest");
-                         res.set_content(binding_result_json(args.error().message), kJson);
-                         return false;
-                       }
-                       const std::string err = extender_.bind(*args);
-                       res.set_content(binding_result_json(err), kJson);
-                       return err.empty();
-                     },
-                     [](const std::string& e) { return binding_result_json(e); });
-               }});
+  // A bind no worker has taken within half the bind deadline is answered
+  // at once with an error (the pod is scheduled again) rather than late.
+  r.push_back(
+      {.method = "POST",
+       .path = "/bind",
+       .max_body = kMaxBindingBody,
+       .auth = Auth::kClientCert,
+       .blocking = true,
+       .queue_timeout = config_.bind_deadline / 2,
+       .on_queue_timeout =
+           [this](const Request& req, Response& res) {
+             const auto waited = std::chrono::steady_clock::now() - arrival(req);
+             metrics_.queue_wait(Verb::kBind, waited);
+             metrics_.observe(Verb::kBind, waited, false);
+             metrics_.failure(Verb::kBind, "NoWorker");
+             const std::string msg =
+                 "bind not started: every bind worker was busy for " +
+                 std::to_string(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+                 " ms, half the bind deadline; nothing was bound, kube-scheduler "
+                 "schedules the pod again (if this repeats, check the API server's "
+                 "latency and hami_scheduler_queue_wait_seconds)";
+             log::warn("%s", msg.c_str());
+             res.set_content(binding_result_json(msg), kJson);
+           },
+       .handler =
+           [this](const Request& req, Response& res) {
+             timed(
+                 metrics_, Verb::kBind, req, res,
+                 [&] {
+                   if (!options_.ready()) {
+                     metrics_.failure(Verb::kBind, "NotSynced");
+                     res.set_content(binding_result_json(kNotSynced), kJson);
+                     return false;
+                   }
+                   auto args = parse_binding_args(req.body);
+                   if (!args) {
+                     metrics_.failure(Verb::kBind, "BadRequest");
+                     res.set_content(binding_result_json(args.error().message), kJson);
+                     return false;
+                   }
+                   args->deadline = arrival(req) + config_.bind_deadline;
+                   const std::string err = extender_.bind(*args);
+                   res.set_content(binding_result_json(err), kJson);
+                   return err.empty();
+                 },
+                 [](const std::string& e) { return binding_result_json(e); });
+           }});
   r.push_back({.method = "POST",
                .path = "/webhook",
                .max_body = kMaxAdmissionBody,
                .handler = [this](const Request& req, Response& res) {
                  timed(
-                     metrics_, Verb::kWebhook, res,
+                     metrics_, Verb::kWebhook, req, res,
                      [&] {
                        res.set_content(admit(req.body, config_, options_.quotas), kJson);
                        return true;

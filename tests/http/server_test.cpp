@@ -103,6 +103,20 @@ class HttpServerTest : public ::testing::Test {
                test::wait_until([&] { return release_.load(); }, 5s);
                r.body = "waited";
              }},
+        // As /wait, but a request no worker takes within 50 ms is answered
+        // by the queue timeout.
+        {.method = "POST",
+         .path = "/bounded",
+         .max_body = 1024,
+         .blocking = true,
+         .queue_timeout = 50ms,
+         .on_queue_timeout = [](const Request& q, Response& r) { r.body = "late:" + q.path; },
+         .handler =
+             [this](const Request&, Response& r) {
+               ++waiting_;
+               test::wait_until([&] { return release_.load(); }, 5s);
+               r.body = "waited";
+             }},
         {.method = "GET",
          .path = "/throw",
          .handler = [](const Request&, Response&) { throw std::runtime_error("boom"); }},
@@ -186,6 +200,33 @@ TEST_F(HttpServerTest, BlockingRoutesDoNotHoldUpTheOthers) {
     ASSERT_TRUE(done);
     EXPECT_EQ(done->body, "waited");
   }
+}
+
+// A request of a route with a queue timeout that finds every worker busy
+// is answered by the timeout (kube-scheduler hears "no" before its own
+// timeout), and no worker runs it once one is free.
+TEST_F(HttpServerTest, ARequestNoWorkerTakesInTimeIsAnsweredByTheQueueTimeout) {
+  Server& s = start({.bind = "127.0.0.1:0", .blocking_workers = 1});
+  HttpConn first = HttpConn::open(s.port());
+  ASSERT_TRUE(first.send("POST /bounded HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"));
+  ASSERT_TRUE(test::wait_until([&] { return waiting_ == 1; }, 3s));
+  HttpConn second = HttpConn::open(s.port());
+  auto r = second.request("POST", "/bounded", "{}", 3s);
+  ASSERT_TRUE(r) << "the queued request was not answered while the worker was busy";
+  EXPECT_EQ(r->body, "late:/bounded");
+  // The connection stays usable for the next request.
+  auto again = second.request("POST", "/echo", "{}", 3s);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->body, "{}");
+  release_ = true;
+  auto done = first.read_reply();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->body, "waited");
+  // The worker, free now, skips the answered request.
+  auto third = HttpConn::open(s.port()).request("POST", "/bounded", "{}", 3s);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->body, "waited");
+  EXPECT_EQ(waiting_.load(), 2) << "the request answered by the timeout ran too";
 }
 
 TEST_F(HttpServerTest, HandlerExceptionIsA500) {

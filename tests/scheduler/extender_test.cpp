@@ -476,6 +476,49 @@ TEST_F(ExtenderTest, BeyondAFewWaitersABindGoesElsewhereAtOnce) {
   EXPECT_EQ(b.node, "b");
 }
 
+// A bind whose deadline passed before it started (it waited that long for
+// a worker) answers an error at once, takes no lock and leaves nothing
+// reserved: kube-scheduler schedules the pod again instead of timing out
+// while the bind goes on.
+TEST_F(ExtenderTest, ABindPastItsDeadlineAnswersAtOnceAndTouchesNothing) {
+  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u1");
+  ASSERT_FALSE(ext.filter(pod_of(p), all).nodes.empty());
+  BindRequest r{.ns = "default", .name = "p", .uid = "u1", .node = "a"};
+  r.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  BindOutcome b = ext.place(r);
+  EXPECT_NE(b.error.find("deadline"), std::string::npos) << b.error;
+  EXPECT_NE(b.error.find("schedules the pod again"), std::string::npos) << b.error;
+  EXPECT_EQ(backend.lock_calls(), 0);
+  EXPECT_EQ(backend.binds(), 0);
+  EXPECT_EQ(metrics.failures(Verb::kBind, "BindDeadline"), 1u);
+  EXPECT_FALSE(cache.read([](const ClusterCache::View& v) { return v.pod("u1") != nullptr; }));
+  // The same bind in time goes through.
+  EXPECT_EQ(ext.place({.ns = "default", .name = "p", .uid = "u1", .node = "a"}).error, "");
+}
+
+// The wait for another pod's node lock never runs past the bind deadline,
+// whatever --node-lock-wait says.
+TEST_F(ExtenderTest, TheLockWaitNeverRunsPastTheBindDeadline) {
+  config.node_lock_wait = std::chrono::seconds(30);
+  backend.set_lock("a", "default/other");
+  json p = add("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}, "u1");
+  ASSERT_EQ(ext.filter(pod_of(p), std::vector<std::string>{"a"}).nodes.size(), 1u);
+  BindRequest r{.ns = "default", .name = "p", .uid = "u1", .node = "a"};
+  r.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  BindOutcome b = ext.place(r);
+  EXPECT_NE(b.error.find("node lock contention"), std::string::npos) << b.error;
+  EXPECT_GT(backend.last_wait().count(), 0);
+  EXPECT_LE(backend.last_wait(), std::chrono::seconds(2));
+}
+
+TEST(BindDeadline, IsAThirdOfTheExtenderTimeoutAtMostTenSeconds) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(bind_deadline_for(milliseconds(30000)), milliseconds(10000));
+  EXPECT_EQ(bind_deadline_for(milliseconds(9000)), milliseconds(3000));
+  EXPECT_EQ(bind_deadline_for(milliseconds(300000)), milliseconds(10000));
+  EXPECT_EQ(bind_deadline_for(milliseconds(0)), milliseconds(1));
+}
+
 // filter keeps a pod's best fitting nodes for bind, not the first ones
 // kube-scheduler listed: with 80 nodes, the busiest, listed last, is where a
 // binpack pod goes when its node is locked.

@@ -50,6 +50,15 @@ class MemoryBackend : public scheduler::BindBackend {
     std::lock_guard l(mu_);
     return binds_;
   }
+  int lock_calls() const {
+    std::lock_guard l(mu_);
+    return lock_calls_;
+  }
+  // What the last lock_node call was allowed to wait.
+  std::chrono::milliseconds last_wait() const {
+    std::lock_guard l(mu_);
+    return last_wait_;
+  }
   int pod_reads() const {
     std::lock_guard l(mu_);
     return reads_;
@@ -95,6 +104,8 @@ class MemoryBackend : public scheduler::BindBackend {
                                                std::chrono::milliseconds wait) override {
     if (on_lock) on_lock(node);
     std::unique_lock l(mu_);
+    ++lock_calls_;
+    last_wait_ = wait;
     if (fail_.erase("lock")) return scheduler::LockError{false, "injected lock failure"};
     const std::string me = ns + "/" + name;
     auto it = locks_.find(node);
@@ -136,6 +147,8 @@ class MemoryBackend : public scheduler::BindBackend {
   std::condition_variable cv_;
   bool block_ = false;
   int waiting_ = 0;
+  int lock_calls_ = 0;
+  std::chrono::milliseconds last_wait_{0};
   std::map<std::string, nlohmann::json> pods_;
   std::map<std::string, std::string> locks_;
   std::set<std::string> fail_;

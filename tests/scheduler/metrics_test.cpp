@@ -30,6 +30,24 @@ class SchedulerMetricsTest : public ::testing::Test {
   Metrics metrics;
 };
 
+// The time a bind waited for a worker is exported beside the answer times.
+TEST_F(SchedulerMetricsTest, QueueWaitIsAHistogramByVerb) {
+  metrics.queue_wait(Verb::kBind, std::chrono::milliseconds(3));
+  metrics.queue_wait(Verb::kBind, std::chrono::seconds(12));
+  const std::string body = metrics.render(cache);
+  EXPECT_TRUE(has(body, "# TYPE hami_scheduler_queue_wait_seconds histogram\n")) << body;
+  EXPECT_TRUE(
+      has(body, "hami_scheduler_queue_wait_seconds_bucket{verb=\"bind\",le=\"0.005000\"} 1\n"))
+      << body;
+  EXPECT_TRUE(
+      has(body, "hami_scheduler_queue_wait_seconds_bucket{verb=\"bind\",le=\"10.000000\"} 1\n"));
+  EXPECT_TRUE(
+      has(body, "hami_scheduler_queue_wait_seconds_bucket{verb=\"bind\",le=\"15.000000\"} 2\n"));
+  EXPECT_TRUE(has(body, "hami_scheduler_queue_wait_seconds_count{verb=\"bind\"} 2\n"));
+  EXPECT_TRUE(has(body, "hami_scheduler_queue_wait_seconds_count{verb=\"filter\"} 0\n"));
+  EXPECT_EQ(metrics.queue_waits(Verb::kBind), 2u);
+}
+
 TEST_F(SchedulerMetricsTest, UpstreamGaugesWithTheirLabels) {
   const std::string body = metrics.render(cache);
   // device_cores holds the GPU's total cores, as upstream, not the allocated.
