@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)hami::parse_percent(env_value);
 
   hami::vgpu::ConfigSources src;
-  src.fixed_limits_file = "/etc/vgpu/limits";
+  src.fixed_limits_file = hami::vgpu::kFixedLimitsFile;
   src.env = [&](const std::string& k) -> std::optional<std::string> {
     if (k == "CUDA_DEVICE_MEMORY_LIMIT") return env_value;
     return std::nullopt;

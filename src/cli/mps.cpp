@@ -8,6 +8,7 @@
 #include "cli/run.hpp"
 #include "mps/paths.hpp"
 #include "nvml/nvml.hpp"
+#include "protocol/container_contract.hpp"
 
 namespace hami::cli {
 namespace {
@@ -64,13 +65,13 @@ Result<std::vector<std::pair<std::string, std::string>>> mps_client_env(
                *started == mps::Started::fresh ? "started" : "reusing", uuid.c_str(),
                pid ? std::to_string(*pid).c_str() : "?", daemon.options().pipe_dir.c_str());
   std::vector<std::pair<std::string, std::string>> env = {
-      {"CUDA_MPS_PIPE_DIRECTORY", daemon.options().pipe_dir.string()},
-      {"CUDA_MPS_LOG_DIRECTORY", daemon.options().log_dir.string()},
+      {protocol::kEnvMpsPipeDir, daemon.options().pipe_dir.string()},
+      {protocol::kEnvMpsLogDir, daemon.options().log_dir.string()},
   };
-  if (cores > 0) env.push_back({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(cores)});
+  if (cores > 0) env.push_back({protocol::kEnvMpsThreads, std::to_string(cores)});
   // Device 0: the client sees only its GPU (CUDA_VISIBLE_DEVICES=<uuid>).
   if (memory > 0)
-    env.push_back({"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+    env.push_back({protocol::kEnvMpsPinnedMemory,
                    "0=" + std::to_string((memory + (1 << 20) - 1) >> 20) + "M"});
   return env;
 }

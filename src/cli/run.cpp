@@ -16,11 +16,13 @@
 #include "cli/mps.hpp"
 #include "cli/state_dir.hpp"
 #include "common/size_parse.hpp"
+#include "common/small_file.hpp"
 #include "fit/fit.hpp"
 #include "monitor/trusted_record.hpp"
 #include "mps/control_daemon.hpp"
 #include "mps/paths.hpp"
 #include "nvml/nvml.hpp"
+#include "protocol/container_contract.hpp"
 #include "protocol/node_register.hpp"
 #include "region/layout_v1.hpp"
 #include "region/region.hpp"
@@ -86,28 +88,41 @@ Result<void> make_state_file(const JobDir& job, const std::string& uuid, uint64_
   return {};
 }
 
-// An MPS job's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; 0: none. A high-priority
-// job (a latency-bound service) is not capped: the others are capped at their
-// shares, whose sum fitting keeps within 100 - its share, so at least its
-// share of the SMs is always free for it, and it may use SMs the others leave
-// idle (docs/sharing-modes.md).
-int mps_thread_cap(const RunOptions& o) {
-  return o.priority == "high" ? 0 : o.cores;
+// What the job is given, as the container contract states it.
+protocol::ContainerSpec job_spec(const RunOptions& o, const std::string& uuid, uint64_t memory,
+                                 const std::string& state_file) {
+  protocol::ContainerSpec spec;
+  spec.gpus.push_back({uuid, memory, o.cores});
+  spec.mode = o.sharing == "mps" ? protocol::SharingMode::kMps : protocol::SharingMode::kTimeslice;
+  spec.priority = o.priority == "high" ? 0 : 1;
+  spec.state_file = state_file;
+  spec.comment = "written by vgpu run for job " + o.name;
+  return spec;
 }
 
 // For an MPS job, <job>/mps: its thread percentage, which the node agent and
 // `vgpu top` show as its share (a standalone job has no device-plugin record).
-Result<void> write_mps_client_file(const JobDir& job, const RunOptions& o) {
-  const int cap = mps_thread_cap(o);
-  const std::string text = std::string(monitor::kMpsThreadKey) + "=" +
-                           std::to_string(cap > 0 && cap < 100 ? cap : 100) + "\n";
-  const std::string path = job.named_path() + "/" + monitor::kMpsClientFile;
-  UniqueFd fd{::openat(job.fd.get(), monitor::kMpsClientFile,
+Result<void> write_mps_client_file(const JobDir& job, const protocol::Rendered& contract) {
+  const std::string text = std::string(protocol::kEnvMpsThreads) + "=" +
+                           std::to_string(contract.mps_threads.value_or(100)) + "\n";
+  const std::string path = job.named_path() + "/" + protocol::kMpsClientFile;
+  UniqueFd fd{::openat(job.fd.get(), protocol::kMpsClientFile,
                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)};
   if (fd.get() < 0) return Error::from_errno(path + ": cannot create");
   if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
     return Error::from_errno(path + ": cannot write");
   }
+  return {};
+}
+
+// The job's files: its state file, its limits file (which `vgpu resize`
+// replaces and the library follows), and for an MPS job its client file.
+Result<void> make_job_files(const JobDir& job, const std::string& uuid, uint64_t memory,
+                            const RunOptions& o, const protocol::Rendered& contract) {
+  if (auto made = make_state_file(job, uuid, memory, o); !made) return made;
+  const std::string limits = job.named_path() + "/" + protocol::kJobLimitsFile;
+  if (auto w = replace_small_file(limits, contract.limits_text, 0644); !w) return w;
+  if (o.sharing == "mps") return write_mps_client_file(job, contract);
   return {};
 }
 
@@ -254,25 +269,23 @@ int run_command(const RunOptions& o) {
   auto job = make_job_dir(*root, o.name);
   if (!job) return fail(kExitCannotRun, job.error().message);
   const std::string dir = job->named_path();
+  const std::string state_file = dir + "/vgpu.cache";
+  const protocol::Rendered contract =
+      protocol::render_contract(job_spec(o, uuid, memory, state_file));
   std::vector<std::pair<std::string, std::string>> env = {
-      {"CUDA_VISIBLE_DEVICES", uuid},
-      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir + "/vgpu.cache"},
-      {"CUDA_TASK_PRIORITY", o.priority == "high" ? "0" : "1"},
+      {protocol::kEnvCudaVisible, uuid},
+      {protocol::kEnvStateFile, state_file},
+      {protocol::kEnvLimitsFile, dir + "/" + protocol::kJobLimitsFile},
   };
-  if (memory != 0) env.push_back({"CUDA_DEVICE_MEMORY_LIMIT", std::to_string(memory)});
-  if (mps) {
-    // MPS gives the share (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): the library
-    // keeps the memory limit and the virtual GPU but must not pace kernels too.
-    // The state file still records the share, for the next job's fitting.
-    env.push_back({"GPU_CORE_UTILIZATION_POLICY", "disable"});
-  } else if (o.cores > 0 && o.cores < 100) {
-    env.push_back({"CUDA_DEVICE_SM_LIMIT", std::to_string(o.cores)});
-  }
+  // The limits file governs; the same values in the environment say what the
+  // job was given to anyone reading its environment.
+  env.insert(env.end(), contract.env.begin(), contract.env.end());
   const std::string library = o.library.empty() ? default_library() : o.library;
   if (mps) {
     // Started (or found) before the job's files, and left running afterwards:
     // the next MPS job on this GPU reuses it (vgpu mps stop ends it).
-    auto client = mps_client_env(hook, uuid, o.mps_control, mps_thread_cap(o), memory);
+    auto client =
+        mps_client_env(hook, uuid, o.mps_control, contract.mps_threads.value_or(0), memory);
     if (!client) {
       (void)remove_job_dir(*root, *job);
       return fail(kExitCannotRun, client.error().message);
@@ -287,9 +300,7 @@ int run_command(const RunOptions& o) {
     std::fprintf(stderr, "vgpu run: mount %s and %s%s%s into the container at the same paths\n",
                  library.c_str(), dir.c_str(), mps ? " and the MPS pipe directory " : "",
                  mps ? mps::mps_pipe_dir(hook, uuid).c_str() : "");
-    auto made = make_state_file(*job, uuid, memory, o);
-    if (made && mps) made = write_mps_client_file(*job, o);
-    if (!made) {
+    if (auto made = make_job_files(*job, uuid, memory, o, contract); !made) {
       (void)remove_job_dir(*root, *job);
       return fail(kExitCannotRun, made.error().message);
     }
@@ -302,11 +313,8 @@ int run_command(const RunOptions& o) {
   if (::access(library.c_str(), R_OK) != 0) {
     return give_up(library + ": " + std::strerror(errno) + " (pass --library)");
   }
-  if (auto made = make_state_file(*job, uuid, memory, o); !made) {
+  if (auto made = make_job_files(*job, uuid, memory, o, contract); !made) {
     return give_up(made.error().message);
-  }
-  if (mps) {
-    if (auto made = write_mps_client_file(*job, o); !made) return give_up(made.error().message);
   }
 
   const pid_t child = ::fork();

@@ -37,7 +37,7 @@ Level level() {
   int l = g_level.load(std::memory_order_relaxed);
   if (l != kUnread) return static_cast<Level>(l);
   l = static_cast<int>(Level::kError);
-  if (const char* env = std::getenv("LIBCUDA_LOG_LEVEL"); env != nullptr && *env != '\0') {
+  if (const char* env = std::getenv(kLevelEnv); env != nullptr && *env != '\0') {
     char* end = nullptr;
     const long v = std::strtol(env, &end, 10);
     if (end != env && *end == '\0') l = v < 0 ? 0 : (v > 4 ? 4 : static_cast<int>(v));

@@ -12,6 +12,9 @@
 
 namespace hami::log {
 
+// The variable, upstream's name (the container contract re-exports it).
+inline constexpr const char* kLevelEnv = "LIBCUDA_LOG_LEVEL";
+
 enum class Level : int { kSilent = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
 
 // Reads LIBCUDA_LOG_LEVEL once; later calls are free. Safe to call anywhere.

@@ -33,7 +33,7 @@ namespace hami::deviceplugin {
 struct AllocatorOptions {
   std::string node;
   std::string hook_path = "/usr/local";
-  std::string lock_dir = kContainerLockDir;
+  std::string lock_dir = protocol::kContainerLockDir;
   // Whose decisions are served (--decision-key-file, --trusted-schedulers)
   // and which resource a rival pod asks for (pending_pod.hpp).
   PendingPodPolicy pending;

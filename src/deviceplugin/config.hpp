@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "protocol/container_contract.hpp"
 
 namespace hami::deviceplugin {
 
@@ -32,7 +33,7 @@ inline constexpr int kMaxSplitCount = 1024;
 // GPU's MPS server, which runs their kernels side by side on disjoint SMs;
 // it registers as "mps", so only pods annotated nvidia.com/vgpu-mode: mps
 // land on it.
-enum class SharingMode : uint8_t { kTimeslice, kMps };
+using protocol::SharingMode;
 
 // "timeslice" or "mps", as the config and the logs say it.
 const char* sharing_mode_name(SharingMode m);
@@ -61,11 +62,11 @@ struct PluginConfig {
   std::vector<GpuModeOverride> gpu_modes;              // nodeconfig devicemodes
 
   bool disable_core_limit = false;  // GPU_CORE_UTILIZATION_POLICY=disable in every container
-  std::string resource_count_name = "nvidia.com/gpu";
-  std::string resource_memory_name = "nvidia.com/gpumem";
-  std::string resource_memory_percentage_name = "nvidia.com/gpumem-percentage";
-  std::string resource_core_name = "nvidia.com/gpucores";
-  std::string resource_priority_name = "nvidia.com/priority";
+  std::string resource_count_name = protocol::kResourceCount;
+  std::string resource_memory_name = protocol::kResourceMemory;
+  std::string resource_memory_percentage_name = protocol::kResourceMemoryPercentage;
+  std::string resource_core_name = protocol::kResourceCores;
+  std::string resource_priority_name = protocol::kResourcePriority;
 
   std::vector<std::string> sources;   // what was applied, in order, for the log
   std::vector<std::string> warnings;  // unknown keys and the like

@@ -53,7 +53,7 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   for (char ch : in.core_policy)
     policy += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (!policy.empty() && policy != "force" && policy != "default" && policy != "disable")
-    return Error{"GPU_CORE_UTILIZATION_POLICY '" + in.core_policy.substr(0, 64) +
+    return Error{std::string(protocol::kEnvCorePolicy) + " '" + in.core_policy.substr(0, 64) +
                  "' is not force, default or disable"};
 
   ContainerPlan p;
@@ -61,87 +61,66 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   p.library = join(p.vgpu_dir, "libvgpu.so");
   p.preload_file = join(p.vgpu_dir, "ld.so.preload");
   const std::string key = in.pod_uid + "_" + in.container;
-  p.container_dir = join(join(p.vgpu_dir, "containers"), key);
-  p.limits_file = join(join(p.vgpu_dir, "limits"), key);
-  p.control_file = join(join(p.vgpu_dir, "control"), key);
+  p.container_dir = join(join(p.vgpu_dir, protocol::kHostContainersDir), key);
+  p.limits_dir = join(join(p.vgpu_dir, protocol::kHostLimitsDir), key);
+  p.limits_file = join(p.limits_dir, protocol::kLimitsFileName);
+  p.control_file = join(join(p.vgpu_dir, protocol::kHostControlDir), key);
   p.lock_dir = in.lock_dir;
 
-  std::vector<std::string> uuids;
+  protocol::ContainerSpec spec;
   std::string visible;
-  std::vector<std::pair<std::string, std::string>> limits;
-  for (size_t i = 0; i < in.gpus.size(); ++i) {
-    const AllocatedGpu& g = in.gpus[i];
+  std::vector<std::string> uuids;
+  for (const AllocatedGpu& g : in.gpus) {
     if (std::find(uuids.begin(), uuids.end(), g.uuid) == uuids.end()) {
       uuids.push_back(g.uuid);
       visible += (visible.empty() ? "" : ",") + g.uuid;
     }
-    limits.emplace_back("CUDA_DEVICE_MEMORY_LIMIT_" + std::to_string(i),
-                        std::to_string(g.mem_mib) + "m");
+    spec.gpus.push_back({g.uuid, static_cast<uint64_t>(std::max(g.mem_mib, 0)) << 20, g.cores});
   }
-  // Upstream hands the first GPU's share to every GPU of the container; the
-  // library reads anything above 100 as "no cap", so say 100 plainly. Under
-  // MPS the server divides the SMs and the library's pacing stays off.
-  if (!mps) {
-    limits.emplace_back("CUDA_DEVICE_SM_LIMIT",
-                        std::to_string(std::clamp(in.gpus[0].cores, 0, 100)));
-  }
-  if (in.priority) limits.emplace_back("CUDA_TASK_PRIORITY", std::to_string(*in.priority));
+  spec.mode = mps ? SharingMode::kMps : SharingMode::kTimeslice;
+  spec.priority = in.priority;
   // The node's --disable-core-limit overrides what the pod asked for.
   if (cfg.disable_core_limit) {
-    limits.emplace_back("GPU_CORE_UTILIZATION_POLICY", "disable");
+    spec.policy = protocol::CorePolicy::kDisable;
   } else if (!policy.empty()) {
-    limits.emplace_back("GPU_CORE_UTILIZATION_POLICY", policy);
+    spec.policy = protocol::parse_core_policy(policy);
   }
-
-  p.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
-  for (const auto& [k, v] : limits)
-    p.envs[k] = v;
   const std::string state_file = join(p.vgpu_dir, in.cache_name);
-  p.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = state_file;
-  if (cfg.device_memory_scaling > 1) p.envs["CUDA_OVERSUBSCRIBE"] = "true";
-  if (cfg.lib_cuda_log_level) p.envs["LIBCUDA_LOG_LEVEL"] = std::to_string(*cfg.lib_cuda_log_level);
-  int mps_threads = 100;  // an MPS client's thread cap; 100: none
+  spec.state_file = state_file;
+  spec.comment =
+      "written by hami-device-plugin for pod " + in.pod_uid + ", container " + in.container;
+  const protocol::Rendered contract = protocol::render_contract(spec);
+  p.limits_text = contract.limits_text;
+
+  p.envs[protocol::kEnvNvidiaVisible] = visible;
+  for (const auto& [k, v] : contract.env)
+    p.envs[k] = v;
+  p.envs[protocol::kEnvStateFile] = state_file;
+  if (cfg.device_memory_scaling > 1) p.envs[protocol::kEnvOversubscribe] = "true";
+  if (cfg.lib_cuda_log_level)
+    p.envs[protocol::kEnvLogLevel] = std::to_string(*cfg.lib_cuda_log_level);
   if (mps) {
     const AllocatedGpu& g = in.gpus[0];
     p.mps_pipe_dir = mps::mps_pipe_dir(p.vgpu_dir, g.uuid).string();
-    p.envs["CUDA_MPS_PIPE_DIRECTORY"] = kContainerMpsPipeDir;
-    // 0 (not given) and 100 both mean the whole GPU: no variable. Neither
-    // for a high-priority container (nvidia.com/priority: 0, a latency-bound
-    // service): the others are capped at their shares, which fitting keeps
-    // within 100 minus its share, so that share of the SMs is always free for
-    // it, and it may use SMs the others leave idle (docs/sharing-modes.md).
-    const bool high_priority = in.priority && *in.priority == 0;
-    if (g.cores > 0 && g.cores < 100 && !high_priority) mps_threads = g.cores;
-    if (mps_threads < 100)
-      p.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(mps_threads);
+    p.envs[protocol::kEnvMpsPipeDir] = protocol::kContainerMpsPipeDir;
+    if (contract.mps_threads)
+      p.envs[protocol::kEnvMpsThreads] = std::to_string(*contract.mps_threads);
     // The container sees its one GPU as device 0. The library's limit stays
     // the hard one on every path; this one makes the server refuse too.
     if (g.mem_mib > 0)
-      p.envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = "0=" + std::to_string(g.mem_mib) + "M";
+      p.envs[protocol::kEnvMpsPinnedMemory] = "0=" + std::to_string(g.mem_mib) + "M";
   }
-
-  p.limits_text = "# written by hami-device-plugin for pod " + in.pod_uid + ", container " +
-                  in.container + "\n";
-  for (const auto& [k, v] : limits)
-    p.limits_text += k + "=" + v + "\n";
-  // What the library and the node agent must not take from the writable state
-  // file: which file it is, and which GPUs its device indices are.
-  p.limits_text += "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + state_file + "\n";
-  for (size_t i = 0; i < in.gpus.size(); ++i)
-    p.limits_text += "VGPU_DEVICE_UUID_" + std::to_string(i) + "=" + in.gpus[i].uuid + "\n";
-  // The container is an MPS client: the node agent and `vgpu top` show this
-  // as its share (100: no cap), whether or not the variable was set.
-  if (mps)
-    p.limits_text += "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + std::to_string(mps_threads) + "\n";
 
   p.mounts.push_back({p.library, p.library, true});
   p.mounts.push_back({p.vgpu_dir, p.container_dir, false});
-  p.mounts.push_back({kContainerLockDir, in.lock_dir, false});
-  if (!in.disable_control) p.mounts.push_back({"/etc/ld.so.preload", p.preload_file, true});
-  p.mounts.push_back({kContainerLimitsFile, p.limits_file, true});
-  p.mounts.push_back({kContainerControlFile, p.control_file, true});
+  p.mounts.push_back({protocol::kContainerLockDir, in.lock_dir, false});
+  if (!in.disable_control)
+    p.mounts.push_back({protocol::kContainerPreloadFile, p.preload_file, true});
+  // The directory, not the file: a resize replaces the file by rename.
+  p.mounts.push_back({protocol::kContainerLimitsDir, p.limits_dir, true});
+  p.mounts.push_back({protocol::kContainerControlFile, p.control_file, true});
   // Read-write: clients connect to the server's sockets and pipes there.
-  if (mps) p.mounts.push_back({kContainerMpsPipeDir, p.mps_pipe_dir, false});
+  if (mps) p.mounts.push_back({protocol::kContainerMpsPipeDir, p.mps_pipe_dir, false});
   return p;
 }
 

@@ -8,7 +8,8 @@
 //   V/containers/<uid>_<c>  → V                     rw  (the state file lives here)
 //   <lock_dir>              → /tmp/vgpulock         rw  (upstream HAMi-core's lock dir)
 //   V/ld.so.preload         → /etc/ld.so.preload    ro  (not with CUDA_DISABLE_CONTROL=true)
-//   V/limits/<uid>_<c>      → /etc/vgpu/limits      ro  (our library's tamper-proof limits)
+//   V/limits/<uid>_<c>/     → /etc/vgpu/limits.d/   ro  (our library's tamper-proof limits,
+//                                                       the file `limits` in it)
 //   V/control/<uid>_<c>     → /etc/vgpu/control     ro  (the node agent's switch and block)
 //
 // A container on a GPU in mps mode (docs/sharing-modes.md) is a client of that
@@ -24,9 +25,11 @@
 //
 // The limits and control files sit outside the container's writable
 // directory, so the container cannot rewrite them through another path. The
-// limits file also names the state file and the GPUs in NVML order: the
-// library and the node agent take those from it, not from the writable state
-// file (docs/security.md).
+// limits file is the container contract's record (protocol/
+// container_contract.hpp): it also names the state file and the GPUs in NVML
+// order, which the library and the node agent take from it, not from the
+// writable state file (docs/security.md). A resize replaces it by rename, so
+// its directory is mounted, not the file.
 //
 //   PlanInput in{.hook_path = "/usr/local", .pod_uid = uid, .container = "main",
 //                .gpus = {{"GPU-a", 3000, 30}}, .cache_name = "x.cache"};
@@ -40,16 +43,9 @@
 
 #include "common/result.hpp"
 #include "deviceplugin/config.hpp"
+#include "protocol/container_contract.hpp"
 
 namespace hami::deviceplugin {
-
-inline constexpr const char* kContainerLimitsFile = "/etc/vgpu/limits";  // vgpu::kFixedLimitsFile
-inline constexpr const char* kContainerControlFile =
-    "/etc/vgpu/control";  // vgpu::kFixedControlFile
-inline constexpr const char* kContainerLockDir = "/tmp/vgpulock";
-// CUDA's default CUDA_MPS_PIPE_DIRECTORY, so a client finds its server even
-// where something clears the variable.
-inline constexpr const char* kContainerMpsPipeDir = "/tmp/nvidia-mps";
 
 struct AllocatedGpu {
   std::string uuid;
@@ -59,8 +55,8 @@ struct AllocatedGpu {
 };
 
 struct PlanInput {
-  std::string hook_path;                     // upstream HOOK_PATH (chart: /usr/local)
-  std::string lock_dir = kContainerLockDir;  // host side of /tmp/vgpulock
+  std::string hook_path;                               // upstream HOOK_PATH (chart: /usr/local)
+  std::string lock_dir = protocol::kContainerLockDir;  // host side of /tmp/vgpulock
   std::string pod_uid;
   std::string container;
   std::vector<AllocatedGpu> gpus;  // in the order the container's NVML lists them
@@ -88,7 +84,8 @@ struct ContainerPlan {
   std::string library;        // <vgpu_dir>/libvgpu.so, must exist
   std::string preload_file;   // <vgpu_dir>/ld.so.preload, written when missing
   std::string container_dir;  // recreated empty, mode 0777
-  std::string limits_file;
+  std::string limits_dir;     // <vgpu_dir>/limits/<key>, mounted read-only
+  std::string limits_file;    // <limits_dir>/limits, replaced whole
   std::string limits_text;
   std::string control_file;  // created fresh (switch on, not blocked), mode 0644
   std::string lock_dir;

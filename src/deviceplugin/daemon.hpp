@@ -24,7 +24,7 @@ struct DaemonOptions {
   std::string kubelet_socket;  // default: <device_plugin_dir>/kubelet.sock
   std::string socket_name;     // default: nvidia-<resource name after '/'>.sock
   std::string hook_path = "/usr/local";
-  std::string lock_dir = "/tmp/vgpulock";
+  std::string lock_dir = protocol::kContainerLockDir;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::chrono::milliseconds health_interval{5000};
   std::chrono::milliseconds register_interval{30000};

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "common/unique_fd.hpp"
+#include "common/small_file.hpp"
 #include "region/control_file.hpp"
 
 namespace hami::deviceplugin {
@@ -22,34 +22,6 @@ Result<void> make_dir(const std::string& path, fs::perms mode) {
   // Explicit, not through the umask: containers run as any user.
   fs::permissions(path, mode, ec);
   if (ec) return Error{path + ": cannot set its mode: " + ec.message(), ec.value()};
-  return {};
-}
-
-Result<void> write_whole(const std::string& path, const std::string& text, mode_t mode) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  UniqueFd fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)};
-  if (fd.get() < 0) return Error::from_errno(tmp + ": cannot create");
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      return Error::from_errno(tmp + ": cannot write", err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd.get(), mode) != 0 || ::fsync(fd.get()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Error::from_errno(tmp + ": cannot finish", err);
-  }
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Error::from_errno(path + ": cannot rename into place", err);
-  }
   return {};
 }
 
@@ -70,7 +42,7 @@ Result<void> prepare_host(const ContainerPlan& plan) {
                  "plugin's log)"};
   }
   if (!fs::exists(plan.preload_file, ec)) {
-    if (auto r = write_whole(plan.preload_file, plan.library + "\n", 0644); !r) return r;
+    if (auto r = replace_small_file(plan.preload_file, plan.library + "\n", 0644); !r) return r;
   }
   const auto all = fs::perms::all;
   const auto r755 = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -82,12 +54,15 @@ Result<void> prepare_host(const ContainerPlan& plan) {
   if (ec) return Error{plan.container_dir + ": cannot remove the old directory: " + ec.message()};
   if (auto r = make_dir(fs::path(plan.container_dir).parent_path().string(), r755); !r) return r;
   if (auto r = make_dir(plan.container_dir, all); !r) return r;
-  if (auto r = make_dir(fs::path(plan.limits_file).parent_path().string(), r755); !r) return r;
-  if (auto r = write_whole(plan.limits_file, plan.limits_text, 0644); !r) return r;
+  // A container started before resizes has its limits file where the
+  // directory goes now.
+  if (fs::is_regular_file(fs::symlink_status(plan.limits_dir, ec))) fs::remove(plan.limits_dir, ec);
+  if (auto r = make_dir(plan.limits_dir, r755); !r) return r;
+  if (auto r = replace_small_file(plan.limits_file, plan.limits_text, 0644); !r) return r;
   // A new file for each container instance: the agent's decisions for the
   // previous one do not carry over.
   if (auto r = make_dir(fs::path(plan.control_file).parent_path().string(), r755); !r) return r;
-  return write_whole(plan.control_file, region::control_file_bytes(), 0644);
+  return replace_small_file(plan.control_file, region::control_file_bytes(), 0644);
 }
 
 }  // namespace hami::deviceplugin

@@ -23,14 +23,15 @@
 #include "common/function_ref.hpp"
 #include "common/result.hpp"
 #include "fit/types.hpp"
+#include "protocol/container_contract.hpp"
 
 namespace hami::fit {
 
 struct ResourceConfig {
-  std::string count_name = "nvidia.com/gpu";
-  std::string memory_name = "nvidia.com/gpumem";
-  std::string memory_percentage_name = "nvidia.com/gpumem-percentage";
-  std::string cores_name = "nvidia.com/gpucores";
+  std::string count_name = protocol::kResourceCount;
+  std::string memory_name = protocol::kResourceMemory;
+  std::string memory_percentage_name = protocol::kResourceMemoryPercentage;
+  std::string cores_name = protocol::kResourceCores;
   int32_t default_memory_mib = 0;  // defaultMemory; used as is, not scaled
   int32_t default_cores = 0;       // defaultCores
   int32_t memory_factor = 1;       // memoryFactor, ≥ 1

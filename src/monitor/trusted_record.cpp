@@ -7,99 +7,50 @@
 #include <cerrno>
 
 #include "common/kv_text.hpp"
-#include "common/size_parse.hpp"
 #include "common/unique_fd.hpp"
 
 namespace hami::monitor {
 namespace {
 
-constexpr size_t kMaxRecordSize = 64 * 1024;  // as libvgpu.so reads the same file
-constexpr int kMaxDevices = region::kMaxDevices;
-
-std::string indexed(const char* key, int i) {
-  return std::string(key) + "_" + std::to_string(i);
-}
-
-Result<std::optional<uint64_t>> mps_thread_percentage(const KvText& kv) {
-  auto m = kv.find(kMpsThreadKey);
-  if (!m) return std::optional<uint64_t>();
-  auto v = parse_percent(*m);
-  if (!v || *v == 0) {
-    return Error{std::string(kMpsThreadKey) + "=" + m->substr(0, 100) +
-                 ": not a percentage from 1 to 100"};
-  }
-  return std::optional<uint64_t>(*v);
-}
+constexpr size_t kMaxRecordSize = protocol::kMaxLimitsFileSize;  // as libvgpu.so reads it
 
 }  // namespace
 
 Result<std::optional<uint64_t>> parse_mps_thread_percentage(const std::string& text) {
-  return mps_thread_percentage(parse_kv_text(text));
+  auto v = parse_kv_text(text).find(kMpsThreadKey);
+  if (!v) return std::optional<uint64_t>();
+  const protocol::ContainerLimits l = protocol::parse_limits_env({{kMpsThreadKey, *v}}, {});
+  if (!l.errors.empty()) return Error{l.errors[0]};
+  return l.mps_threads;
 }
 
+// The library's reading of the same text, held strictly: a record is the
+// plugin's and should never hold a value that cannot be read.
 Result<TrustedRecord> parse_trusted_record(const std::string& text, const std::string& path) {
-  const KvText kv = parse_kv_text(text);
-  if (!kv.malformed.empty()) {
-    return Error{path + ":" + std::to_string(kv.malformed[0].line) + ": not KEY=VALUE"};
-  }
+  protocol::ContainerLimits l = protocol::parse_limits_file(text, path);
+  if (!l.errors.empty()) return Error{l.errors[0]};
   TrustedRecord r;
   r.path = path;
-  auto bad = [&](const std::string& key, const std::string& value, const std::string& why) {
-    return Error{path + ": " + key + "=" + value.substr(0, 100) + ": " + why};
-  };
-  if (auto p = kv.find("CUDA_TASK_PRIORITY")) {
-    if (*p != "0" && *p != "1") return bad("CUDA_TASK_PRIORITY", *p, "not 0 or 1");
-    r.priority = (*p)[0] - '0';
-  }
-  std::optional<uint64_t> global_mem;
-  if (auto m = kv.find("CUDA_DEVICE_MEMORY_LIMIT")) {
-    auto v = parse_size(*m);
-    if (!v) return bad("CUDA_DEVICE_MEMORY_LIMIT", *m, v.error().message);
-    global_mem = *v;
-  }
-  std::optional<uint64_t> global_sm;
-  if (auto m = kv.find("CUDA_DEVICE_SM_LIMIT")) {
-    auto v = parse_percent(*m);
-    if (!v) return bad("CUDA_DEVICE_SM_LIMIT", *m, v.error().message);
-    global_sm = *v;
-  }
-  for (int d = 0; d < kMaxDevices; ++d) {
-    r.memory_limit[d] = global_mem.value_or(0);
-    if (auto m = kv.find(indexed("CUDA_DEVICE_MEMORY_LIMIT", d))) {
-      auto v = parse_size(*m);
-      if (!v) return bad(indexed("CUDA_DEVICE_MEMORY_LIMIT", d), *m, v.error().message);
-      r.memory_limit[d] = *v;
-    }
-    r.sm_limit[d] = global_sm.value_or(100);
-    if (auto m = kv.find(indexed("CUDA_DEVICE_SM_LIMIT", d))) {
-      auto v = parse_percent(*m);
-      if (!v) return bad(indexed("CUDA_DEVICE_SM_LIMIT", d), *m, v.error().message);
-      r.sm_limit[d] = *v;
-    }
-  }
-  for (int d = 0; d < kMaxDevices; ++d) {
-    auto u = kv.find(indexed("VGPU_DEVICE_UUID", d));
-    if (!u) break;
-    if (u->empty() || u->size() >= region::kUuidSize) {
-      return bad(indexed("VGPU_DEVICE_UUID", d), *u, "not a GPU UUID");
-    }
-    r.gpu_uuids.push_back(*u);
-  }
-  auto mps = mps_thread_percentage(kv);
-  if (!mps) return Error{path + ": " + mps.error().message};
-  r.mps_thread_percentage = *mps;
-  if (auto f = kv.find("CUDA_DEVICE_MEMORY_SHARED_CACHE")) {
-    const size_t slash = f->rfind('/');
-    const std::string base = slash == std::string::npos ? *f : f->substr(slash + 1);
+  r.priority = l.priority;
+  r.gpu_uuids = std::move(l.device_uuids);
+  r.memory_limit = l.memory_limit;
+  r.sm_limit = l.sm_limit;
+  r.mps_thread_percentage = l.mps_threads;
+  if (!l.state_file.empty()) {
+    const std::string& f = l.state_file;
+    const size_t slash = f.rfind('/');
+    const std::string base = slash == std::string::npos ? f : f.substr(slash + 1);
     if (base.empty() || base == "." || base == "..") {
-      return bad("CUDA_DEVICE_MEMORY_SHARED_CACHE", *f, "names no file");
+      return Error{path + ": " + protocol::kEnvStateFile + "=" + f.substr(0, 100) +
+                   ": names no file"};
     }
     r.state_file_name = base;
   }
   return r;
 }
 
-Result<std::optional<TrustedRecord>> read_trusted_record(const std::string& path) {
+Result<std::optional<TrustedRecord>> read_trusted_record(const std::string& dir_or_file) {
+  std::string path = dir_or_file;
   UniqueFd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)};
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::optional<TrustedRecord>();
@@ -108,14 +59,31 @@ Result<std::optional<TrustedRecord>> read_trusted_record(const std::string& path
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return Error::from_errno(path + ": cannot stat");
+  auto untrusted_owner = [&](const struct stat& s) -> std::optional<Error> {
+    if (s.st_uid != 0 && s.st_uid != ::geteuid()) {
+      return Error{path + ": owned by uid " + std::to_string(s.st_uid) +
+                   ", not by root or this agent; not trusted"};
+    }
+    if ((s.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      return Error{path + ": writable by group or others; not trusted"};
+    }
+    return std::nullopt;
+  };
+  if (S_ISDIR(st.st_mode)) {
+    // The directory the plugin mounts; whoever could write it could swap the file.
+    if (auto e = untrusted_owner(st)) return *e;
+    path += std::string("/") + protocol::kLimitsFileName;
+    fd = UniqueFd{::openat(fd.get(), protocol::kLimitsFileName,
+                           O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)};
+    if (fd.get() < 0) {
+      if (errno == ENOENT) return std::optional<TrustedRecord>();
+      if (errno == ELOOP) return Error{path + ": a symbolic link; not trusted"};
+      return Error::from_errno(path + ": cannot open");
+    }
+    if (::fstat(fd.get(), &st) != 0) return Error::from_errno(path + ": cannot stat");
+  }
   if (!S_ISREG(st.st_mode)) return Error{path + ": not a regular file; not trusted"};
-  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    return Error{path + ": owned by uid " + std::to_string(st.st_uid) +
-                 ", not by root or this agent; not trusted"};
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return Error{path + ": writable by group or others; not trusted"};
-  }
+  if (auto e = untrusted_owner(st)) return *e;
   if (static_cast<uint64_t>(st.st_size) > kMaxRecordSize) {
     return Error{path + ": larger than 64 KiB, not a limits file"};
   }

@@ -1,7 +1,7 @@
 #pragma once
 // What the device plugin allocated to a container, from the limits file it
-// wrote on the host (<hook>/limits/<podUID>_<container>, mounted read-only in
-// the container): the only per-container facts the node agent takes as true.
+// wrote on the host (<hook>/limits/<podUID>_<container>/limits, its directory
+// mounted read-only in the container): the only per-container facts the node agent takes as true.
 // The state file is writable by every process of the container, so its
 // priority, device table and limits are what the tenant says; the record is
 // what the plugin gave. A container without a record (standalone `vgpu run`,
@@ -9,7 +9,10 @@
 // file, with the agent's range checks (docs/security.md).
 //
 // A record is trusted only if it is a regular file (not a link), owned by
-// root or by the agent's own user and not writable by group or others.
+// root or by the agent's own user and not writable by group or others. It is
+// parsed as libvgpu.so parses it (protocol/container_contract.hpp), strictly.
+// The path is <hook>/limits/<dir>/limits; a record from before resizes (the
+// file <hook>/limits/<dir> itself) is read too.
 //
 //   auto rec = read_trusted_record(hook + "/limits/" + dir_name);
 //   if (rec && *rec) priority = (*rec)->priority.value_or(1);
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "protocol/container_contract.hpp"
 #include "region/layout_v1.hpp"
 
 namespace hami::monitor {
@@ -38,11 +42,9 @@ struct TrustedRecord {
 };
 
 // The key of both the record and of the file `vgpu run --sharing mps` leaves
-// in a job's directory (kMpsClientFile).
-inline constexpr const char* kMpsThreadKey = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
-// <containers>/<job>/mps: `vgpu run --sharing mps` writes "<kMpsThreadKey>=N"
-// there (a standalone job has no record); read for display only.
-inline constexpr const char* kMpsClientFile = "mps";
+// in a job's directory (kMpsClientFile, read for display only).
+using protocol::kMpsClientFile;
+inline constexpr const char* kMpsThreadKey = protocol::kEnvMpsThreads;
 
 // The thread percentage in a record or job file's text: nullopt when the key
 // is absent, an error when its value is not 1-100.

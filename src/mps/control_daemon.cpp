@@ -19,6 +19,7 @@
 #include "common/small_file.hpp"
 #include "common/unique_fd.hpp"
 #include "mps/process.hpp"
+#include "protocol/container_contract.hpp"
 
 namespace hami::mps {
 
@@ -154,8 +155,8 @@ Result<std::string> ControlDaemon::command(std::string_view line) {
   auto bin = binary();
   if (!bin) return bin.error();
   auto r = run_program({bin->string()},
-                       {{"CUDA_MPS_PIPE_DIRECTORY", options_.pipe_dir.string()},
-                        {"CUDA_MPS_LOG_DIRECTORY", options_.log_dir.string()}},
+                       {{protocol::kEnvMpsPipeDir, options_.pipe_dir.string()},
+                        {protocol::kEnvMpsLogDir, options_.log_dir.string()}},
                        std::string(line) + "\n", options_.command_timeout);
   if (!r) return r.error();
   if (r->exit_code != 0)
@@ -238,9 +239,9 @@ Result<Started> ControlDaemon::start() {
     fs::remove(options_.pipe_dir / kPidFile, ec);
   }
   auto launch = run_program({bin->string(), "-d"},
-                            {{"CUDA_MPS_PIPE_DIRECTORY", options_.pipe_dir.string()},
-                             {"CUDA_MPS_LOG_DIRECTORY", options_.log_dir.string()},
-                             {"CUDA_VISIBLE_DEVICES", options_.gpu_uuid}},
+                            {{protocol::kEnvMpsPipeDir, options_.pipe_dir.string()},
+                             {protocol::kEnvMpsLogDir, options_.log_dir.string()},
+                             {protocol::kEnvCudaVisible, options_.gpu_uuid}},
                             "", options_.start_timeout);
   if (!launch) return start_failure(who + ": " + launch.error().message);
   if (launch->exit_code != 0)

@@ -335,9 +335,9 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
       add_limit(d.patch, c, has_resources, has_limits, rc.cores_name, "100");
     }
     std::vector<std::pair<std::string, std::string>> env;
-    if (prio) env.emplace_back("CUDA_TASK_PRIORITY", quantity_text(*prio));
+    if (prio) env.emplace_back(protocol::kEnvPriority, quantity_text(*prio));
     if (config.gpu_core_policy != "default") {
-      env.emplace_back("GPU_CORE_UTILIZATION_POLICY", config.gpu_core_policy);
+      env.emplace_back(protocol::kEnvCorePolicy, config.gpu_core_policy);
     }
     const json* existing = member(ct, "env");
     bool have_env = existing != nullptr && existing->is_array();

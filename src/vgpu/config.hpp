@@ -13,13 +13,11 @@
 // CUDA_OVERSUBSCRIBE (true/false) is read from the limits file when it has it,
 // otherwise from the environment, where the device plugin sets it.
 //
-// A limits file holds the same KEY=VALUE pairs, one per line, '#' comments,
-// and two more the device plugin writes: CUDA_DEVICE_MEMORY_SHARED_CACHE (the
-// state file: with a limits file present, the environment cannot point a
-// process at a file of its own) and VGPU_DEVICE_UUID_<i> (the container's GPUs
-// in NVML order, so the state file's device table is not taken on trust).
-// A value that cannot be read never means "unlimited": the device it names has
-// every allocation refused, and the reason is in Config::errors.
+// A limits file is the container contract's record (protocol/
+// container_contract.hpp): the same KEY=VALUE pairs, plus the state file and
+// the GPUs in NVML order, which the environment cannot give. A value that
+// cannot be read never means "unlimited": the device it names has every
+// allocation refused, and the reason is in Config::errors.
 //
 //   auto cfg = hami::vgpu::load_config(hami::vgpu::process_sources());
 //   for (auto& e : cfg.errors) hami::log::error("%s", e.c_str());
@@ -32,17 +30,18 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "protocol/container_contract.hpp"
 #include "region/layout_v1.hpp"
 #include "vgpu/limiter/core_policy.hpp"
 
 namespace hami::vgpu {
 
-inline constexpr const char* kFixedLimitsFile = "/etc/vgpu/limits";
+inline constexpr const char* kFixedLimitsFile = protocol::kContainerLimitsFile;
 // Written by the node agent, mounted read-only by the device plugin
 // (region/control_file.hpp): the SM share's switch and the priority block.
-inline constexpr const char* kFixedControlFile = "/etc/vgpu/control";
-inline constexpr const char* kDefaultStateFile = "/tmp/cudevshr.cache";
+inline constexpr const char* kFixedControlFile = protocol::kContainerControlFile;
 inline constexpr int kMaxDevices = region::kMaxDevices;
+static_assert(kMaxDevices == protocol::kContainerMaxDevices);
 
 struct Config {
   std::array<uint64_t, kMaxDevices> memory_limit{};  // bytes; 0 = no limit
@@ -63,6 +62,9 @@ struct Config {
   // CUDA_OVERSUBSCRIBE: an allocation within the limit that the GPU cannot
   // back physically is placed in host memory the GPU can use (spill.hpp).
   bool oversubscribe = false;
+  // The limits file records an MPS client (its thread cap): the MPS server
+  // divides the SMs, and the state file's SM figure is the writer's.
+  bool mps_client = false;
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
 

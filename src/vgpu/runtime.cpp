@@ -132,7 +132,7 @@ Runtime* Runtime::create() noexcept {
         // The read-only file governs; the writable state file only mirrors it.
         rt->limits_[d] = mine;
         if (rt->region_.memory_limit(d) != mine) rt->region_.set_memory_limit(d, mine);
-        if (rt->region_.sm_limit(d) != cfg.sm_limit[d])
+        if (!cfg.mps_client && rt->region_.sm_limit(d) != cfg.sm_limit[d])
           rt->region_.set_sm_limit(d, cfg.sm_limit[d]);
       } else {
         // Upstream semantics: the process that created the file set the limits.

@@ -78,7 +78,7 @@ TEST_F(VgpuRunMps, CommandIsAClientOfItsGpusDaemonWithItsShares) {
   EXPECT_TRUE(has_line(r.out, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M")) << r.out;
   EXPECT_TRUE(has_line(r.out, std::string("CUDA_VISIBLE_DEVICES=") + kGpu0)) << r.out;
   // libvgpu.so keeps the memory limit; MPS, not the library, gives the SM share.
-  EXPECT_TRUE(has_line(r.out, "CUDA_DEVICE_MEMORY_LIMIT=4294967296")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "CUDA_DEVICE_MEMORY_LIMIT_0=4096m")) << r.out;
   EXPECT_TRUE(has_line(r.out, "GPU_CORE_UTILIZATION_POLICY=disable")) << r.out;
   EXPECT_EQ(r.out.find("CUDA_DEVICE_SM_LIMIT"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(std::string("LD_PRELOAD=") + LIBVGPU), std::string::npos) << r.out;

@@ -86,7 +86,7 @@ TEST_F(VgpuRun, RefusesToOvercommitAndSpreads) {
   ASSERT_EQ(env_only.exit_code, 0) << env_only.err;
   EXPECT_NE(env_only.out.find(std::string("CUDA_VISIBLE_DEVICES=") + kGpu1), std::string::npos)
       << env_only.out;
-  EXPECT_NE(env_only.out.find("CUDA_DEVICE_MEMORY_LIMIT=32212254720"), std::string::npos);
+  EXPECT_NE(env_only.out.find("CUDA_DEVICE_MEMORY_LIMIT_0=30720m"), std::string::npos);
   EXPECT_NE(env_only.out.find(std::string("LD_PRELOAD=") + LIBVGPU), std::string::npos);
   holder.finish();
 }

@@ -115,7 +115,7 @@ TEST(ContainerPlan, MountsFollowTheHookPathLayout) {
                   MountSpec{"/usr/local/vgpu", "/usr/local/vgpu/containers/" + key, false},
                   MountSpec{"/tmp/vgpulock", "/usr/local/vgpulock", false},
                   MountSpec{"/etc/ld.so.preload", "/usr/local/vgpu/ld.so.preload", true},
-                  MountSpec{"/etc/vgpu/limits", "/usr/local/vgpu/limits/" + key, true},
+                  MountSpec{"/etc/vgpu/limits.d", "/usr/local/vgpu/limits/" + key, true},
                   MountSpec{"/etc/vgpu/control", "/usr/local/vgpu/control/" + key, true}));
 }
 
@@ -177,8 +177,12 @@ TEST(ContainerPlan, MpsAndTimeslicePodsSideBySide) {
       {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/usr/local/vgpu/x.cache"},
       {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"},
       {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"},
-      {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"}};
+      {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"},
+      // The contract's rule (protocol/container_contract.hpp), as `vgpu run
+      // --sharing mps` has it: the library never paces an MPS client.
+      {"GPU_CORE_UTILIZATION_POLICY", "disable"}};
   EXPECT_EQ(m->envs, want);
+  EXPECT_THAT(m->limits_text, HasSubstr("GPU_CORE_UTILIZATION_POLICY=disable\n"));
   EXPECT_THAT(m->limits_text, Not(HasSubstr("CUDA_DEVICE_SM_LIMIT")));
   EXPECT_THAT(t->limits_text, Not(HasSubstr("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")));
   EXPECT_THAT(m->limits_text, HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=4096m\n"));

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
 #include <sstream>
 #include <string>
 
@@ -515,14 +516,14 @@ TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
   EXPECT_EQ(m.at(vgpu), std::make_pair(vgpu + "/containers/" + key, false));
   EXPECT_EQ(m.at("/tmp/vgpulock"), std::make_pair(root_.file("vgpulock"), false));
   EXPECT_EQ(m.at("/etc/ld.so.preload"), std::make_pair(vgpu + "/ld.so.preload", true));
-  EXPECT_EQ(m.at("/etc/vgpu/limits"), std::make_pair(vgpu + "/limits/" + key, true));
+  EXPECT_EQ(m.at("/etc/vgpu/limits.d"), std::make_pair(vgpu + "/limits/" + key, true));
   EXPECT_EQ(m.at("/etc/vgpu/control"), std::make_pair(vgpu + "/control/" + key, true));
 
   // The host side exists before kubelet mounts it.
   struct stat sb {};
   ASSERT_EQ(::stat((vgpu + "/containers/" + key).c_str(), &sb), 0);
   EXPECT_EQ(sb.st_mode & 0777, 0777u);
-  EXPECT_EQ(slurp(vgpu + "/limits/" + key),
+  EXPECT_EQ(slurp(vgpu + "/limits/" + key + "/limits"),
             "# written by hami-device-plugin for pod " + uid +
                 ", container main\nCUDA_DEVICE_MEMORY_LIMIT_0=3000m\nCUDA_DEVICE_SM_LIMIT=30\n"
                 "CUDA_TASK_PRIORITY=0\nCUDA_DEVICE_MEMORY_SHARED_CACHE=" +
@@ -570,7 +571,7 @@ TEST_F(DevicePluginTest, AllocateServesInitAndAppContainersInOrder) {
   EXPECT_EQ(envs(s).at("NVIDIA_VISIBLE_DEVICES"), kB);
   EXPECT_EQ(envs(s).at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2500m");
   EXPECT_EQ(mounts(s).count("/etc/ld.so.preload"), 0u) << "CUDA_DISABLE_CONTROL=true";
-  EXPECT_EQ(mounts(s).count("/etc/vgpu/limits"), 1u);
+  EXPECT_EQ(mounts(s).count("/etc/vgpu/limits.d"), 1u);
   EXPECT_EQ(annotation(pod("p2"), "hami.io/bind-phase"), "success");
   EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
 }
@@ -595,18 +596,97 @@ TEST_F(DevicePluginTest, AllocateMapsEntriesWithoutInitSlotsToAppContainers) {
 // Upstream's fallback served any Pending pod on the node with the right
 // annotations when the lock named none: anyone who can create a pod could
 // forge one. Without the lock, no pod is served.
-TEST_F(DevicePluginTest, AllocateWithoutALockServesNoPod) {
+// The plugin tells the scheduler it matches pods itself: our scheduler then
+// binds there without the node lock (docs/scheduler-protocol.md).
+TEST_F(DevicePluginTest, RegistrationSaysThePluginMatchesPods) {
   start_plugin();
   wait_registered();
-  scheduled_pod("p3", std::string(kA) + ",NVIDIA,1000,10:" + kB + ",NVIDIA,1000,10:;",
-                json::array({container("main", {{"nvidia.com/gpu", "2"}})}));
-  v1beta1::AllocateResponse resp;
-  const grpc::Status st =
-      kubelet_->allocate(kRes, {{std::string(kB) + "-1", std::string(kA) + "-1"}}, &resp);
+  ASSERT_TRUE(test::wait_until(
+      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; },
+      5s));
+}
+
+// Without a lock, each Allocate goes to the pod whose GPUs kubelet asks
+// for, whatever order they come in: two pods of one size, no swap.
+TEST_F(DevicePluginTest, WithoutALockEachPodIsMatchedByItsGpus) {
+  start_plugin();
+  wait_registered();
+  ASSERT_TRUE(test::wait_until(
+      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; },
+      5s));
+  scheduled_pod("on-a", std::string(kA) + ",NVIDIA,1000,10:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"}})}));
+  scheduled_pod("on-b", std::string(kB) + ",NVIDIA,2000,20:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"}})}));
+  v1beta1::AllocateResponse rb;
+  grpc::Status st = kubelet_->allocate(kRes, {{std::string(kB) + "-3"}}, &rb);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(envs(rb.container_responses(0)).at("NVIDIA_VISIBLE_DEVICES"), kB);
+  EXPECT_EQ(envs(rb.container_responses(0)).at("CUDA_DEVICE_MEMORY_LIMIT_0"), "2000m");
+  EXPECT_EQ(annotation(pod("on-b"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(annotation(pod("on-a"), "hami.io/bind-phase"), "allocating");
+  v1beta1::AllocateResponse ra;
+  st = kubelet_->allocate(kRes, {{std::string(kA) + "-1"}}, &ra);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(envs(ra.container_responses(0)).at("NVIDIA_VISIBLE_DEVICES"), kA);
+  EXPECT_EQ(envs(ra.container_responses(0)).at("CUDA_DEVICE_MEMORY_LIMIT_0"), "1000m");
+  EXPECT_EQ(annotation(pod("on-a"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+// Two pods on the same GPU are told apart by kubelet's admission order (bind
+// time first); GetPreferredAllocation and Allocate agree on the pod. A pod
+// deleted before its turn is skipped, and a plugin restarted between two
+// Allocates goes on from the annotations.
+TEST_F(DevicePluginTest, OnOneGpuPodsGoInBindOrderPastDeletedOnesAndRestarts) {
+  start_plugin();
+  wait_registered();
+  ASSERT_TRUE(test::wait_until(
+      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; },
+      5s));
+  const auto one = json::array({container("main", {{"nvidia.com/gpu", "1"}})});
+  for (auto [name, mem, bound] : {std::tuple{"third", "3000", "1700000003"},
+                                  std::tuple{"first", "1000", "1700000001"},
+                                  std::tuple{"gone", "500", "1700000000"},
+                                  std::tuple{"second", "2000", "1700000002"}}) {
+    json p = scheduled_pod(name, std::string(kA) + ",NVIDIA," + mem + ",10:;", one);
+    p["metadata"]["annotations"]["hami.io/bind-time"] = bound;
+    api_.put("pods", p);
+  }
+  ASSERT_TRUE(api_.remove("pods", "default", "gone"));
+  auto next = [&](const std::string& want_mem) {
+    v1beta1::PreferredAllocationRequest preq;
+    auto* c = preq.add_container_requests();
+    const v1beta1::ListAndWatchResponse listed = kubelet_->devices(kRes);
+    for (const auto& d : listed.devices())
+      c->add_available_deviceids(d.id());
+    c->set_allocation_size(1);
+    v1beta1::PreferredAllocationResponse presp;
+    ASSERT_TRUE(kubelet_->preferred(kRes, preq, &presp).ok());
+    ASSERT_EQ(presp.container_responses(0).deviceids_size(), 1);
+    const std::string id = presp.container_responses(0).deviceids(0);
+    EXPECT_THAT(id, StartsWith(kA));
+    v1beta1::AllocateResponse r;
+    const grpc::Status st = kubelet_->allocate(kRes, {{id}}, &r);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(envs(r.container_responses(0)).at("CUDA_DEVICE_MEMORY_LIMIT_0"), want_mem + "m");
+  };
+  next("1000");
+  EXPECT_EQ(annotation(pod("first"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(annotation(pod("second"), "hami.io/bind-phase"), "allocating");
+  plugin_->kill(SIGTERM);
+  EXPECT_EQ(plugin_->finish().exit_code, 0);
+  plugin_.reset();
+  start_plugin();
+  ASSERT_TRUE(kubelet_->wait_for_registrations(2)) << "the restarted plugin never registered";
+  next("2000");
+  EXPECT_EQ(annotation(pod("second"), "hami.io/bind-phase"), "success");
+  next("3000");
+  EXPECT_EQ(annotation(pod("third"), "hami.io/bind-phase"), "success");
+  v1beta1::AllocateResponse none;
+  const grpc::Status st = kubelet_->allocate(kRes, {{std::string(kA) + "-0"}}, &none);
   ASSERT_FALSE(st.ok());
-  EXPECT_THAT(st.error_message(), HasSubstr("node node-1 has no hami.io/mutex.lock: only the pod "
-                                            "the scheduler locked the node for is served"));
-  EXPECT_EQ(annotation(pod("p3"), "hami.io/bind-phase"), "allocating");
+  EXPECT_THAT(st.error_message(), HasSubstr("no pod waiting for GPUs on node node-1 matches"));
 }
 
 // Issue 36, the attack: a pod with schedulerName nobody (or spec.nodeName

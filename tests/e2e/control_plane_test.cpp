@@ -677,7 +677,7 @@ class ControlPlaneTest : public ::testing::Test {
     EXPECT_EQ(a.mounts.at(v + "/libvgpu.so"), std::make_pair(v + "/libvgpu.so", true));
     EXPECT_EQ(a.mounts.at(v), std::make_pair(v + "/containers/" + key, false));
     EXPECT_EQ(a.mounts.at("/etc/ld.so.preload"), std::make_pair(v + "/ld.so.preload", true));
-    EXPECT_EQ(a.mounts.at("/etc/vgpu/limits"), std::make_pair(v + "/limits/" + key, true));
+    EXPECT_EQ(a.mounts.at("/etc/vgpu/limits.d"), std::make_pair(v + "/limits/" + key, true));
     EXPECT_EQ(a.mounts.at("/etc/vgpu/control"), std::make_pair(v + "/control/" + key, true));
     EXPECT_EQ(a.mounts.count("/tmp/vgpulock"), 1u);
     // kubelet's IDs are on the GPUs the scheduler chose.

@@ -1,5 +1,6 @@
 #pragma once
-// GPU_CORE_UTILIZATION_POLICY (upstream HAMi-core's variable and values):
+// GPU_CORE_UTILIZATION_POLICY (upstream HAMi-core's variable and values; the
+// enum lives with the container contract, protocol/container_contract.hpp):
 //   force    the SM share is always enforced;
 //   default  enforced while the node agent reports contention on the GPU (the
 //            state file's utilization_switch is non-zero). The file starts at 1
@@ -11,16 +12,14 @@
 //   bool on = enforces(*p, region.utilization_switch());
 
 #include <cstdint>
-#include <optional>
-#include <string_view>
+
+#include "protocol/container_contract.hpp"
 
 namespace hami::vgpu::limiter {
 
-enum class CorePolicy : uint8_t { kDefault, kForce, kDisable };
-
-// Case-insensitive; nullopt for anything else.
-std::optional<CorePolicy> parse_core_policy(std::string_view text);
-const char* to_string(CorePolicy p);
+using protocol::CorePolicy;
+using protocol::parse_core_policy;
+using protocol::to_string;
 
 inline bool enforces(CorePolicy p, int32_t utilization_switch) {
   return p == CorePolicy::kForce || (p == CorePolicy::kDefault && utilization_switch != 0);
