@@ -47,9 +47,11 @@ nvmlReturn_t nvml_memory_info(nvmlReturn_t (*real)(nvmlDevice_t, Memory*), nvmlD
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
   rt->pools().shrink_all(*rt);
-  rt->settle(dev);
+  rt->settle(dev);  // may find a resized limit
+  const uint64_t now_limit = rt->limit(dev);
+  if (now_limit == 0) return rc;
   const View v =
-      virtual_view(limit, rt->usage(dev), memory->total, memory->free, rt->oversubscribe());
+      virtual_view(now_limit, rt->usage(dev), memory->total, memory->free, rt->oversubscribe());
   memory->total = v.total;
   memory->used = v.used;
   memory->free = v.free;
@@ -71,8 +73,10 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) noexcept {
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
   rt->pools().shrink_all(*rt);  // pools release memory at synchronisations we do not see
-  rt->settle(dev);
-  const View v = virtual_view(limit, rt->usage(dev), *total, *free, rt->oversubscribe());
+  rt->settle(dev);              // may find a resized limit
+  const uint64_t now_limit = rt->limit(dev);
+  if (now_limit == 0) return rc;
+  const View v = virtual_view(now_limit, rt->usage(dev), *total, *free, rt->oversubscribe());
   *total = v.total;
   *free = v.free;
   return rc;

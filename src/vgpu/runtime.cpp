@@ -1,13 +1,17 @@
 #include "vgpu/runtime.hpp"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <time.h>
 
+#include <algorithm>
 #include <mutex>
 #include <new>
 
 #include "common/bytes.hpp"
 #include "common/log.hpp"
+#include "common/small_file.hpp"
+#include "protocol/container_contract.hpp"
 #include "region/process_identity.hpp"
 #include "vgpu/real_driver.hpp"
 
@@ -130,18 +134,18 @@ Runtime* Runtime::create() noexcept {
       const uint64_t mine = opt.initial.memory_limit[d];
       if (rt->limits_from_file_) {
         // The read-only file governs; the writable state file only mirrors it.
-        rt->limits_[d] = mine;
+        rt->limits_[d].store(mine, std::memory_order_relaxed);
         if (rt->region_.memory_limit(d) != mine) rt->region_.set_memory_limit(d, mine);
         if (!cfg.mps_client && rt->region_.sm_limit(d) != cfg.sm_limit[d])
           rt->region_.set_sm_limit(d, cfg.sm_limit[d]);
       } else {
         // Upstream semantics: the process that created the file set the limits.
-        rt->limits_[d] = rt->region_.memory_limit(d);
-        if (mine != rt->limits_[d]) {
+        rt->limits_[d].store(rt->region_.memory_limit(d), std::memory_order_relaxed);
+        if (mine != rt->limits_[d].load(std::memory_order_relaxed)) {
           log::warn(
               "%s holds a memory limit of %s for device %d but this process was started "
               "with %s; the file's value applies (delete the file when changing limits)",
-              rt->region_.path().c_str(), format_bytes(rt->limits_[d]).c_str(), d,
+              rt->region_.path().c_str(), format_bytes(rt->limit(d)).c_str(), d,
               format_bytes(mine).c_str());
         }
       }
@@ -158,7 +162,11 @@ Runtime* Runtime::create() noexcept {
         rt->control_.emplace(region::ControlView::fixed(region::ControlState{}));
       }
     }
-    rt->sm_.init(rt->region_, cfg);
+    // The stamp starts empty: the first look reads the file again, in case it
+    // was replaced since this process's configuration was read.
+    if (rt->limits_from_file_) rt->limits_path_ = cfg.limits_file;
+    rt->mps_client_ = cfg.mps_client;
+    rt->sm_.init(rt->region_, cfg, rt);
     static std::once_flag atfork;
     std::call_once(atfork,
                    [] { ::pthread_atfork(nullptr, nullptr, &RuntimeLifecycle::fork_child); });
@@ -265,13 +273,17 @@ int64_t coarse_now_ns() {
 }  // namespace
 
 void Runtime::settle(int dev, bool now) noexcept {
-  if (dev < 0 || dev >= kMaxDevices || limits_[dev] == 0) return;
+  if (dev < 0 || dev >= kMaxDevices) return;
   const auto d = static_cast<size_t>(dev);
+  // Without a limit there is nothing to settle, but a resize may give one.
+  if (limits_[d].load(std::memory_order_relaxed) == 0 && limits_path_.empty()) return;
   const int64_t t = coarse_now_ns();
   int64_t last = settled_at_ns_[d].load(std::memory_order_relaxed);
   if (!now && t - last < kSettleIntervalNs) return;
   if (!settled_at_ns_[d].compare_exchange_strong(last, t, std::memory_order_relaxed) && !now)
     return;
+  if (!now) poll_limits();
+  if (limits_[d].load(std::memory_order_relaxed) == 0) return;
   // A measurement in progress (a context, a module) would be counted twice.
   std::unique_lock measuring(probe_.mutex(), std::try_to_lock);
   if (!measuring.owns_lock()) return;
@@ -312,7 +324,7 @@ void Runtime::settle(int dev, bool now) noexcept {
 bool Runtime::reserve(int dev, UsageKind kind, uint64_t bytes) noexcept {
   if (dev < 0 || dev >= kMaxDevices || bytes == 0) return true;
   change_own(dev, kind, bytes, true);
-  const uint64_t lim = limits_[dev];
+  const uint64_t lim = limits_[static_cast<size_t>(dev)].load(std::memory_order_relaxed);
   if (lim == 0 || usage(dev) <= lim) return true;
   // What stands in the way may be dead processes' usage, or pool memory the
   // driver has released since we last looked: reclaim both once.
@@ -348,7 +360,74 @@ bool Runtime::adjust(int dev, UsageKind kind, uint64_t from, uint64_t to) noexce
 }
 
 uint64_t Runtime::limit(int dev) const noexcept {
-  return dev >= 0 && dev < kMaxDevices ? limits_[dev] : 0;
+  return dev >= 0 && dev < kMaxDevices
+             ? limits_[static_cast<size_t>(dev)].load(std::memory_order_relaxed)
+             : 0;
+}
+
+namespace {
+constexpr int64_t kLimitsPollNs = 100'000'000;
+}  // namespace
+
+void Runtime::poll_limits() noexcept {
+  if (limits_path_.empty()) return;
+  const int64_t t = coarse_now_ns();
+  int64_t last = limits_polled_ns_.load(std::memory_order_relaxed);
+  if (t - last < kLimitsPollNs) return;
+  if (!limits_polled_ns_.compare_exchange_strong(last, t, std::memory_order_relaxed)) return;
+  if (reloading_.test_and_set(std::memory_order_acquire)) return;
+  reload_limits();
+  reloading_.clear(std::memory_order_release);
+}
+
+void Runtime::reload_limits() noexcept {
+  try {
+    struct stat st {};
+    if (::stat(limits_path_.c_str(), &st) != 0) return;  // gone: the limits stay
+    const FileStamp stamp{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                          static_cast<uint64_t>(st.st_size),
+                          int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
+                          int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec};
+    if (stamp == limits_stamp_) return;
+    limits_stamp_ = stamp;
+    auto text = read_small_file(limits_path_, protocol::kMaxLimitsFileSize);
+    if (!text) {
+      log::error("%s; the limits stay as they were", text.error().message.c_str());
+      return;
+    }
+    const protocol::ContainerLimits l = protocol::parse_limits_file(*text, limits_path_);
+    if (l.corrupt) {
+      log::error("%s: corrupt after a change; the limits stay as they were (%s)",
+                 limits_path_.c_str(), l.errors.empty() ? "" : l.errors[0].c_str());
+      return;
+    }
+    const int devices = static_cast<int>(std::min<uint64_t>(region_.device_count(), kMaxDevices));
+    for (int d = 0; d < kMaxDevices; ++d) {
+      const auto i = static_cast<size_t>(d);
+      // A refused device is a 1-byte limit, as at start (initial_values).
+      const uint64_t mem = l.memory_denied[i] ? 1 : l.memory_limit[i];
+      const uint64_t old = limits_[i].exchange(mem, std::memory_order_relaxed);
+      if (region_.memory_limit(d) != mem) region_.set_memory_limit(d, mem);
+      if (!mps_client_) {
+        if (region_.sm_limit(d) != l.sm_limit[i]) region_.set_sm_limit(d, l.sm_limit[i]);
+        sm_.set_share(d, l.sm_limit[i], region_);
+      }
+      if (old == mem || d >= std::max(devices, 1)) continue;
+      log::info("device %d: memory limit %s -> %s (the limits file changed)", d,
+                old == 0 ? "none" : format_bytes(old).c_str(),
+                mem == 0 ? "none" : format_bytes(mem).c_str());
+      if (mem != 0 && usage(d) > mem) {
+        log::warn(
+            "device %d: the container holds %s, over its new %s limit: nothing is taken back; "
+            "allocations are refused until it is under",
+            d, format_bytes(usage(d)).c_str(), format_bytes(mem).c_str());
+      }
+    }
+    for (const std::string& e : l.errors)
+      log::error("%s", e.c_str());
+  } catch (...) {
+    log::error("out of memory reading %s; the limits stay as they were", limits_path_.c_str());
+  }
 }
 
 uint64_t Runtime::usage(int dev) const noexcept {

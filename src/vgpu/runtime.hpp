@@ -90,6 +90,14 @@ class Runtime {
   // (never between a commit and its charge, which it would count twice).
   void settle(int dev, bool now = false) noexcept;
 
+  // Follows a resize: when the limits file this process read was replaced or
+  // changed (one stat, at most every 100 ms), applies its memory limits and
+  // SM shares here. A limit lowered below what the container holds takes
+  // nothing back: allocations are refused until usage falls under it. A file
+  // that cannot be read or is corrupt changes nothing. Called off the hot
+  // paths: from settle()'s slow branch and once a second from launches.
+  void poll_limits() noexcept;
+
   // Effective limit in bytes (0 = none) and the container's usage.
   uint64_t limit(int dev) const noexcept;
   uint64_t usage(int dev) const noexcept;
@@ -139,10 +147,25 @@ class Runtime {
   // Changes our own copy by +bytes or -bytes (saturating) and mirrors it into
   // our slot; returns our new total on `dev`.
   uint64_t change_own(int dev, region::UsageKind kind, uint64_t bytes, bool add) noexcept;
+  void reload_limits() noexcept;
 
   region::Region region_;
   int slot_;
-  std::array<uint64_t, kMaxDevices> limits_{};  // effective, bytes
+  // Effective, bytes; atomic because a resize changes them under running
+  // hooks (a relaxed load is the same instruction as a plain one).
+  std::array<std::atomic<uint64_t>, kMaxDevices> limits_{};
+  // The limits file a resize replaces (empty: limits from the environment),
+  // what it was when last read, and who is reading it now.
+  struct FileStamp {
+    uint64_t dev = 0, ino = 0, size = 0;
+    int64_t mtime_ns = 0, ctime_ns = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
+  std::string limits_path_;
+  FileStamp limits_stamp_{};  // under reloading_
+  std::atomic_flag reloading_ = ATOMIC_FLAG_INIT;
+  std::atomic<int64_t> limits_polled_ns_{0};
+  bool mps_client_ = false;
   // This process's own usage per device; the file's slot only mirrors it.
   // Changed under own_lock_ (held for a few stores; a spin lock costs a
   // fraction of a mutex on every allocation) so the mirror is never written

@@ -27,7 +27,8 @@ constexpr int64_t kBlockedPollNs = 10'000'000;
 
 }  // namespace
 
-void SmControl::init(region::Region& region, const Config& cfg) noexcept {
+void SmControl::init(region::Region& region, const Config& cfg, Runtime* rt) noexcept {
+  runtime_ = rt;
   policy_ = cfg.core_policy;
   // Under `disable` nothing is charged or paced: no limiter at all.
   if (policy_ == limiter::CorePolicy::kDisable) return;
@@ -44,9 +45,28 @@ void SmControl::init(region::Region& region, const Config& cfg) noexcept {
           static_cast<unsigned long long>(cfg.sm_limit[d]));
     }
     percent_[static_cast<size_t>(d)].store(static_cast<uint32_t>(pct), std::memory_order_relaxed);
-    any_limit_ = true;
+    any_limit_.store(true, std::memory_order_relaxed);
   }
-  if (any_limit_) open_pace_clocks(region);
+  // A limits file can be resized to a share: the clocks are opened now, so
+  // they never change under a launch.
+  if (any_limit() || !cfg.limits_file.empty()) open_pace_clocks(region);
+}
+
+void SmControl::set_share(int dev, uint64_t percent, const region::Region& region) noexcept {
+  if (policy_ == limiter::CorePolicy::kDisable || dev < 0 || dev >= kMaxDevices) return;
+  const auto d = static_cast<size_t>(dev);
+  const uint32_t p = percent == 0 || percent >= 100 ? 0 : static_cast<uint32_t>(percent);
+  const uint32_t old = percent_[d].exchange(p, std::memory_order_relaxed);
+  if (old == p) return;
+  if (p != 0) {
+    if (limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire)) {
+      lim->set_share(p);
+      if (clocks_broken_) lim->set_pace_percent(share_alone(dev, region));
+    }
+    any_limit_.store(true, std::memory_order_relaxed);
+  }
+  log::info("device %d: SM share %u%% -> %u%% (the limits file changed)", dev, old == 0 ? 100 : old,
+            p == 0 ? 100 : p);
 }
 
 void SmControl::open_pace_clocks(const region::Region& region) noexcept {
@@ -147,6 +167,7 @@ uint32_t SmControl::share_alone(int dev, const region::Region& region) const noe
 
 void SmControl::each_second(region::Region& region, int64_t second) noexcept {
   region.set_last_kernel_time(static_cast<uint64_t>(second));
+  if (runtime_ != nullptr) runtime_->poll_limits();
   // Without the container's clock (the file unusable, or its clock found
   // rewound), this process paces to its part of the share; how many
   // processes share it may have changed.

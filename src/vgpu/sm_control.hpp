@@ -40,9 +40,14 @@ class Runtime;
 
 class SmControl {
  public:
-  // Limiters for the devices with a share below 100 % (the state file's values).
-  void init(region::Region& region, const Config& cfg) noexcept;
-  bool any_limit() const noexcept { return any_limit_; }
+  // Limiters for the devices with a share below 100 % (the state file's
+  // values). `rt` is told once a second, off the launch path, to look for a
+  // new limits file (Runtime::poll_limits).
+  void init(region::Region& region, const Config& cfg, Runtime* rt) noexcept;
+  bool any_limit() const noexcept { return any_limit_.load(std::memory_order_relaxed); }
+  // A resize: device `dev`'s share is `percent` (0 or 100: no cap) from the
+  // next launch on, in every thread. Nothing under the `disable` policy.
+  void set_share(int dev, uint64_t percent, const region::Region& region) noexcept;
 
   // Activity and priority, on every launch of an accounted process. While a
   // higher-priority container is busy on the GPU, launches wait: as the
@@ -69,7 +74,7 @@ class SmControl {
   // The limiter of the current context's device: nullptr when it has no
   // share, there is no context, or the policy is `disable`.
   limiter::LaunchLimiter* limiter_for_current(Runtime& rt) noexcept {
-    return any_limit_ ? limiter_with_share(rt) : nullptr;
+    return any_limit_.load(std::memory_order_relaxed) ? limiter_with_share(rt) : nullptr;
   }
   // Whether launches are paced now: the policy, and the agent's switch
   // (Runtime::utilization_switch()).
@@ -102,7 +107,9 @@ class SmControl {
   // The container's other devices' clocks, for pacing in phase with them.
   void set_peers(limiter::LaunchLimiter& lim, int dev, const region::Region& region) noexcept;
 
-  bool any_limit_ = false;
+  // Atomic: a resize can give a share to a process that started without one.
+  std::atomic<bool> any_limit_{false};
+  Runtime* runtime_ = nullptr;
   limiter::CorePolicy policy_ = limiter::CorePolicy::kDefault;
   // The container's pacer clocks; without them each process paces itself,
   // to its part of the share when the file is there but unusable.

@@ -29,14 +29,15 @@
 //   n times) | await:<path> (until the file exists) | procmem:<nvml index> (this process's device
 //   memory as NVML reports it) | charged:<dev> (what the state file charges this process on
 //   state-file device <dev>) | poolnew:<ord> (create a pool; later "poolnew" allocations use it) |
-//   poolalloc:<size> | pooldestroy | infoloop:<n> (cuMemGetInfo n times) | launchpath:<path>:<n> (n
-//   launches through one launch function, path one of kernel, kernel_ptsz, ex, ex_ptsz, coop,
-//   coop_ptsz, graph, graph_ptsz; a _ptsz path is the _ptsz export for link and dlsym, and the base
-//   name with the per-thread flag for procaddr; each path has its own kernel function, a graph path
-//   a fresh CUDA graph) | stream[:nb] (create a stream, blocking or not, for later launchpath ops)
-//   | stream:0 (back to the default stream) | sync (cuCtxSynchronize) | capture:<n>[:<begin>[:<m>]]
-//   (on a new stream: begin a capture with begin = v1, v2 (default) or tograph, n kernel launches
-//   into it, m into another new stream, end the capture)
+//   poolalloc:<size> | pooldestroy | infoloop:<n> (cuMemGetInfo n times) | waittotal:<size>:<ms>
+//   (cuMemGetInfo until its total is <size>, rc=999 after <ms>: a resize's bounded wait) |
+//   launchpath:<path>:<n> (n launches through one launch function, path one of kernel, kernel_ptsz,
+//   ex, ex_ptsz, coop, coop_ptsz, graph, graph_ptsz; a _ptsz path is the _ptsz export for link and
+//   dlsym, and the base name with the per-thread flag for procaddr; each path has its own kernel
+//   function, a graph path a fresh CUDA graph) | stream[:nb] (create a stream, blocking or not, for
+//   later launchpath ops) | stream:0 (back to the default stream) | sync (cuCtxSynchronize) |
+//   capture:<n>[:<begin>[:<m>]] (on a new stream: begin a capture with begin = v1, v2 (default) or
+//   tograph, n kernel launches into it, m into another new stream, end the capture)
 // Graph memory and captures that allocate, on one capture stream of their own:
 //   gbegin[:global|thread|relaxed] (begin a capture, mode global by default) |
 //   galloc:<size> (cuMemAllocAsync into it) | gfree (cuMemFreeAsync of the last) |
@@ -1015,6 +1016,22 @@ int main(int argc, char** argv) {
         extra +=
             " sig" + std::to_string(sig) + "=" + (sa.sa_handler == SIG_DFL ? "default" : "set");
       }
+    } else if (name == "waittotal") {
+      // Bounded polling for a resize: cuMemGetInfo until its total is <size>
+      // or <ms> pass (then rc=999).
+      const uint64_t want = size_arg(parts[1]);
+      const double deadline = now_ms() + std::atof(parts[2].c_str());
+      size_t f = 0, t = 0;
+      for (;;) {
+        rc = api.cuMemGetInfo(&f, &t);
+        if (rc != CUDA_SUCCESS || t == want) break;
+        if (now_ms() > deadline) {
+          rc = 999;
+          break;
+        }
+        usleep(2000);
+      }
+      extra = " free=" + std::to_string(f) + " total=" + std::to_string(t);
     } else if (name == "infoloop") {
       size_t f = 0, t = 0;
       const int n = std::atoi(parts[1].c_str());

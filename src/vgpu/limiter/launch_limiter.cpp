@@ -50,6 +50,7 @@ LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
     : options_(options),
       timer_(timer),
       pacer_(options.shared_clock),
+      share_(options.percent),
       pace_percent_(options.percent),
       table_(options.table_capacity) {}
 

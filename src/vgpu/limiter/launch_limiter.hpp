@@ -122,11 +122,18 @@ class LaunchLimiter {
   LaunchLimiter(const LaunchLimiter&) = delete;
   LaunchLimiter& operator=(const LaunchLimiter&) = delete;
 
-  uint32_t percent() const noexcept { return options_.percent; }
+  uint32_t percent() const noexcept { return share_.load(std::memory_order_relaxed); }
+  // A resize: the share is `percent` (1..99) from the next launch on; what
+  // was charged stays on the clock, so pacing follows at once.
+  void set_share(uint32_t percent) noexcept {
+    share_.store(percent, std::memory_order_relaxed);
+    pace_percent_.store(percent, std::memory_order_relaxed);
+  }
   // Paces to `percent` instead of the share (what this process may take when
   // it cannot pace with the container's others); 0: the share again.
   void set_pace_percent(uint32_t percent) noexcept {
-    pace_percent_.store(percent != 0 ? percent : options_.percent, std::memory_order_relaxed);
+    pace_percent_.store(percent != 0 ? percent : share_.load(std::memory_order_relaxed),
+                        std::memory_order_relaxed);
   }
   // What this process paces to once it has left a rewound shared clock for
   // one of its own (SharePacer): its part of the share; 0: the share.
@@ -237,6 +244,7 @@ class LaunchLimiter {
   const LimiterOptions options_;
   GpuTimer& timer_;
   SharePacer pacer_;
+  std::atomic<uint32_t> share_;  // options_.percent until a resize
   std::atomic<uint32_t> pace_percent_;
   std::atomic<uint32_t> alone_percent_{0};
   std::array<std::atomic<const int64_t*>, kMaxPeers> peers_{};
