@@ -2,6 +2,7 @@
 //   inspect FILE [--json]   show what a per-container state file holds
 //   top [--once] ...        live view of the node's GPUs and containers
 //   run [options] -- CMD    run CMD on a slice of a GPU of this machine
+//   resize NAME ...         change a running `vgpu run` job's memory and SM share
 //   mps stop|status         the MPS control daemons `vgpu run --sharing mps` leaves
 #include <CLI/CLI.hpp>
 
@@ -10,6 +11,7 @@
 
 #include "cli/inspect.hpp"
 #include "cli/mps.hpp"
+#include "cli/resize.hpp"
 #include "cli/run.hpp"
 #include "cli/top.hpp"
 #include "common/build_info.hpp"
@@ -86,6 +88,24 @@ int main(int argc, char** argv) {
   run->add_flag("--keep-state", run_opt.keep_state, "Keep the job's state directory afterwards");
   run->add_option("command", run_opt.command, "The command and its arguments (after --)");
 
+  hami::cli::ResizeOptions resize_opt;
+  int resize_cores = -1;
+  CLI::App* resize = app.add_subcommand(
+      "resize",
+      "Change a running `vgpu run` job's memory limit and SM share; its processes follow within "
+      "1 s, without a restart");
+  resize->add_option("NAME", resize_opt.name, "The job's --name")->required();
+  resize->add_option("--memory", resize_opt.memory,
+                     "New device-memory limit, e.g. 8g (lower than what the job holds: its "
+                     "allocations are refused until it is under)");
+  resize->add_option("--cores", resize_cores, "New SM share in percent, 1-99; 0 or 100: no cap")
+      ->check(CLI::Range(0, 100));
+  resize->add_option("--hook-path", resize_opt.hook_path, "State root, as given to vgpu run");
+  resize->add_option("--nvml-library", resize_opt.nvml_library, "NVML library to dlopen")
+      ->capture_default_str();
+  resize->add_flag("--overcommit", resize_opt.overcommit,
+                   "Resize even when the GPU has no room for the new size");
+
   hami::cli::MpsOptions mps_opt;
   CLI::App* mps = app.add_subcommand(
       "mps", "The MPS control daemons that `vgpu run --sharing mps` starts and leaves running");
@@ -113,6 +133,10 @@ int main(int argc, char** argv) {
   }
   if (inspect->parsed()) return hami::cli::run_inspect(file, json);
   if (run->parsed()) return hami::cli::run_command(run_opt);
+  if (resize->parsed()) {
+    if (resize_cores >= 0) resize_opt.cores = resize_cores;
+    return hami::cli::run_resize(resize_opt);
+  }
   if (mps_stop->parsed()) return hami::cli::run_mps_stop(mps_opt);
   if (mps_status->parsed()) return hami::cli::run_mps_status(mps_opt);
   if (top->parsed()) {

@@ -33,10 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 constexpr int kExitCannotRun = 1;
 
-int32_t mib_up(uint64_t bytes) {
-  return static_cast<int32_t>(std::min<uint64_t>((bytes + (1 << 20) - 1) >> 20, INT32_MAX));
-}
-
 // /usr/local/vgpu as the device plugin lays it out, for whoever may write
 // there; anyone else gets a directory of their own (and `vgpu top --hook-path`
 // shows it), which must then be theirs: /tmp/vgpu-<uid> is a name anyone can
@@ -133,6 +129,25 @@ void forward(int sig) {
 
 }  // namespace
 
+int32_t mib_up(uint64_t bytes) {
+  return static_cast<int32_t>(std::min<uint64_t>((bytes + (1 << 20) - 1) >> 20, INT32_MAX));
+}
+
+Result<std::vector<LocalGpu>> local_gpus(const std::string& nvml_library) {
+  auto nvml = nvml::Library::open(nvml_library);
+  if (!nvml) return Error{"cannot list the GPUs: " + nvml.error().message};
+  auto count = (*nvml)->device_count();
+  if (!count) return count.error();
+  std::vector<LocalGpu> gpus;
+  for (int i = 0; i < *count; ++i) {
+    auto info = (*nvml)->device(i);
+    if (!info) return info.error();
+    gpus.push_back({i, info->uuid, info->name, info->memory_total, info->compute_mode});
+  }
+  if (gpus.empty()) return Error{"NVML reports no GPU on this machine"};
+  return gpus;
+}
+
 RootChoice choose_state_root(const std::string& hook_path) {
   return hook_path.empty() ? default_root() : RootChoice{hook_path, RootOwner::kAny};
 }
@@ -196,17 +211,9 @@ int run_command(const RunOptions& o) {
   if (!policy) return fail(kExitUsage, "--policy: " + policy.error().message);
 
   // The machine: its GPUs, and what the running containers reserve on them.
-  auto nvml = nvml::Library::open(o.nvml_library);
-  if (!nvml) return fail(kExitCannotRun, "cannot list the GPUs: " + nvml.error().message);
-  auto count = (*nvml)->device_count();
-  if (!count) return fail(kExitCannotRun, count.error().message);
-  std::vector<LocalGpu> gpus;
-  for (int i = 0; i < *count; ++i) {
-    auto info = (*nvml)->device(i);
-    if (!info) return fail(kExitCannotRun, info.error().message);
-    gpus.push_back({i, info->uuid, info->name, info->memory_total, info->compute_mode});
-  }
-  if (gpus.empty()) return fail(kExitCannotRun, "NVML reports no GPU on this machine");
+  auto listed = local_gpus(o.nvml_library);
+  if (!listed) return fail(kExitCannotRun, listed.error().message);
+  const std::vector<LocalGpu>& gpus = *listed;
   if (!valid_job_name(o.name)) {
     return fail(kExitUsage, "--name '" + o.name.substr(0, 80) +
                                 "': use 1-63 letters, digits, '.', '_' or '-', not starting "

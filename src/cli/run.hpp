@@ -51,6 +51,12 @@ struct LocalGpu {
   std::optional<int> compute_mode;  // nvmlComputeMode_t, when NVML says
 };
 
+// Bytes in whole MiB, rounded up (what fitting counts in).
+int32_t mib_up(uint64_t bytes);
+
+// The GPUs NVML (`nvml_library`) lists; an error when it lists none.
+Result<std::vector<LocalGpu>> local_gpus(const std::string& nvml_library);
+
 // The machine as the fitting code sees it: each GPU with what the running
 // containers' state files reserve on it (a container counts while one of its
 // processes lives: a tenant, its memory limit — the whole GPU when it has

@@ -14,6 +14,7 @@
 #include "region/region.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
+#include "vgpu/client_output.hpp"
 
 namespace hami::cli {
 namespace {
@@ -180,6 +181,58 @@ TEST(StateRoot, PerUserRootMustBeMineAndNotALink) {
     ASSERT_FALSE(theirs);
     EXPECT_NE(theirs.error().message.find("belongs to uid 12345"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace hami::cli
+
+namespace hami::cli {
+namespace {
+
+class VgpuResize : public test::VgpuRunFixture {
+ protected:
+  std::vector<std::string> resize(std::vector<std::string> opts) const {
+    std::vector<std::string> argv = {
+        VGPU_BINARY,  "resize",         "--hook-path",
+        root_.path(), "--nvml-library", std::string(SIMGPU_LIB_DIR) + "/libnvidia-ml.so.1"};
+    argv.insert(argv.end(), opts.begin(), opts.end());
+    return argv;
+  }
+};
+
+// A running job is given more memory: its process allocates past the old
+// limit without restarting; a size that does not fit the GPU is refused and
+// changes nothing.
+TEST_F(VgpuResize, ARunningJobAllocatesPastItsOldLimit) {
+  const std::string go = root_.file("go");
+  test::Child job =
+      test::Child::spawn(run({"--gpu", "0", "--memory", "1g", "--cores", "30", "--name", "train"},
+                             {CUDA_CLIENT, "init", "ctx:0", "alloc:700m", "alloc:700m", "mark",
+                              "await:" + go, "waittotal:2g:1000", "alloc:700m"}),
+                         env());
+  ASSERT_TRUE(job.wait_for_line("op=mark")) << job.out();
+  test::Child other = test::Child::spawn(run({"--gpu", "0", "--memory", "70g", "--name", "serve"},
+                                             {CUDA_CLIENT, "init", "ctx:0", "mark", "hold"}),
+                                         env());
+  ASSERT_TRUE(other.wait_for_line("op=mark")) << other.out();
+
+  // The other job reserves 70 GiB of GPU 0's 80: 20 GiB more cannot fit.
+  auto refused = test::run_process(resize({"train", "--memory", "20g"}), env());
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("does not fit"), std::string::npos) << refused.err;
+  auto unknown = test::run_process(resize({"nosuchjob", "--memory", "2g"}), env());
+  EXPECT_NE(unknown.err.find("no job named nosuchjob"), std::string::npos) << unknown.err;
+
+  auto ok = test::run_process(resize({"train", "--memory", "2g", "--cores", "50"}), env());
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("memory 1 GiB -> 2 GiB, SM share 30% -> 50%"), std::string::npos) << ok.out;
+  std::ofstream(go) << "go";
+  const auto r = job.finish();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::rc_of(r.out, "alloc:700m", 1), 2) << "refused under the old 1 GiB";
+  EXPECT_EQ(test::rc_of(r.out, "waittotal:2g:1000"), 0) << r.out;
+  EXPECT_EQ(test::rc_of(r.out, "alloc:700m", 2), 0) << "past the old 1 GiB" << r.out;
+  EXPECT_EQ(other.finish().exit_code, 0);
 }
 
 }  // namespace
