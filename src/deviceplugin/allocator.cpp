@@ -7,6 +7,7 @@
 
 #include "common/log.hpp"
 #include "deviceplugin/host_files.hpp"
+#include "deviceplugin/pod_match.hpp"
 #include "fit/resources.hpp"
 #include "k8s/paths.hpp"
 #include "protocol/annotations.hpp"
@@ -55,9 +56,14 @@ Result<std::vector<ContainerPlan>> Allocator::allocate(
     const std::vector<std::vector<std::string>>& requests) {
   std::lock_guard lk(mu_);
   std::vector<size_t> sizes;
-  for (const auto& r : requests)
+  std::vector<std::vector<std::string>> asked;
+  for (const auto& r : requests) {
     sizes.push_back(r.size());
-  PodLookup look = find_pending_pod(client_, options_.node, sizes, options_.pending);
+    auto& gpus = asked.emplace_back();
+    for (const auto& id : r)
+      gpus.push_back(physical_uuid(id));
+  }
+  PodLookup look = match_pending_pod(client_, options_.node, sizes, asked, options_.pending);
   if (!look.pod) {
     if (look.refused) {
       mark_failed(*look.refused, look.error);
@@ -227,7 +233,7 @@ std::vector<std::vector<std::string>> Allocator::preferred(
   std::vector<size_t> sizes;
   for (const auto& r : requests)
     sizes.push_back(r.size);
-  PodLookup look = find_pending_pod(client_, options_.node, sizes, options_.pending);
+  PodLookup look = match_pending_pod(client_, options_.node, sizes, {}, options_.pending);
   if (!look.pod)
     log::debug("GetPreferredAllocation without a pod to follow: %s", look.error.c_str());
   std::vector<std::vector<std::string>> out;

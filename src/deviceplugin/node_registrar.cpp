@@ -15,7 +15,9 @@ namespace hami::deviceplugin {
 using protocol::encode_node_devices;
 using protocol::encode_p2p;
 using protocol::encode_pair_scores;
+using protocol::kAllocateMatchPods;
 using protocol::kHandshakeReported;
+using protocol::kNodeAllocateProtocol;
 using protocol::kNodeHandshake;
 using protocol::kNodeP2p;
 using protocol::kNodeRegister;
@@ -59,8 +61,12 @@ Result<bool> NodeRegistrar::sync_once() {
   for (const auto& [key, value] : want_links)
     links_differ = links_differ || an->value(key, "") != *value;
   const bool answered = handshake.rfind(kHandshakeReported, 0) != 0;
-  if (have == want && !links_differ && !answered) return false;
+  // This plugin matches each Allocate to its pod (pod_match.hpp): our
+  // scheduler need not lock the node.
+  const bool protocol_differs = an->value(kNodeAllocateProtocol, "") != kAllocateMatchPods;
+  if (have == want && !links_differ && !answered && !protocol_differs) return false;
   std::map<std::string, std::optional<std::string>> changes = want_links;
+  changes[kNodeAllocateProtocol] = std::string(kAllocateMatchPods);
   changes[kNodeRegister] = want;
   changes[kNodeHandshake] = handshake_reported(std::chrono::system_clock::now());
   auto r = client_.patch_annotations(k8s::node_path(node_), changes);

@@ -1,6 +1,10 @@
 #include "deviceplugin/pending_pod.hpp"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "deviceplugin/pod_match.hpp"
 
 #include "k8s/paths.hpp"
 #include "protocol/annotations.hpp"
@@ -124,11 +128,13 @@ bool asks_for(const k8s::Pod& pod, const std::string& resource) {
 // Pending, asking for our resource, not admitted (kubelet sets
 // status.startTime once it has, and tenants cannot write status) and not
 // served by us. "" when there is none.
-std::string rival(const std::vector<nlohmann::json>& items, const k8s::Pod& named,
-                  const PendingPodPolicy& policy) {
+// `ours`: a pod this plugin serves or has served, not a rival.
+template <class Ours>
+std::string rival(const std::vector<nlohmann::json>& items, const PendingPodPolicy& policy,
+                  Ours&& ours) {
   for (const nlohmann::json& item : items) {
     auto pod = k8s::Pod::from_json(item);
-    if (!pod || pod->meta.uid == named.meta.uid) continue;
+    if (!pod || ours(*pod)) continue;
     if (pod->phase != "Pending" || pod->meta.deletion_timestamp) continue;
     if (!asks_for(*pod, policy.resource_name)) continue;
     const auto status = item.find("status");
@@ -222,7 +228,9 @@ PodLookup find_pending_pod(k8s::Client& client, const std::string& node,
                 ": " + list.error().message;
     return out;
   }
-  if (std::string other = rival(list->items, *pod, policy); !other.empty()) {
+  if (std::string other = rival(list->items, policy,
+                                [&](const k8s::Pod& p) { return p.meta.uid == pod->meta.uid; });
+      !other.empty()) {
     out.error = "node " + node + " is locked for pod " + who + ", but pod " + other +
                 " also waits there for " + policy.resource_name +
                 " without being placed by the HAMi scheduler, and kubelet does not say which "
@@ -231,6 +239,117 @@ PodLookup find_pending_pod(k8s::Client& client, const std::string& node,
     return out;
   }
   out.pod = PendingPod{std::move(*pod), std::move(v.devices)};
+  return out;
+}
+
+namespace {
+
+// Matched among the node's pods: the node says so and no lock names a pod
+// (an upstream scheduler's, or one taken before the annotation was seen).
+bool matches_pods(const nlohmann::json& node) {
+  const auto md = node.find("metadata");
+  if (md == node.end() || !md->is_object()) return false;
+  const auto an = md->find("annotations");
+  if (an == md->end() || !an->is_object()) return false;
+  return an->value(protocol::kNodeAllocateProtocol, "") == protocol::kAllocateMatchPods &&
+         an->value(kNodeLock, "").empty();
+}
+
+// kubelet's admission order as the annotations tell it: bind time (seconds),
+// creation time, name.
+std::tuple<int64_t, k8s::TimePoint, std::string> admission_key(const k8s::Pod& pod) {
+  int64_t bound = 0;
+  const std::string t = get_annotation(pod, protocol::kBindTime);
+  try {
+    bound = t.empty() ? 0 : std::stoll(t);
+  } catch (const std::exception&) {
+    bound = 0;
+  }
+  return {bound, pod.meta.creation_timestamp.value_or(k8s::TimePoint{}), pod_name(pod)};
+}
+
+}  // namespace
+
+PodLookup match_pending_pod(k8s::Client& client, const std::string& node,
+                            const std::vector<size_t>& sizes,
+                            const std::vector<std::vector<std::string>>& gpus,
+                            const PendingPodPolicy& policy) {
+  PodLookup out;
+  auto node_obj = client.get(k8s::node_path(node));
+  if (!node_obj) {
+    out.error = "cannot read node " + node + ": " + node_obj.error().message;
+    return out;
+  }
+  if (!matches_pods(*node_obj)) return find_pending_pod(client, node, sizes, policy);
+  // Phase is checked here: a pod not yet given one is as good as Pending.
+  k8s::ListOptions lo;
+  lo.field_selector = "spec.nodeName=" + node;
+  auto list = client.list(k8s::pod_path(""), lo);
+  if (!list) {
+    out.error = "cannot list the pods on " + node +
+                " to find the one kubelet is admitting: " + list.error().message;
+    return out;
+  }
+  struct Candidate {
+    k8s::Pod pod;
+    PodDevices devices;
+    bool same_gpus = false;
+  };
+  std::vector<Candidate> found;
+  std::vector<std::string> not_matching;
+  for (const nlohmann::json& item : list->items) {
+    auto pod = k8s::Pod::from_json(item);
+    if (!pod || (pod->phase != "Pending" && !pod->phase.empty())) continue;
+    if (get_annotation(*pod, kBindPhase) != kPhaseAllocating) continue;
+    Verdict v = judge(*pod, node, sizes, policy.trust);
+    if (v.kind != Verdict::kOk) {
+      if (not_matching.size() < 3) not_matching.push_back(v.reason);
+      continue;
+    }
+    Candidate c{std::move(*pod), std::move(v.devices)};
+    c.same_gpus = !gpus.empty();
+    for (size_t j = 0; j < gpus.size() && c.same_gpus; ++j) {
+      const int k = nth_pending_container(c.devices, j);
+      std::set<std::string> decided;
+      for (const auto& d : c.devices[static_cast<size_t>(k)])
+        decided.insert(d.uuid);
+      c.same_gpus = decided == std::set<std::string>(gpus[j].begin(), gpus[j].end());
+    }
+    found.push_back(std::move(c));
+  }
+  // A pod the scheduler did not place (forged, altered, spec.nodeName
+  // preset) may be the one kubelet admits: nobody is served until it is gone.
+  auto trusted = [&](const k8s::Pod& p) {
+    const std::string phase = get_annotation(p, kBindPhase);
+    return (phase == kPhaseAllocating || phase == kPhaseSuccess) &&
+           p.meta.annotations.count(kDevicesAllocated) &&
+           protocol::decision_refusal(p, policy.trust).empty();
+  };
+  if (std::string other = rival(list->items, policy, trusted); !other.empty()) {
+    out.error = "pod " + other + " waits on node " + node + " for " + policy.resource_name +
+                " without a decision of the HAMi scheduler, and kubelet does not say which pod "
+                "it is admitting: no pod gets a GPU until " +
+                other + " is gone (delete it; GPU pods must not set spec.nodeName)";
+    return out;
+  }
+  if (found.empty()) {
+    std::string sz;
+    for (size_t n : sizes)
+      sz += (sz.empty() ? "" : ", ") + std::to_string(n);
+    out.error = "no pod waiting for GPUs on node " + node + " matches kubelet's request for " + sz +
+                " GPU(s)";
+    for (const std::string& why : not_matching)
+      out.error += "; " + why;
+    return out;
+  }
+  const bool any_same =
+      std::any_of(found.begin(), found.end(), [](const Candidate& c) { return c.same_gpus; });
+  auto best = found.end();
+  for (auto it = found.begin(); it != found.end(); ++it) {
+    if (any_same && !it->same_gpus) continue;
+    if (best == found.end() || admission_key(it->pod) < admission_key(best->pod)) best = it;
+  }
+  out.pod = PendingPod{std::move(best->pod), std::move(best->devices)};
   return out;
 }
 

@@ -16,6 +16,13 @@ inline constexpr const char* kNodeLock = "hami.io/mutex.lock";
 // our P2P status per pair, which upstream's scheduler does not read.
 inline constexpr const char* kNodeScore = "hami.io/node-nvidia-score";
 inline constexpr const char* kNodeP2p = "hami.io/node-nvidia-p2p";
+// Set by our device plugin, never by upstream's: it matches each Allocate to
+// its pod among the pods bound to the node (deviceplugin/pod_match.hpp), so
+// our scheduler binds there without the node lock and several pods are in
+// flight at once (docs/scheduler-protocol.md). Nodes without it keep
+// upstream's lock.
+inline constexpr const char* kNodeAllocateProtocol = "hami.io/node-allocate-protocol";
+inline constexpr const char* kAllocateMatchPods = "match-pods/v1";
 
 // Pod annotations written by the scheduler (and the phase by us).
 inline constexpr const char* kDevicesToAllocate = "hami.io/vgpu-devices-to-allocate";

@@ -426,12 +426,17 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
                                     std::chrono::milliseconds wait, bool* contended) {
   const std::string who = r.ns + "/" + r.name;
   *contended = false;
-  if (auto lock = backend_->lock_node(node, r.ns, r.name, wait); !lock) {
-    cache_.remove_reservation(uid, node);
-    *contended = lock.error().contended;
-    return lock.error().message;
+  // Where the device plugin matches pods itself, the reservation in the
+  // cache is all that keeps two binds apart: no lock, no wait.
+  const bool lock = !matches_pods_ || !matches_pods_(node);
+  if (lock) {
+    if (auto locked = backend_->lock_node(node, r.ns, r.name, wait); !locked) {
+      cache_.remove_reservation(uid, node);
+      *contended = locked.error().contended;
+      return locked.error().message;
+    }
+    note_locked(node);
   }
-  note_locked(node);
   const auto unix_now = std::to_string(
       std::chrono::duration_cast<std::chrono::seconds>(now_().time_since_epoch()).count());
   std::map<std::string, std::string> annotations = {
@@ -449,7 +454,7 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
         config_.decisions.keys->sign({uid, r.ns, r.name, node, encoded});
   }
   if (auto b = backend_->bind(r.ns, r.name, uid, node, annotations); !b) {
-    backend_->unlock_node(node, r.ns, r.name);
+    if (lock) backend_->unlock_node(node, r.ns, r.name);
     cache_.remove_reservation(uid, node);
     return "bind pod " + who + ": " + b.error().message;
   }

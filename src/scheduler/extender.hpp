@@ -136,6 +136,13 @@ class Extender {
   void set_lock_holders(std::function<std::string(const std::string& node)> f) {
     lock_holder_ = std::move(f);
   }
+  // Whether a node's device plugin matches each Allocate to its pod
+  // (hami.io/node-allocate-protocol=match-pods/v1, as the node watch last
+  // showed it): bind takes no node lock there, so several pods of one node
+  // are bound and allocated at once. Unset, or false: upstream's lock.
+  void set_matches_pods(std::function<bool(const std::string& node)> f) {
+    matches_pods_ = std::move(f);
+  }
   // Wall clock for vgpu-time/bind-time; tests inject one.
   void set_clock(std::function<std::chrono::system_clock::time_point()> f) { now_ = std::move(f); }
 
@@ -201,6 +208,7 @@ class Extender {
   const QuotaTracker* quotas_ = nullptr;
   std::function<bool()> is_leader_;
   std::function<std::string(const std::string&)> lock_holder_;
+  std::function<bool(const std::string&)> matches_pods_;
   std::function<std::chrono::system_clock::time_point()> now_;
   ScoreMemo memo_;  // filter's scores for the prioritize that follows
   void filter_event(const k8s::Pod& pod, const FilterResult& out);

@@ -12,6 +12,7 @@
 #include "k8s/leader_election.hpp"
 #include "k8s/paths.hpp"
 #include "k8s/reflector.hpp"
+#include "protocol/annotations.hpp"
 #include "scheduler/cache.hpp"
 #include "scheduler/events.hpp"
 #include "scheduler/extender.hpp"
@@ -117,6 +118,12 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
        .on_update = [&](const json&, const json& q) { quotas.quota_changed(q); },
        .on_delete = [&](const json& q) { quotas.quota_deleted(q); }});
   backend.set_node_source([&](const std::string& n) { return nodes.get("", n); });
+  extender.set_matches_pods([&](const std::string& n) {
+    const auto node = nodes.get("", n);
+    if (!node) return false;
+    const auto& an = node->value("metadata", json::object()).value("annotations", json::object());
+    return an.value(protocol::kNodeAllocateProtocol, "") == protocol::kAllocateMatchPods;
+  });
   nodes.start();
   shutdown.add("the node watch", [&] { nodes.stop(); });
   pods.start();

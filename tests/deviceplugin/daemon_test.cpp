@@ -16,9 +16,9 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <tuple>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -602,8 +602,7 @@ TEST_F(DevicePluginTest, RegistrationSaysThePluginMatchesPods) {
   start_plugin();
   wait_registered();
   ASSERT_TRUE(test::wait_until(
-      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; },
-      5s));
+      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; }, 5s));
 }
 
 // Without a lock, each Allocate goes to the pod whose GPUs kubelet asks
@@ -612,8 +611,7 @@ TEST_F(DevicePluginTest, WithoutALockEachPodIsMatchedByItsGpus) {
   start_plugin();
   wait_registered();
   ASSERT_TRUE(test::wait_until(
-      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; },
-      5s));
+      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; }, 5s));
   scheduled_pod("on-a", std::string(kA) + ",NVIDIA,1000,10:;",
                 json::array({container("main", {{"nvidia.com/gpu", "1"}})}));
   scheduled_pod("on-b", std::string(kB) + ",NVIDIA,2000,20:;",
@@ -642,13 +640,11 @@ TEST_F(DevicePluginTest, OnOneGpuPodsGoInBindOrderPastDeletedOnesAndRestarts) {
   start_plugin();
   wait_registered();
   ASSERT_TRUE(test::wait_until(
-      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; },
-      5s));
+      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; }, 5s));
   const auto one = json::array({container("main", {{"nvidia.com/gpu", "1"}})});
-  for (auto [name, mem, bound] : {std::tuple{"third", "3000", "1700000003"},
-                                  std::tuple{"first", "1000", "1700000001"},
-                                  std::tuple{"gone", "500", "1700000000"},
-                                  std::tuple{"second", "2000", "1700000002"}}) {
+  for (auto [name, mem, bound] :
+       {std::tuple{"third", "3000", "1700000003"}, std::tuple{"first", "1000", "1700000001"},
+        std::tuple{"gone", "500", "1700000000"}, std::tuple{"second", "2000", "1700000002"}}) {
     json p = scheduled_pod(name, std::string(kA) + ",NVIDIA," + mem + ",10:;", one);
     p["metadata"]["annotations"]["hami.io/bind-time"] = bound;
     api_.put("pods", p);
@@ -679,6 +675,9 @@ TEST_F(DevicePluginTest, OnOneGpuPodsGoInBindOrderPastDeletedOnesAndRestarts) {
   plugin_.reset();
   start_plugin();
   ASSERT_TRUE(kubelet_->wait_for_registrations(2)) << "the restarted plugin never registered";
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
+    return l.devices_size() == 20;
+  })) << "the restarted plugin sent no device list";
   next("2000");
   EXPECT_EQ(annotation(pod("second"), "hami.io/bind-phase"), "success");
   next("3000");

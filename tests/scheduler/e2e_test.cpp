@@ -192,8 +192,10 @@ TEST_F(EndToEndTest, PodFromWebhookToAllocate) {
   ASSERT_THAT(alloc, ::testing::MatchesRegex("GPU-5a3e[-0-9a-f]+,NVIDIA,3000,30:;")) << alloc;
   const std::string gpu = alloc.substr(0, alloc.find(','));
   EXPECT_EQ(annotation(after, "hami.io/bind-phase"), "allocating");
-  EXPECT_THAT(annotation(api_.get("nodes", "", kNode), "hami.io/mutex.lock"),
-              ::testing::EndsWith(",default,train"));
+  // Our plugin matches pods itself (hami.io/node-allocate-protocol): no lock.
+  EXPECT_EQ(annotation(api_.get("nodes", "", kNode), "hami.io/node-allocate-protocol"),
+            "match-pods/v1");
+  EXPECT_EQ(annotation(api_.get("nodes", "", kNode), "hami.io/mutex.lock"), "<absent>");
 
   // 3. kubelet asks the device plugin for a device on that GPU and allocates.
   ASSERT_TRUE(
@@ -208,7 +210,7 @@ TEST_F(EndToEndTest, PodFromWebhookToAllocate) {
   EXPECT_EQ(envs.at("CUDA_DEVICE_SM_LIMIT"), "30");
   EXPECT_EQ(envs.at("CUDA_TASK_PRIORITY"), "0");
 
-  // 4. The protocol's end: bind-phase success, the lock released.
+  // 4. The protocol's end: bind-phase success, still no lock.
   after = api_.get("pods", "default", "train");
   EXPECT_EQ(annotation(after, "hami.io/bind-phase"), "success");
   EXPECT_EQ(annotation(api_.get("nodes", "", kNode), "hami.io/mutex.lock"), "<absent>");

@@ -511,6 +511,35 @@ TEST_F(ExtenderTest, TheLockWaitNeverRunsPastTheBindDeadline) {
   EXPECT_LE(backend.last_wait(), std::chrono::seconds(2));
 }
 
+// On a node whose device plugin matches pods itself, bind takes no node lock
+// (another pod's lock there stops nothing), so several pods of one node are
+// in flight at once; the cache's reservations alone keep them apart. Other
+// nodes keep upstream's lock exactly.
+TEST_F(ExtenderTest, NodesWhosePluginMatchesPodsAreBoundWithoutTheLock) {
+  ext.set_matches_pods([](const std::string& node) { return node == "a"; });
+  backend.set_lock("a", "default/other");
+  const std::map<std::string, std::string> limits{{"nvidia.com/gpu", "1"},
+                                                  {"nvidia.com/gpumem", "8000"}};
+  for (const char* name : {"p1", "p2", "p3", "p4"}) {
+    json p = add(name, limits, std::string("u-") + name);
+    ASSERT_FALSE(ext.filter(pod_of(p), std::vector<std::string>{"a"}).nodes.empty()) << name;
+    EXPECT_EQ(ext.bind({"default", name, std::string("u-") + name, "a"}), "") << name;
+  }
+  EXPECT_EQ(backend.lock_calls(), 0);
+  EXPECT_EQ(backend.lock_holder("a"), "default/other");
+  EXPECT_EQ(backend.binds(), 4);
+  // Two GPUs of 16000 MiB hold four pods of 8000: the fifth does not fit.
+  json p5 = add("p5", limits, "u-p5");
+  ext.filter(pod_of(p5), std::vector<std::string>{"a"});
+  EXPECT_NE(ext.bind({"default", "p5", "u-p5", "a"}), "");
+  // Node b is not marked: the lock is taken as upstream does.
+  json q = add("q", limits, "u-q");
+  ASSERT_FALSE(ext.filter(pod_of(q), std::vector<std::string>{"b"}).nodes.empty());
+  EXPECT_EQ(ext.bind({"default", "q", "u-q", "b"}), "");
+  EXPECT_EQ(backend.lock_calls(), 1);
+  EXPECT_EQ(backend.lock_holder("b"), "default/q");
+}
+
 TEST(BindDeadline, IsAThirdOfTheExtenderTimeoutAtMostTenSeconds) {
   using std::chrono::milliseconds;
   EXPECT_EQ(bind_deadline_for(milliseconds(30000)), milliseconds(10000));
