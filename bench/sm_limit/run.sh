@@ -15,9 +15,11 @@
 #             turns (turns.py): SM_TURN_COPIES (2) of the limited program
 #             (`force`) and of the same program without libvgpu.so, and one
 #             more bare one (the A/A), SM_ROUNDS rounds of 2-s phases
-#   pair      two containers of GEMM loops at 30 and 60 % at once: CUPTI busy
-#             fraction and rate of each, and `vgpu top --once` and the node
-#             agent's hami_container_device_utilization_ratio every second
+#   pair      two containers of GEMM loops at 30 and 60 % at once: the GPU
+#             time each got by its rate (rate / the loop's rate alone x the
+#             loop's NVML utilisation alone), CUPTI busy fraction, and
+#             `vgpu top --once` and the node agent's
+#             hami_container_device_utilization_ratio about every second
 #   overhead  launch rate with nothing configured and with a share of 100,
 #             against the driver's own function in the same process; and
 #             with a share of 30 charged but not paced (reported, not judged)
@@ -130,6 +132,9 @@ if want under; then
 fi
 
 if want pair; then
+  # The GEMM loop alone first: its rate and NVML utilisation turn each
+  # container's rate in the pair into the GPU time its kernels took.
+  run ref-pair gemm 0 --seconds 6 --warmup 2
   hook=$work/hook
   pids=()
   for l in 30 60; do
@@ -137,13 +142,14 @@ if want pair; then
     mkdir -p "$dir"
     LD_PRELOAD="$lib" CUDA_DEVICE_SM_LIMIT=$l GPU_CORE_UTILIZATION_POLICY=force LIBCUDA_LOG_LEVEL=3 \
       CUDA_DEVICE_MEMORY_SHARED_CACHE="$dir/vgpu.cache" \
-      python3 bench/sm_limit/models.py gemm --seconds 16 --profile 4 --warmup 3 \
+      python3 bench/sm_limit/models.py gemm --seconds 30 --profile 4 --warmup 3 \
       > "$work/pair$l.out" 2> "$work/pair$l.err" &
     pids+=($!)
   done
-  sleep 9  # both started, warmed up and measuring
+  sleep 8  # both started, warmed up and measuring
+  # A frame of each about every second for 10 s or more, inside the measured 30 s.
   : > "$out/pair-frames.txt"
-  for i in $(seq 6); do
+  for i in $(seq "${SM_PAIR_FRAMES:-10}"); do
     { echo "### vgpu top --once, frame $i, $(date +%s.%N)"; "$vgpu" top --once --hook-path "$hook"; } \
       >> "$out/pair-frames.txt" 2>&1
     { echo "### agent, frame $i, $(date +%s.%N)"
