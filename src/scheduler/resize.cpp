@@ -3,19 +3,12 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/text.hpp"
 #include "fit/fit.hpp"
 #include "protocol/container_contract.hpp"
 
 namespace hami::scheduler {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ')
-    s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ')
-    s.remove_suffix(1);
-  return s;
-}
 
 Result<int32_t> number(std::string_view key, std::string_view v, int32_t lo, int32_t hi) {
   int32_t n = 0;
