@@ -21,6 +21,13 @@ ir() {  # condition ops...
     nolimit) env+=(LD_PRELOAD=$lib) ;;
     limit) env+=(LD_PRELOAD=$lib CUDA_DEVICE_MEMORY_LIMIT=64g
                  CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
+    # The same limit from a limits file (VGPU_LIMITS_FILE), as deployed: a
+    # resize can replace it, so the library looks at it off the hot paths.
+    limit-file)
+      local limits=$work/limits-$RANDOM
+      printf 'CUDA_DEVICE_MEMORY_LIMIT_0=64g\n' >"$limits"
+      env+=(LD_PRELOAD=$lib VGPU_LIMITS_FILE=$limits
+            CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
     # An SM share that paces: every launch is charged, some are sampled.
     sm30) env+=(LD_PRELOAD=$lib CUDA_DEVICE_SM_LIMIT=30 SIMGPU_KERNEL_NS=1000
                 CUDA_DEVICE_MEMORY_SHARED_CACHE=$work/c-$RANDOM.cache) ;;
@@ -45,7 +52,7 @@ for call in "cuMemGetInfo:infoloop:$N" "cuMemAlloc+cuMemFree:churn:2m:$N" \
             "cuLaunchKernel:launchpath:kernel:$N"; do
   name=${call%%:*}
   ops=${call#*:}
-  conds="bare nolimit limit"
+  conds="bare nolimit limit limit-file"
   [ "$name" = cuLaunchKernel ] && conds="$conds sm30 sm30-idle"
   declare -A per
   for cond in $conds; do
