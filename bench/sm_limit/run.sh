@@ -38,11 +38,7 @@ export PYTHONUNBUFFERED=1
 . bench/gpu_build.sh  # sets build, lib, vgpu
 bin=$build/gpu-bin
 mkdir -p "$bin"
-g++ -O2 -std=c++20 -Isrc tests/gpu/agent_once.cpp src/monitor/agent.cpp \
-  src/monitor/container_files.cpp src/monitor/feedback.cpp src/monitor/gpu_time.cpp \
-  src/monitor/trusted_record.cpp src/monitor/host_pid.cpp src/monitor/metrics.cpp src/monitor/state_writer.cpp \
-  src/monitor/nvml_sampler.cpp src/nvml/nvml.cpp src/region/*.cpp src/common/*.cpp \
-  -o "$bin/agent-once" -ldl -lpthread || exit 1
+tests/gpu/build_agent_once.sh "$bin/agent-once" || exit 1
 want overhead && { nvcc -O2 -arch=sm_90 -o "$bin/hook_bench" bench/overhead/hook_bench.cu -ldl || exit 1; }
 
 raw=$out/sm-raw.jsonl

@@ -25,10 +25,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHAMI_BUILD_TESTS=OFF -DHAMI_
 lib=$PWD/$build/src/libvgpu.so
 bin=$build/gpu-bin
 mkdir -p "$bin"
-g++ -O2 -std=c++20 -Isrc tests/gpu/agent_once.cpp src/monitor/agent.cpp \
-  src/monitor/container_files.cpp src/monitor/feedback.cpp src/monitor/gpu_time.cpp src/monitor/host_pid.cpp src/monitor/trusted_record.cpp \
-  src/monitor/metrics.cpp src/monitor/state_writer.cpp src/monitor/nvml_sampler.cpp \
-  src/nvml/nvml.cpp src/region/*.cpp src/common/*.cpp -o "$bin/agent-once" -ldl -lpthread ||
+tests/gpu/build_agent_once.sh "$bin/agent-once" ||
   { echo "FAIL agent build"; exit 1; }
 
 hook=$(mktemp -d)
