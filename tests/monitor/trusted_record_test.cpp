@@ -81,5 +81,32 @@ TEST(TrustedRecord, OnlyAFileOthersCannotWriteIsTrusted) {
   EXPECT_FALSE(read_trusted_record(dir.file("link")));
 }
 
+// The plugin's layout since resizes: a directory (mounted read-only in the
+// container) holding the file `limits`, which a resize replaces by rename.
+TEST(TrustedRecord, ReadsTheRecordInItsDirectoryAndFollowsAReplacement) {
+  test::TempDir dir;
+  const std::string rec = dir.file("pod_main");
+  std::filesystem::create_directory(rec);
+  ::chmod(rec.c_str(), 0755);
+  EXPECT_FALSE(*read_trusted_record(rec)) << "a directory without a record: none yet";
+  std::ofstream(rec + "/limits") << "CUDA_DEVICE_MEMORY_LIMIT_0=4g\n";
+  ::chmod((rec + "/limits").c_str(), 0644);
+  auto first = read_trusted_record(rec);
+  ASSERT_TRUE(first && *first);
+  EXPECT_EQ((*first)->memory_limit[0], 4096 * MiB);
+  EXPECT_EQ((*first)->path, rec + "/limits");
+  std::ofstream(rec + "/limits.tmp") << "CUDA_DEVICE_MEMORY_LIMIT_0=8g\n";
+  ::chmod((rec + "/limits.tmp").c_str(), 0644);
+  std::filesystem::rename(rec + "/limits.tmp", rec + "/limits");
+  auto resized = read_trusted_record(rec);
+  ASSERT_TRUE(resized && *resized);
+  EXPECT_EQ((*resized)->memory_limit[0], 8192 * MiB);
+  // Whoever could write the directory could swap the file.
+  ::chmod(rec.c_str(), 0777);
+  auto open_dir = read_trusted_record(rec);
+  ASSERT_FALSE(open_dir);
+  EXPECT_NE(open_dir.error().message.find("writable by group or others"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hami::monitor
