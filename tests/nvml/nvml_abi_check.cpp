@@ -1,6 +1,7 @@
 // Our NVML declarations (src/nvml/nvml_abi.hpp) against the real nvml.h of an
 // installed CUDA toolkit: return codes, buffer sizes, struct sizes and
-// offsets, and the parameter lists of every function src/nvml resolves.
+// offsets, and the parameter lists of every function src/nvml resolves and
+// of the MIG calls (which the simulated NVML answers).
 // Everything is checked at compile time; a mismatch does not build.
 #include <array>
 #include <cstddef>
@@ -23,6 +24,50 @@ constexpr unsigned long long kXidCriticalError = h::nvmlEventTypeXidCriticalErro
 constexpr unsigned kNvLinkMaxLinks = h::NVML_NVLINK_MAX_LINKS;
 // nvml.h may spell the corrected name as an alias of its misspelled one.
 constexpr int kP2pChipsetNotSupported = h::NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED;
+
+// The MIG macros, each captured as <name>_ours (## keeps it from expanding).
+#define MIG_MACROS(X)                            \
+  X(NVML_DEVICE_MIG_DISABLE)                     \
+  X(NVML_DEVICE_MIG_ENABLE)                      \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE)           \
+  X(NVML_GPU_INSTANCE_PROFILE_2_SLICE)           \
+  X(NVML_GPU_INSTANCE_PROFILE_3_SLICE)           \
+  X(NVML_GPU_INSTANCE_PROFILE_4_SLICE)           \
+  X(NVML_GPU_INSTANCE_PROFILE_7_SLICE)           \
+  X(NVML_GPU_INSTANCE_PROFILE_8_SLICE)           \
+  X(NVML_GPU_INSTANCE_PROFILE_6_SLICE)           \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1)      \
+  X(NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1)      \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2)      \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX)       \
+  X(NVML_GPU_INSTANCE_PROFILE_2_SLICE_GFX)       \
+  X(NVML_GPU_INSTANCE_PROFILE_4_SLICE_GFX)       \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE_NO_ME)     \
+  X(NVML_GPU_INSTANCE_PROFILE_2_SLICE_NO_ME)     \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME)    \
+  X(NVML_GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME)    \
+  X(NVML_GPU_INSTANCE_PROFILE_COUNT)             \
+  X(NVML_GPU_INSTANCE_PROFILE_CAPS_P2P)          \
+  X(NVML_GPU_INSTANCE_PROFILE_CAPS_GFX)          \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)  \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_COUNT)         \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_CAPS_GFX)      \
+  X(NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED) \
+  X(NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT)  \
+  X(nvmlGpuInstanceProfileInfo_v2)               \
+  X(nvmlGpuInstanceProfileInfo_v3)               \
+  X(nvmlComputeInstanceProfileInfo_v2)           \
+  X(nvmlComputeInstanceProfileInfo_v3)
+#define CAPTURE(name) constexpr unsigned long long name##_ours = h::name;
+MIG_MACROS(CAPTURE)
+#undef CAPTURE
 }  // namespace ours
 
 // The versioned and unversioned functions under their own names.
@@ -94,7 +139,52 @@ SAME(nvmlDeviceGetP2PStatus, Dev, Dev, int, int*)
 SAME(nvmlDeviceGetNvLinkState, Dev, unsigned, int*)
 SAME(nvmlDeviceGetNvLinkRemotePciInfo_v2, Dev, unsigned, h::nvmlPciInfo_t*)
 SAME(nvmlDeviceGetNvLinkRemoteDeviceType, Dev, unsigned, int*)
+// MIG: the calls the simulated NVML answers and the device plugin will make.
+using Gi = h::nvmlGpuInstance_t;
+using Ci = h::nvmlComputeInstance_t;
+SAME(nvmlDeviceGetMigMode, Dev, unsigned*, unsigned*)
+SAME(nvmlDeviceSetMigMode, Dev, unsigned, R*)
+SAME(nvmlDeviceGetGpuInstanceProfileInfo, Dev, unsigned, h::nvmlGpuInstanceProfileInfo_t*)
+SAME(nvmlDeviceGetGpuInstanceProfileInfoV, Dev, unsigned, h::nvmlGpuInstanceProfileInfo_v2_t*)
+SAME(nvmlDeviceGetGpuInstancePossiblePlacements_v2, Dev, unsigned, h::nvmlGpuInstancePlacement_t*,
+     unsigned*)
+SAME(nvmlDeviceGetGpuInstanceRemainingCapacity, Dev, unsigned, unsigned*)
+SAME(nvmlDeviceCreateGpuInstance, Dev, unsigned, Gi*)
+SAME(nvmlDeviceCreateGpuInstanceWithPlacement, Dev, unsigned, const h::nvmlGpuInstancePlacement_t*,
+     Gi*)
+SAME(nvmlGpuInstanceDestroy, Gi)
+SAME(nvmlDeviceGetGpuInstances, Dev, unsigned, Gi*, unsigned*)
+SAME(nvmlDeviceGetGpuInstanceById, Dev, unsigned, Gi*)
+SAME(nvmlGpuInstanceGetInfo, Gi, h::nvmlGpuInstanceInfo_t*)
+SAME(nvmlGpuInstanceGetComputeInstanceProfileInfo, Gi, unsigned, unsigned,
+     h::nvmlComputeInstanceProfileInfo_t*)
+SAME(nvmlGpuInstanceGetComputeInstanceProfileInfoV, Gi, unsigned, unsigned,
+     h::nvmlComputeInstanceProfileInfo_v2_t*)
+SAME(nvmlGpuInstanceGetComputeInstanceRemainingCapacity, Gi, unsigned, unsigned*)
+SAME(nvmlGpuInstanceGetComputeInstancePossiblePlacements, Gi, unsigned,
+     h::nvmlComputeInstancePlacement_t*, unsigned*)
+SAME(nvmlGpuInstanceCreateComputeInstance, Gi, unsigned, Ci*)
+SAME(nvmlGpuInstanceCreateComputeInstanceWithPlacement, Gi, unsigned,
+     const h::nvmlComputeInstancePlacement_t*, Ci*)
+SAME(nvmlComputeInstanceDestroy, Ci)
+SAME(nvmlGpuInstanceGetComputeInstances, Gi, unsigned, Ci*, unsigned*)
+SAME(nvmlGpuInstanceGetComputeInstanceById, Gi, unsigned, Ci*)
+SAME(nvmlComputeInstanceGetInfo_v2, Ci, h::nvmlComputeInstanceInfo_t*)
+SAME(nvmlDeviceIsMigDeviceHandle, Dev, unsigned*)
+SAME(nvmlDeviceGetGpuInstanceId, Dev, unsigned*)
+SAME(nvmlDeviceGetComputeInstanceId, Dev, unsigned*)
+SAME(nvmlDeviceGetMaxMigDeviceCount, Dev, unsigned*)
+SAME(nvmlDeviceGetMigDeviceHandleByIndex, Dev, unsigned, Dev*)
+SAME(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, Dev, Dev*)
 #undef SAME
+static_assert(std::is_same_v<h::nvmlGpuInstance_t, ::nvmlGpuInstance_t>);
+static_assert(std::is_same_v<h::nvmlComputeInstance_t, ::nvmlComputeInstance_t>);
+#define SAME_MACRO(name) static_assert(ours::name##_ours == (name), #name " differs from nvml.h");
+MIG_MACROS(SAME_MACRO)
+#undef SAME_MACRO
+#undef MIG_MACROS
+static_assert(h::NVML_ERROR_IN_USE == ::NVML_ERROR_IN_USE);
+static_assert(h::NVML_ERROR_INSUFFICIENT_RESOURCES == ::NVML_ERROR_INSUFFICIENT_RESOURCES);
 static_assert(std::is_same_v<decltype(&::nvmlErrorString), const char* (*)(::nvmlReturn_t)>);
 static_assert(std::is_same_v<h::nvmlDevice_t, ::nvmlDevice_t>);
 static_assert(std::is_same_v<h::nvmlEventSet_t, ::nvmlEventSet_t>);
@@ -202,6 +292,68 @@ SAME_FIELD(nvmlEventData_t, nvmlEventData_t, eventType)
 SAME_FIELD(nvmlEventData_t, nvmlEventData_t, eventData)
 SAME_FIELD(nvmlEventData_t, nvmlEventData_t, gpuInstanceId)
 SAME_FIELD(nvmlEventData_t, nvmlEventData_t, computeInstanceId)
+// MIG structs, every field.
+static_assert(sizeof(h::nvmlGpuInstancePlacement_t) == sizeof(::nvmlGpuInstancePlacement_t));
+SAME_FIELD(nvmlGpuInstancePlacement_t, nvmlGpuInstancePlacement_t, start)
+SAME_FIELD(nvmlGpuInstancePlacement_t, nvmlGpuInstancePlacement_t, size)
+#define GI_PROFILE_FIELDS(t)            \
+  SAME_FIELD(t, t, id)                  \
+  SAME_FIELD(t, t, sliceCount)          \
+  SAME_FIELD(t, t, instanceCount)       \
+  SAME_FIELD(t, t, multiprocessorCount) \
+  SAME_FIELD(t, t, copyEngineCount)     \
+  SAME_FIELD(t, t, decoderCount)        \
+  SAME_FIELD(t, t, encoderCount)        \
+  SAME_FIELD(t, t, jpegCount)           \
+  SAME_FIELD(t, t, ofaCount)            \
+  SAME_FIELD(t, t, memorySizeMB)        \
+  static_assert(sizeof(h::t) == sizeof(::t));
+GI_PROFILE_FIELDS(nvmlGpuInstanceProfileInfo_t)
+SAME_FIELD(nvmlGpuInstanceProfileInfo_t, nvmlGpuInstanceProfileInfo_t, isP2pSupported)
+GI_PROFILE_FIELDS(nvmlGpuInstanceProfileInfo_v2_t)
+SAME_FIELD(nvmlGpuInstanceProfileInfo_v2_t, nvmlGpuInstanceProfileInfo_v2_t, version)
+SAME_FIELD(nvmlGpuInstanceProfileInfo_v2_t, nvmlGpuInstanceProfileInfo_v2_t, isP2pSupported)
+SAME_FIELD(nvmlGpuInstanceProfileInfo_v2_t, nvmlGpuInstanceProfileInfo_v2_t, name)
+GI_PROFILE_FIELDS(nvmlGpuInstanceProfileInfo_v3_t)
+SAME_FIELD(nvmlGpuInstanceProfileInfo_v3_t, nvmlGpuInstanceProfileInfo_v3_t, version)
+SAME_FIELD(nvmlGpuInstanceProfileInfo_v3_t, nvmlGpuInstanceProfileInfo_v3_t, name)
+SAME_FIELD(nvmlGpuInstanceProfileInfo_v3_t, nvmlGpuInstanceProfileInfo_v3_t, capabilities)
+#undef GI_PROFILE_FIELDS
+static_assert(sizeof(h::nvmlGpuInstanceInfo_t) == sizeof(::nvmlGpuInstanceInfo_t));
+SAME_FIELD(nvmlGpuInstanceInfo_t, nvmlGpuInstanceInfo_t, device)
+SAME_FIELD(nvmlGpuInstanceInfo_t, nvmlGpuInstanceInfo_t, id)
+SAME_FIELD(nvmlGpuInstanceInfo_t, nvmlGpuInstanceInfo_t, profileId)
+SAME_FIELD(nvmlGpuInstanceInfo_t, nvmlGpuInstanceInfo_t, placement)
+static_assert(sizeof(h::nvmlComputeInstancePlacement_t) ==
+              sizeof(::nvmlComputeInstancePlacement_t));
+SAME_FIELD(nvmlComputeInstancePlacement_t, nvmlComputeInstancePlacement_t, start)
+SAME_FIELD(nvmlComputeInstancePlacement_t, nvmlComputeInstancePlacement_t, size)
+#define CI_PROFILE_FIELDS(t)              \
+  SAME_FIELD(t, t, id)                    \
+  SAME_FIELD(t, t, sliceCount)            \
+  SAME_FIELD(t, t, instanceCount)         \
+  SAME_FIELD(t, t, multiprocessorCount)   \
+  SAME_FIELD(t, t, sharedCopyEngineCount) \
+  SAME_FIELD(t, t, sharedDecoderCount)    \
+  SAME_FIELD(t, t, sharedEncoderCount)    \
+  SAME_FIELD(t, t, sharedJpegCount)       \
+  SAME_FIELD(t, t, sharedOfaCount)        \
+  static_assert(sizeof(h::t) == sizeof(::t));
+CI_PROFILE_FIELDS(nvmlComputeInstanceProfileInfo_t)
+CI_PROFILE_FIELDS(nvmlComputeInstanceProfileInfo_v2_t)
+SAME_FIELD(nvmlComputeInstanceProfileInfo_v2_t, nvmlComputeInstanceProfileInfo_v2_t, version)
+SAME_FIELD(nvmlComputeInstanceProfileInfo_v2_t, nvmlComputeInstanceProfileInfo_v2_t, name)
+CI_PROFILE_FIELDS(nvmlComputeInstanceProfileInfo_v3_t)
+SAME_FIELD(nvmlComputeInstanceProfileInfo_v3_t, nvmlComputeInstanceProfileInfo_v3_t, version)
+SAME_FIELD(nvmlComputeInstanceProfileInfo_v3_t, nvmlComputeInstanceProfileInfo_v3_t, name)
+SAME_FIELD(nvmlComputeInstanceProfileInfo_v3_t, nvmlComputeInstanceProfileInfo_v3_t, capabilities)
+#undef CI_PROFILE_FIELDS
+static_assert(sizeof(h::nvmlComputeInstanceInfo_t) == sizeof(::nvmlComputeInstanceInfo_t));
+SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, device)
+SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, gpuInstance)
+SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, id)
+SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, profileId)
+SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, placement)
 #undef SAME_FIELD
 
 }  // namespace
