@@ -47,11 +47,9 @@ nvmlReturn_t nvml_memory_info(nvmlReturn_t (*real)(nvmlDevice_t, Memory*), nvmlD
   const uint64_t limit = rt->limit(dev);
   if (limit == 0) return rc;
   rt->pools().shrink_all(*rt);
-  rt->settle(dev);  // may find a resized limit
-  const uint64_t now_limit = rt->limit(dev);
-  if (now_limit == 0) return rc;
+  rt->settle(dev);  // may find a resized limit, which the next query shows
   const View v =
-      virtual_view(now_limit, rt->usage(dev), memory->total, memory->free, rt->oversubscribe());
+      virtual_view(limit, rt->usage(dev), memory->total, memory->free, rt->oversubscribe());
   memory->total = v.total;
   memory->used = v.used;
   memory->free = v.free;
