@@ -45,4 +45,33 @@ int node_priority(float score, NodePolicy policy, int max_priority) {
       std::lround(preferred / kMaxNodeScore * static_cast<float>(max_priority)));
 }
 
+std::vector<int> node_priorities(std::span<const float> scores, NodePolicy policy,
+                                 int max_priority) {
+  std::vector<int> out(scores.size(), 0);
+  float lo = kMaxNodeScore, hi = 0;
+  bool any = false;
+  for (float s : scores) {
+    if (s < 0) continue;
+    const float c = std::min(s, kMaxNodeScore);
+    lo = std::min(lo, c);
+    hi = std::max(hi, c);
+    any = true;
+  }
+  if (!any) return out;
+  // Below this the nodes are as good as equal (float noise).
+  constexpr float kEqual = 1e-4f;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (scores[i] < 0) continue;
+    if (hi - lo < kEqual) {
+      out[i] = node_priority(scores[i], policy, max_priority);
+      continue;
+    }
+    const float c = std::min(scores[i], kMaxNodeScore);
+    const float preferred = policy == NodePolicy::kBinpack ? c - lo : hi - c;
+    out[i] =
+        static_cast<int>(std::lround(preferred / (hi - lo) * static_cast<float>(max_priority)));
+  }
+  return out;
+}
+
 }  // namespace hami::fit

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "fit/options.hpp"
 #include "fit/types.hpp"
@@ -63,5 +64,16 @@ void sort_nodes_best_first(std::span<ScoredNode> nodes, NodePolicy policy);
 // The node's score as a priority in [0, max_priority], higher = preferred by
 // the policy, for the extender's prioritize verb.
 int node_priority(float score, NodePolicy policy, int max_priority);
+
+// Priorities of several nodes for one pod, spread over the whole range as
+// kube-scheduler normalises its own plugins' scores: the node the policy
+// likes best of those given gets max_priority, the one it likes least 0,
+// linearly between. Negative scores (unknown nodes) get 0 and take no part;
+// when every known node scores the same, node_priority's mapping of that
+// score. Without this, a pod's share of a node (1/32 of an 8-GPU node) moves
+// the priority by less than one step, and kube-scheduler's own scores, which
+// spread pods, decide alone.
+std::vector<int> node_priorities(std::span<const float> scores, NodePolicy policy,
+                                 int max_priority);
 
 }  // namespace hami::fit

@@ -239,20 +239,16 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
     return out;
   }
   const fit::NodePolicy policy = req->prepared->options().node_policy;
-  out.resize(node_names.size());
-  auto priority = [policy](float node_score) -> int64_t {
-    return node_score >= 0 ? fit::node_priority(node_score, policy, kMaxExtenderPriority) : 0;
-  };
+  std::vector<float> scores(node_names.size(), -1);
   cache_.read([&](const ClusterCache::View& view) {
     // Usually filter of this very pod has just looked every node up.
-    if (auto scores = memo_.find(pod.meta.uid, view.version(), node_names)) {
-      for (size_t i = 0; i < node_names.size(); ++i)
-        out[i] = {node_names[i], priority((*scores)[i])};
+    if (auto memo = memo_.find(pod.meta.uid, view.version(), node_names)) {
+      scores.assign(memo->begin(), memo->end());
       return 0;
     }
     auto body = [&](size_t begin, size_t end, size_t) {
       for (size_t i = begin; i < end; ++i)
-        out[i] = {node_names[i], priority(view.node_score(node_names[i]))};
+        scores[i] = view.node_score(node_names[i]);
     };
     if (pool_ != nullptr) {
       pool_->run(node_names.size(), body);
@@ -261,6 +257,9 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
     }
     return 0;
   });
+  const std::vector<int> p = fit::node_priorities(scores, policy, kMaxExtenderPriority);
+  for (size_t i = 0; i < node_names.size(); ++i)
+    out.push_back({node_names[i], p[i]});
   return out;
 }
 

@@ -59,6 +59,19 @@ TEST(Score, NodePriority) {
   EXPECT_EQ(node_priority(-1, NodePolicy::kSpread, 100), 100);
 }
 
+// One pod on an 8-GPU node moves its score by ~0.6 of 30: spread over the
+// range, the busiest of the nodes asked about still gets the top priority.
+TEST(Score, NodePrioritiesSpanTheRangeOverTheNodesGiven) {
+  const std::vector<float> scores{0.6f, 1.2f, -1, 0.0f};
+  EXPECT_EQ(node_priorities(scores, NodePolicy::kBinpack, 10), (std::vector<int>{5, 10, 0, 0}));
+  EXPECT_EQ(node_priorities(scores, NodePolicy::kSpread, 10), (std::vector<int>{5, 0, 0, 10}));
+  // All equal: the absolute mapping.
+  EXPECT_EQ(node_priorities(std::vector<float>{15, 15}, NodePolicy::kBinpack, 10),
+            (std::vector<int>{5, 5}));
+  EXPECT_EQ(node_priorities(std::vector<float>{-1}, NodePolicy::kBinpack, 10),
+            (std::vector<int>{0}));
+}
+
 struct OrderCase {
   const char* policy;
   bool numa_bind;

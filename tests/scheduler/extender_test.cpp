@@ -191,15 +191,16 @@ TEST_F(ExtenderTest, PrioritizeFollowsNodePolicy) {
   ASSERT_TRUE(pb);
   ASSERT_EQ(pb->size(), 3u);
   EXPECT_EQ((*pb)[2].score, 0);
-  // b's node score: 10·(1/20 + 50/200 + 8000/32000) = 5.5 of 30.
+  // b's node score: 10·(1/20 + 50/200 + 8000/32000) = 5.5 of 30, a's 0: the
+  // busiest of the nodes asked about gets 10, the idlest 0.
   EXPECT_EQ((*pb)[0].score, 0);
-  EXPECT_EQ((*pb)[1].score, 2) << "binpack prefers the busier node b";
+  EXPECT_EQ((*pb)[1].score, 10) << "binpack prefers the busier node b";
   json spr =
       add("q", {{"nvidia.com/gpu", "1"}}, "u2", {{"hami.io/node-scheduler-policy", "spread"}});
   auto ps = ext.prioritize(pod_of(spr), std::vector<std::string>{"a", "b"});
   ASSERT_TRUE(ps);
   EXPECT_EQ((*ps)[0].score, 10) << "spread prefers the idle node a";
-  EXPECT_EQ((*ps)[1].score, 8);
+  EXPECT_EQ((*ps)[1].score, 0);
   for (const auto& h : *ps) {
     EXPECT_GE(h.score, 0);
     EXPECT_LE(h.score, 10);
@@ -223,7 +224,7 @@ TEST_F(ExtenderTest, PrioritizeAfterFilterScoresTheCacheAsItIsNow) {
   auto after = ext.prioritize(pod_of(p), f.nodes);
   ASSERT_TRUE(after);
   EXPECT_EQ((*after)[0].score, 0);
-  EXPECT_EQ((*after)[1].score, 2) << "binpack now prefers the busier node b";
+  EXPECT_EQ((*after)[1].score, 10) << "binpack now prefers the busier node b";
   // And the same answer as an extender that never filtered this pod.
   Extender fresh{cache, config, &backend, nullptr};
   auto want = fresh.prioritize(pod_of(p), f.nodes);
