@@ -21,6 +21,12 @@
 #          (default 1000/2000)
 # ROUNDS   plain/ours pairs per setting (default 1)
 # MODES    "plain ours" (default); one of them alone for a diagnosis
+# PROTOCOLS  "lock match-pods" (default): ours runs with the nodes unmarked
+#          (upstream's node lock) and marked hami.io/node-allocate-protocol
+#          (docs/scheduler-protocol.md)
+# HOLDS    "1.5 0" (default): seconds the stand-in takes from a pod seen bound
+#          to its patches (a real node's Allocate, 1.2-1.7 s), per ours run
+# BUILD    build directory (default build/release)
 # OUT      results file (default: the one above when SIZES and LIMITS are the
 #          defaults, else none)
 # QUIET_WAIT     seconds to wait, before each run, for the machine to be idle
@@ -37,6 +43,8 @@ SIZES=${SIZES:-$DEFAULT_SIZES}
 LIMITS=${LIMITS:-$DEFAULT_LIMITS}
 ROUNDS=${ROUNDS:-1}
 MODES=${MODES:-plain ours}
+PROTOCOLS=${PROTOCOLS:-lock match-pods}
+HOLDS=${HOLDS:-1.5 0}
 RAISED_QPS=${RAISED_QPS:-1000}
 RAISED_BURST=${RAISED_BURST:-2000}
 OUT_DEFAULT=bench/results/scheduler-e2e-build-machine.txt
@@ -47,7 +55,7 @@ if [ -z "${OUT+x}" ]; then
 fi
 export HAMI_E2E_DIR=${HAMI_E2E_DIR:-/tmp/hami-sched-bench}
 D=$HAMI_E2E_DIR
-BUILD=build/release
+BUILD=${BUILD:-build/release}
 BENCH=$ROOT/$BUILD/bench/scheduler/scheduler-e2e-bench
 SCHED=$ROOT/$BUILD/src/hami-scheduler
 RAW=$(mktemp /tmp/sched-e2e-raw.XXXXXX)
@@ -56,7 +64,7 @@ REQS=$(mktemp /tmp/sched-e2e-reqs.XXXXXX)
 log() { printf 'e2e-bench: %s\n' "$*" >&2; }
 
 tests/e2e/build-k8s.sh
-[ -d "$BUILD" ] || cmake --preset release >/dev/null
+[ -d "$BUILD" ] || cmake --preset release -B "$BUILD" >/dev/null
 cmake --build "$BUILD" -j "${JOBS:-2}" --target hami-scheduler scheduler-e2e-bench
 
 cleanup() {
@@ -151,7 +159,12 @@ for size in $SIZES; do
     --http_bind="127.0.0.1:$HAMI_E2E_EXTENDER_PORT" --cert_file="$HAMI_E2E_CERT" \
     --key_file="$HAMI_E2E_KEY" --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT" \
     --decision-key-file="$HAMI_E2E_DECISION_KEY" --decision-writers=hami-scheduler,hami-device-plugin
-  daemon standin "$BENCH" standin --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG"
+  standin() {
+    [ -f "$D/pids/standin.pid" ] && kill "$(cut -d' ' -f1 "$D/pids/standin.pid")" 2>/dev/null && sleep 0.5
+    daemon standin "$BENCH" standin --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG" \
+      --hold="$1" --protocol="$2"
+  }
+  standin 0 lock
   log "$nodes nodes"
   "$BENCH" nodes --kubeconfig="$HAMI_E2E_KUBECONFIG" --count="$nodes"
   wait_until "hami-scheduler's cache of $nodes nodes" 120 \
@@ -166,14 +179,31 @@ for size in $SIZES; do
     fi
     tests/e2e/control-plane.sh restart-scheduler
     sleep 2 # its informers list the nodes
+    # Interleaved: each round runs plain, then ours under every protocol and hold.
+    runs=""
+    for mode in $MODES; do
+      if [ "$mode" = ours ]; then
+        for protocol in $PROTOCOLS; do for hold in $HOLDS; do runs="$runs ours:$protocol:$hold"; done; done
+      else
+        runs="$runs $mode::"
+      fi
+    done
     for round in $(seq 1 "$ROUNDS"); do
-      for mode in $MODES; do
+      for run in $runs; do
+        IFS=: read -r mode protocol hold <<<"$run"
+        variant=""
         ns="$mode-$limits-$round"
+        if [ "$mode" = ours ]; then
+          variant="$protocol, hold $hold s"
+          ns="$mode-$protocol-${hold/./}-$limits-$round"
+          "$BENCH" protocol --kubeconfig="$HAMI_E2E_KUBECONFIG" "$protocol"
+          standin "$hold" "$protocol"
+        fi
         wait_quiet
-        log "$nodes nodes, $pods pods, $desc: $mode, round $round"
+        log "$nodes nodes, $pods pods, $desc: $mode $variant, round $round (load: $(cut -d' ' -f1-3 /proc/loadavg))"
         api_counters >"$RAW.before" || true
         "$BENCH" run --kubeconfig="$HAMI_E2E_KUBECONFIG" --mode="$mode" --pods="$pods" \
-          --namespace="$ns" --label="$nodes nodes, $pods pods, $desc" \
+          --namespace="$ns" --label="$nodes nodes, $pods pods, $desc" ${variant:+--variant="$variant"} \
           --cpu "etcd=$D/pids/etcd.pid" --cpu "kube-apiserver=$D/pids/kube-apiserver.pid" \
           --cpu "kube-scheduler=$D/pids/kube-scheduler.pid" \
           --cpu "hami-scheduler=$D/pids/hami-scheduler.pid" --cpu "standin=$D/pids/standin.pid" \
@@ -181,7 +211,7 @@ for size in $SIZES; do
           --hami-metrics="http://127.0.0.1:$HAMI_E2E_METRICS_PORT/metrics" | tee -a "$RAW"
         api_counters >"$RAW.after" || true
         {
-          echo "$nodes nodes, $pods pods, $desc, $mode:"
+          echo "$nodes nodes, $pods pods, $desc, $mode${variant:+, $variant}:"
           api_per_pod "$RAW.before" "$RAW.after" "$pods" | sed 's/^/  /'
         } >>"$REQS"
         "$BENCH" clean --kubeconfig="$HAMI_E2E_KUBECONFIG" --namespace="$ns"
@@ -195,7 +225,7 @@ report() {
   echo "# End-to-end scheduling: kube-scheduler 1.20 alone and with our webhook and extender"
   echo
   machine
-  echo "Command: bench/scheduler/e2e.sh (SIZES=\"$SIZES\" LIMITS=\"$LIMITS\" ROUNDS=$ROUNDS MODES=\"$MODES\")"
+  echo "Command: bench/scheduler/e2e.sh (SIZES=\"$SIZES\" LIMITS=\"$LIMITS\" ROUNDS=$ROUNDS MODES=\"$MODES\" PROTOCOLS=\"$PROTOCOLS\" HOLDS=\"$HOLDS\")"
   echo
   "$BENCH" report "$RAW"
   echo

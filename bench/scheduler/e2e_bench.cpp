@@ -181,6 +181,31 @@ int cmd_nodes(const std::string& kubeconfig, int count, int threads) {
   return 0;
 }
 
+// Marks every bench node as served by a plugin that matches pods
+// (hami.io/node-allocate-protocol, docs/scheduler-protocol.md) or removes the
+// mark (upstream's lock).
+int cmd_protocol(const std::string& kubeconfig, const std::string& protocol, int threads) {
+  auto cl = make_client(kubeconfig, static_cast<size_t>(threads));
+  auto nodes = cl.list(hami::k8s::node_path());
+  if (!nodes) die("list nodes: " + nodes.error().message);
+  std::vector<std::string> names;
+  for (const json& n : nodes->items) {
+    const std::string name = n["metadata"].value("name", "");
+    if (name.rfind(kNodePrefix, 0) == 0) names.push_back(name);
+  }
+  const json value = protocol == "lock" ? json(nullptr) : json(proto::kAllocateMatchPods);
+  std::atomic<int> failed{0};
+  parallel(static_cast<int>(names.size()), threads, [&](int i) {
+    auto r =
+        cl.merge_patch(hami::k8s::node_path(names[static_cast<size_t>(i)]),
+                       {{"metadata", {{"annotations", {{proto::kNodeAllocateProtocol, value}}}}}});
+    if (!r) ++failed;
+  });
+  if (failed) die(std::to_string(failed.load()) + " nodes could not be marked");
+  std::cerr << "scheduler-e2e-bench: " << names.size() << " nodes: protocol " << protocol << "\n";
+  return 0;
+}
+
 // --- the device plugin's side ------------------------------------------------
 
 std::atomic<bool> g_stop{false};
@@ -192,11 +217,16 @@ void on_signal(int) {
 struct Work {
   std::string ns, name, node, to_allocate;
   int attempts = 0;
+  Clock::time_point ready;  // seen bound + the hold: kubelet's admission and Allocate
 };
 
 class StandIn {
  public:
-  StandIn(hami::k8s::Client& cl, int workers) : cl_(cl) {
+  // `hold`: from a pod seen bound to its patches (a real node took 1.2-1.7
+  // s); `lock`: upstream's protocol, one pod per node at a time and the
+  // node lock released after, else match-pods (no lock, any number).
+  StandIn(hami::k8s::Client& cl, int workers, std::chrono::milliseconds hold, bool lock)
+      : cl_(cl), hold_(hold), lock_(lock) {
     for (int i = 0; i < workers; ++i)
       workers_.emplace_back([this] { work(); });
   }
@@ -222,7 +252,7 @@ class StandIn {
     if (!queued_.insert(uid).second) return;
     if (queued_.size() > 100000) queued_.clear();
     queue_.push_back({md.value("namespace", ""), md.value("name", ""), node,
-                      an.value(proto::kDevicesToAllocate, "")});
+                      an.value(proto::kDevicesToAllocate, ""), 0, Clock::now() + hold_});
     cv_.notify_one();
   }
 
@@ -239,22 +269,32 @@ class StandIn {
         std::unique_lock lk(mu_);
         for (;;) {
           if (quit_) return;
-          // kubelet admits one pod at a time per node, and the device plugin
-          // serialises Allocate: one pod per node in flight.
-          auto it = std::find_if(queue_.begin(), queue_.end(),
-                                 [&](const Work& x) { return !busy_.count(x.node); });
+          // Under the lock one pod per node is in flight (the scheduler
+          // binds the next once this one's lock is released); with
+          // match-pods kubelet's admissions overlap.
+          const auto now = Clock::now();
+          auto next_ready = now + 100ms;
+          auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Work& x) {
+            if (lock_ && busy_.count(x.node)) return false;
+            if (x.ready > now) {
+              next_ready = std::min(next_ready, x.ready);
+              return false;
+            }
+            return true;
+          });
           if (it != queue_.end()) {
             w = std::move(*it);
             queue_.erase(it);
             busy_.insert(w.node);
             break;
           }
-          cv_.wait_for(lk, 100ms);
+          cv_.wait_until(lk, next_ready);
         }
       }
       const bool ok = allocate(w);
       std::lock_guard lk(mu_);
       busy_.erase(w.node);
+      w.ready = Clock::now();
       if (ok) {
         ++done_;
       } else if (++w.attempts < 50) {
@@ -284,6 +324,7 @@ class StandIn {
                                           {proto::kBindPhase, std::string(proto::kPhaseSuccess)}},
                                          hami::k8s::PatchRetry{});
     if (!patched) return false;
+    if (!lock_) return true;  // match-pods: no lock to release
     auto released = cl_.read_modify_patch(
         hami::k8s::node_path(w.node),
         [&](const json& node) -> hami::k8s::Result<std::optional<json>> {
@@ -304,6 +345,8 @@ class StandIn {
   }
 
   hami::k8s::Client& cl_;
+  std::chrono::milliseconds hold_;
+  bool lock_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Work> queue_;
@@ -351,11 +394,13 @@ void follow_pods(hami::k8s::Client& cl, const std::string& path, const std::stri
   }
 }
 
-int cmd_standin(const std::string& kubeconfig, int workers) {
+int cmd_standin(const std::string& kubeconfig, int workers, double hold_s,
+                const std::string& protocol) {
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
   auto cl = make_client(kubeconfig, static_cast<size_t>(workers) + 2);
-  StandIn s(cl, workers);
+  StandIn s(cl, workers, std::chrono::milliseconds(static_cast<int64_t>(hold_s * 1000)),
+            protocol == "lock");
   std::jthread watcher([&](std::stop_token st) {
     follow_pods(
         cl, hami::k8s::pod_path(""), std::string(kBenchLabel) + "=ours",
@@ -475,6 +520,7 @@ json pod_manifest(const std::string& mode, const std::string& ns, int i) {
 
 struct RunOptions {
   std::string kubeconfig, mode, ns, label;
+  std::string variant;  // e.g. "match-pods, hold 1.5 s": rows of one label apart
   int pods = 0, threads = 16, timeout_s = 900;
   std::vector<std::string> cpu;  // name=pidfile
   std::string scheduler_metrics, hami_metrics;
@@ -617,6 +663,7 @@ int cmd_run(const RunOptions& o) {
   const double span = std::chrono::duration<double>(last - t0).count();
   json r = {{"label", o.label},
             {"mode", o.mode},
+            {"variant", o.variant},
             {"pods", n},
             {"bound", lat.size()},
             {"create_errors", create_errors.load()},
@@ -654,6 +701,22 @@ int cmd_run(const RunOptions& o) {
         {"bind_calls", delta(hs0, hs1, "hami_scheduler_requests_total", {"verb=\"bind\""})},
         {"bind_failures", delta(hs0, hs1, "hami_scheduler_failures_total", {"verb=\"bind\""})},
         {"bind_redirects", delta(hs0, hs1, "hami_scheduler_bind_redirects_total")},
+        {"bind_deadline", delta(hs0, hs1, "hami_scheduler_failures_total",
+                                {"verb=\"bind\"", "reason=\"BindDeadline\""}) +
+                              delta(hs0, hs1, "hami_scheduler_failures_total",
+                                    {"verb=\"bind\"", "reason=\"NoWorker\""})},
+        {"already_bound", delta(hs0, hs1, "hami_scheduler_failures_total",
+                                {"verb=\"bind\"", "reason=\"AlreadyBound\""})},
+        {"bind_queue_wait_mean_ms",
+         [&] {
+           const double c =
+               delta(hs0, hs1, "hami_scheduler_queue_wait_seconds_count", {"verb=\"bind\""});
+           return c > 0 ? 1000 *
+                              delta(hs0, hs1, "hami_scheduler_queue_wait_seconds_sum",
+                                    {"verb=\"bind\""}) /
+                              c
+                        : 0.0;
+         }()},
         {"webhook_calls", delta(hs0, hs1, "hami_scheduler_requests_total", {"verb=\"webhook\""})}};
     for (const char* verb : {"filter", "prioritize", "bind", "webhook"}) {
       const double cnt = delta(hs0, hs1, "hami_scheduler_request_duration_seconds_count",
@@ -734,16 +797,36 @@ int cmd_report(const std::string& file) {
   // Per label (nodes, pods, limits) the plain and ours runs.
   std::map<std::string, std::map<std::string, std::vector<json>>> by;
   std::vector<std::string> order;
+  // Runs of ours with a variant (protocol, hold) get a row each, beside the
+  // plain runs of their label.
   for (const json& r : rows) {
-    const std::string label = r.value("label", "");
+    std::string label = r.value("label", "");
+    const std::string variant = r.value("variant", "");
+    if (r.value("mode", "") == "ours" && !variant.empty()) label += ", " + variant;
     if (!by.count(label)) order.push_back(label);
     by[label][r.value("mode", "")].push_back(r);
   }
+  for (auto& [label, m] : by) {
+    for (const json& r : rows) {
+      if (r.value("mode", "") == "plain" && label != r.value("label", "") &&
+          label.rfind(r.value("label", "") + ", ", 0) == 0)
+        m["plain"].push_back(r);
+    }
+  }
+  std::erase_if(order, [&](const std::string& l) {
+    return !by[l].count("ours") && std::any_of(order.begin(), order.end(), [&](const auto& o) {
+      return o != l && o.rfind(l + ", ", 0) == 0;
+    });
+  });
+  // The median of the rounds (the mean of the middle two for an even count).
   auto mean = [](const std::vector<json>& v, const char* k) {
-    double s = 0;
+    std::vector<double> x;
     for (const json& r : v)
-      s += r.value(k, 0.0);
-    return v.empty() ? 0 : s / static_cast<double>(v.size());
+      x.push_back(r.value(k, 0.0));
+    if (x.empty()) return 0.0;
+    std::sort(x.begin(), x.end());
+    const size_t n = x.size();
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
   };
   // What the same API traffic would allow with an extender that costs no
   // CPU at all: the machine's cores over the CPU per pod of everything else.
@@ -787,10 +870,11 @@ int cmd_report(const std::string& file) {
       "extender's calls\n\n");
   for (const json& r : rows) {
     std::printf(
-        "%s %s: %d/%d pods bound in %s s (%s pods/s; creating them took %s s), latency "
+        "%s %s%s: %d/%d pods bound in %s s (%s pods/s; creating them took %s s), latency "
         "p50 %s p90 %s p99 %s max %s s\n",
-        r.value("label", "").c_str(), r.value("mode", "").c_str(), r.value("bound", 0),
-        r.value("pods", 0), fmt(r.value("span_s", 0.0)).c_str(),
+        r.value("label", "").c_str(), r.value("mode", "").c_str(),
+        r.value("variant", "").empty() ? "" : (", " + r.value("variant", "")).c_str(),
+        r.value("bound", 0), r.value("pods", 0), fmt(r.value("span_s", 0.0)).c_str(),
         fmt(r.value("pods_per_s", 0.0)).c_str(), fmt(r.value("create_s", 0.0)).c_str(),
         fmt(r.value("latency_p50_s", 0.0)).c_str(), fmt(r.value("latency_p90_s", 0.0)).c_str(),
         fmt(r.value("latency_p99_s", 0.0)).c_str(), fmt(r.value("latency_max_s", 0.0)).c_str());
@@ -819,12 +903,14 @@ int cmd_report(const std::string& file) {
       const json& h = r["hami"];
       std::printf(
           "  extender: filter %.0f calls (%.2f ms mean), prioritize %.2f ms, bind %.0f calls "
-          "(%.2f ms mean), %.0f failed, %.0f redirected; webhook %.0f calls (%.2f ms mean)\n",
+          "(%.2f ms mean, %.2f ms of it waiting for a worker), %.0f failed (%.0f at the "
+          "deadline, %.0f already bound), %.0f redirected; webhook %.0f calls (%.2f ms mean)\n",
           h.value("filter_calls", 0.0), h.value("filter_mean_ms", 0.0),
           h.value("prioritize_mean_ms", 0.0), h.value("bind_calls", 0.0),
-          h.value("bind_mean_ms", 0.0), h.value("bind_failures", 0.0),
-          h.value("bind_redirects", 0.0), h.value("webhook_calls", 0.0),
-          h.value("webhook_mean_ms", 0.0));
+          h.value("bind_mean_ms", 0.0), h.value("bind_queue_wait_mean_ms", 0.0),
+          h.value("bind_failures", 0.0), h.value("bind_deadline", 0.0),
+          h.value("already_bound", 0.0), h.value("bind_redirects", 0.0),
+          h.value("webhook_calls", 0.0), h.value("webhook_mean_ms", 0.0));
     }
     if (r.contains("allocations"))
       std::printf("  placement: %s\n", r["allocations"].dump().c_str());
@@ -851,6 +937,16 @@ int main(int argc, char** argv) {
   auto* standin = app.add_subcommand("standin", "The device plugin's requests after Allocate");
   standin->add_option("--kubeconfig", kubeconfig)->required();
   standin->add_option("--workers", workers)->capture_default_str();
+  double hold_s = 0;
+  std::string protocol = "lock";
+  standin->add_option("--hold", hold_s, "Seconds from a pod seen bound to its patches")
+      ->capture_default_str();
+  standin->add_option("--protocol", protocol, "lock (upstream's) or match-pods")
+      ->check(CLI::IsMember({"lock", "match-pods"}))
+      ->capture_default_str();
+  auto* mark = app.add_subcommand("protocol", "Mark the bench nodes lock or match-pods");
+  mark->add_option("--kubeconfig", kubeconfig)->required();
+  mark->add_option("protocol", protocol)->required()->check(CLI::IsMember({"lock", "match-pods"}));
   RunOptions ro;
   auto* run = app.add_subcommand("run", "Create pods at once, measure until all are bound");
   run->add_option("--kubeconfig", ro.kubeconfig)->required();
@@ -858,6 +954,7 @@ int main(int argc, char** argv) {
   run->add_option("--pods", ro.pods)->required();
   run->add_option("--namespace", ro.ns)->required();
   run->add_option("--label", ro.label);
+  run->add_option("--variant", ro.variant);
   run->add_option("--threads", ro.threads)->capture_default_str();
   run->add_option("--timeout", ro.timeout_s)->capture_default_str();
   run->add_option("--cpu", ro.cpu, "name=pidfile, one per process");
@@ -873,7 +970,8 @@ int main(int argc, char** argv) {
   report->add_option("file", file)->required();
   CLI11_PARSE(app, argc, argv);
   if (*nodes) return cmd_nodes(kubeconfig, count, threads);
-  if (*standin) return cmd_standin(kubeconfig, workers);
+  if (*standin) return cmd_standin(kubeconfig, workers, hold_s, protocol);
+  if (*mark) return cmd_protocol(kubeconfig, protocol, threads);
   if (*run) return cmd_run(ro);
   if (*clean) return cmd_clean(kubeconfig, ns, timeout_s);
   if (*report) return cmd_report(file);

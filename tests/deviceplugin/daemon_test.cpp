@@ -189,6 +189,18 @@ class DevicePluginTest : public ::testing::Test {
     return api_.put("pods", p);
   }
 
+  // kubelet's GetPreferredAllocation for one container of one device, out
+  // of every device the plugin advertises.
+  grpc::Status prefer_one(v1beta1::PreferredAllocationResponse* out) {
+    v1beta1::PreferredAllocationRequest preq;
+    auto* c = preq.add_container_requests();
+    const v1beta1::ListAndWatchResponse listed = kubelet_->devices(kRes);
+    for (const auto& d : listed.devices())
+      c->add_available_deviceids(d.id());
+    c->set_allocation_size(1);
+    return kubelet_->preferred(kRes, preq, out);
+  }
+
   static json container(const std::string& name, json limits = json::object(),
                         json env = json::array()) {
     json c = {{"name", name}, {"image", "cuda"}};
@@ -481,14 +493,8 @@ TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
   const std::string uid = (*pod("p1"))["metadata"]["uid"];
 
   // kubelet first asks which IDs the plugin prefers: one on the annotated GPU.
-  v1beta1::PreferredAllocationRequest preq;
-  auto* c = preq.add_container_requests();
-  const v1beta1::ListAndWatchResponse listed = kubelet_->devices(kRes);
-  for (const auto& d : listed.devices())
-    c->add_available_deviceids(d.id());
-  c->set_allocation_size(1);
   v1beta1::PreferredAllocationResponse presp;
-  ASSERT_TRUE(kubelet_->preferred(kRes, preq, &presp).ok());
+  ASSERT_TRUE(prefer_one(&presp).ok());
   ASSERT_EQ(presp.container_responses_size(), 1);
   ASSERT_EQ(presp.container_responses(0).deviceids_size(), 1);
   EXPECT_THAT(presp.container_responses(0).deviceids(0), StartsWith(kB));
@@ -651,14 +657,8 @@ TEST_F(DevicePluginTest, OnOneGpuPodsGoInBindOrderPastDeletedOnesAndRestarts) {
   }
   ASSERT_TRUE(api_.remove("pods", "default", "gone"));
   auto next = [&](const std::string& want_mem) {
-    v1beta1::PreferredAllocationRequest preq;
-    auto* c = preq.add_container_requests();
-    const v1beta1::ListAndWatchResponse listed = kubelet_->devices(kRes);
-    for (const auto& d : listed.devices())
-      c->add_available_deviceids(d.id());
-    c->set_allocation_size(1);
     v1beta1::PreferredAllocationResponse presp;
-    ASSERT_TRUE(kubelet_->preferred(kRes, preq, &presp).ok());
+    ASSERT_TRUE(prefer_one(&presp).ok());
     ASSERT_EQ(presp.container_responses(0).deviceids_size(), 1);
     const std::string id = presp.container_responses(0).deviceids(0);
     EXPECT_THAT(id, StartsWith(kA));
