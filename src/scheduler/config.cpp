@@ -30,6 +30,22 @@ Result<int32_t> as_int(const YAML::Node& v, const std::string& where, int32_t mi
   }
 }
 
+// What the API server accepts as a RuntimeClass name (a DNS subdomain).
+bool rfc1123_subdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) { return alnum(c) || c == '-' || c == '.'; });
+}
+
+Result<bool> as_bool(const YAML::Node& v, const std::string& where) {
+  try {
+    return v.as<bool>();
+  } catch (const YAML::Exception&) {
+    return Error{where + ": expected true or false"};
+  }
+}
+
 Result<std::string> as_string(const YAML::Node& v, const std::string& where) {
   if (!v.IsScalar() || v.Scalar().empty()) return Error{where + ": expected a non-empty string"};
   return v.Scalar();
@@ -92,6 +108,24 @@ Result<void> apply_device_config_text(SchedulerConfig& cfg, const std::string& t
       if (r && cfg.gpu_core_policy != "default" && cfg.gpu_core_policy != "force" &&
           cfg.gpu_core_policy != "disable") {
         r = Error{where + ": '" + cfg.gpu_core_policy + "' is not default, force or disable"};
+      }
+    } else if (iequals(key, "runtimeClassName")) {
+      // Upstream's chart writes "" when none is set.
+      if (v.IsNull() || (v.IsScalar() && v.Scalar().empty())) {
+        cfg.runtime_class_name.clear();
+      } else {
+        r = str(cfg.runtime_class_name);
+        if (r && !rfc1123_subdomain(cfg.runtime_class_name)) {
+          r = Error{where + ": '" + cfg.runtime_class_name +
+                    "' is not a RuntimeClass name (lower-case letters, digits, '-' and '.')"};
+        }
+      }
+    } else if (iequals(key, "overwriteEnv")) {
+      auto b = as_bool(v, where);
+      if (b) {
+        cfg.overwrite_env = *b;
+      } else {
+        r = b.error();
       }
     }
     if (!r) return r.error();

@@ -24,7 +24,14 @@ struct SchedulerConfig {
   std::string priority_name = "nvidia.com/priority";
   int32_t default_gpu_num = 1;              // injected when only mem/cores are given
   std::string gpu_core_policy = "default";  // default | force | disable
-  fit::PolicyDefaults policy;               // --node-scheduler-policy, --gpu-scheduler-policy
+  // Upstream's runtimeClassName: the webhook sets it as spec.runtimeClassName
+  // of a GPU pod that names none ("" = leave pods alone).
+  std::string runtime_class_name;
+  // Upstream's overwriteEnv: the webhook gives every container that asks for
+  // no GPU NVIDIA_VISIBLE_DEVICES=none, so a runtime that exposes GPUs by
+  // that variable shows it none.
+  bool overwrite_env = false;
+  fit::PolicyDefaults policy;  // --node-scheduler-policy, --gpu-scheduler-policy
   std::string scheduler_name = "hami-scheduler";
   bool force_overwrite_default_scheduler = true;
   std::chrono::seconds node_lock_timeout{300};
@@ -65,8 +72,8 @@ std::chrono::milliseconds bind_deadline_for(std::chrono::milliseconds http_timeo
 // Reads upstream's device config YAML (its `nvidia:` block: resourceCountName,
 // resourceMemoryName, resourceMemoryPercentageName, resourceCoreName,
 // resourcePriorityName, defaultMemory, defaultCores, defaultGPUNum,
-// memoryFactor, gpuCorePolicy). Keys match case-insensitively; other keys
-// are ignored (the device plugin reads them). Errors name the key.
+// memoryFactor, gpuCorePolicy, runtimeClassName, overwriteEnv). Keys match case-insensitively;
+// other keys are ignored (the device plugin reads them). Errors name the key.
 Result<void> apply_device_config_text(SchedulerConfig& cfg, const std::string& text,
                                       const std::string& source);
 Result<void> apply_device_config_file(SchedulerConfig& cfg, const std::string& path);

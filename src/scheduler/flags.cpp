@@ -207,7 +207,9 @@ Result<SchedulerSettings> settle(const SchedulerFlags& f) {
               "ms" + ", nodes " + (s.nodes.empty() ? "all" : s.nodes.describe()) +
               (cfg.legacy_metrics ? ", legacy metrics" : "") + ", decisions " +
               (cfg.decisions.keys ? "signed" : "unsigned") + ", GPU pod seccomp " +
-              cfg.gpu_pod_seccomp;
+              cfg.gpu_pod_seccomp +
+              (cfg.runtime_class_name.empty() ? "" : ", runtime class " + cfg.runtime_class_name) +
+              (cfg.overwrite_env ? ", NVIDIA_VISIBLE_DEVICES=none without GPUs" : "");
   return s;
 }
 

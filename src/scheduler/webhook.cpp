@@ -156,6 +156,9 @@ std::string profile_lifting_capability(const json& container) {
   return "";
 }
 
+// What NVIDIA's container runtime reads to choose the GPUs it mounts.
+constexpr const char* kEnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
+
 constexpr const char* kLegacyPodSeccomp = "seccomp.security.alpha.kubernetes.io/pod";
 constexpr const char* kLegacyContainerSeccomp = "container.seccomp.security.alpha.kubernetes.io/";
 
@@ -236,6 +239,35 @@ static void add_limit(json& patch, const ContainerEdit& c, bool& has_resources, 
   has_resources = has_limits = true;
 }
 
+// Sets each variable in the container's env: replaces an entry of that
+// name, else appends (creating env when the container has none).
+static void set_env(json& patch, const ContainerEdit& c,
+                    const std::vector<std::pair<std::string, std::string>>& env) {
+  const json* existing = member(*c.container, "env");
+  bool have_env = existing != nullptr && existing->is_array();
+  for (const auto& [k, v] : env) {
+    int replace_at = -1;
+    if (existing != nullptr) {
+      for (size_t i = 0; i < existing->size(); ++i) {
+        const json* n = member((*existing)[i], "name");
+        if (n && n->is_string() && n->get<std::string>() == k) replace_at = static_cast<int>(i);
+      }
+    }
+    const json var = {{"name", k}, {"value", v}};
+    if (replace_at >= 0) {
+      patch.push_back({{"op", "replace"},
+                       {"path", c.path + "/env/" + std::to_string(replace_at)},
+                       {"value", var}});
+    } else if (have_env) {
+      patch.push_back({{"op", "add"}, {"path", c.path + "/env/-"}, {"value", var}});
+    } else {
+      patch.push_back({{"op", "add"}, {"path", c.path + "/env"}, {"value", json::array({var})}});
+      have_env = true;
+      existing = nullptr;  // later variables append to the array just created
+    }
+  }
+}
+
 std::string json_pointer_escape(std::string_view token) {
   std::string out;
   out.reserve(token.size());
@@ -269,11 +301,6 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
       (sched != "default-scheduler" || !config.force_overwrite_default_scheduler)) {
     return d;  // another scheduler's pod (volcano, …): not ours to change
   }
-  if (!requests_our_resources(*typed, config)) return d;
-  // Admitted, such a pod would only stay Pending with no reason given.
-  if (std::string why = refused_downstream(*typed, config); !why.empty()) return deny(why);
-
-  const auto& rc = config.resources;
   const json* spec = member(pod, "spec");
   std::vector<ContainerEdit> edits;
   for (const char* list : {"initContainers", "containers"}) {
@@ -283,6 +310,19 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
       edits.push_back({"/spec/" + std::string(list) + "/" + std::to_string(i), &(*cs)[i]});
     }
   }
+  if (!requests_our_resources(*typed, config)) {
+    // overwriteEnv: no container of a pod without GPUs sees one (upstream
+    // changes every pod its webhook sees, not only GPU pods).
+    if (config.overwrite_env) {
+      for (const ContainerEdit& c : edits)
+        set_env(d.patch, c, {{kEnvVisibleDevices, "none"}});
+    }
+    return d;
+  }
+  // Admitted, such a pod would only stay Pending with no reason given.
+  if (std::string why = refused_downstream(*typed, config); !why.empty()) return deny(why);
+
+  const auto& rc = config.resources;
   for (ContainerEdit& c : edits) {
     const json& ct = *c.container;
     const json* name_j = member(ct, "name");
@@ -292,7 +332,10 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
     const json* pct = resource(ct, rc.memory_percentage_name);
     const json* cores = resource(ct, rc.cores_name);
     const json* prio = resource(ct, config.priority_name);
-    if (!count && !mem && !pct && !cores) continue;
+    if (!count && !mem && !pct && !cores) {
+      if (config.overwrite_env) set_env(d.patch, c, {{kEnvVisibleDevices, "none"}});
+      continue;
+    }
     c.ours = true;
     // Every quantity must be a whole number; say which one is not (what the
     // filter reads was checked above; this covers what it leaves alone).
@@ -339,30 +382,8 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
     if (config.gpu_core_policy != "default") {
       env.emplace_back(protocol::kEnvCorePolicy, config.gpu_core_policy);
     }
-    const json* existing = member(ct, "env");
-    bool have_env = existing != nullptr && existing->is_array();
-    for (const auto& [k, v] : env) {
-      int replace_at = -1;
-      if (existing != nullptr) {
-        for (size_t i = 0; i < existing->size(); ++i) {
-          const json* n = member((*existing)[i], "name");
-          if (n && n->is_string() && n->get<std::string>() == k) replace_at = static_cast<int>(i);
-        }
-      }
-      const json var = {{"name", k}, {"value", v}};
-      if (replace_at >= 0) {
-        d.patch.push_back({{"op", "replace"},
-                           {"path", c.path + "/env/" + std::to_string(replace_at)},
-                           {"value", var}});
-      } else if (have_env) {
-        d.patch.push_back({{"op", "add"}, {"path", c.path + "/env/-"}, {"value", var}});
-      } else {
-        d.patch.push_back(
-            {{"op", "add"}, {"path", c.path + "/env"}, {"value", json::array({var})}});
-        have_env = true;
-        existing = nullptr;  // later variables append to the array just created
-      }
-    }
+    if (!has_count && config.overwrite_env) env.emplace_back(kEnvVisibleDevices, "none");
+    set_env(d.patch, c, env);
   }
   for (const ContainerEdit& c : edits) {
     const json* sc = member(*c.container, "securityContext");
@@ -383,6 +404,10 @@ AdmissionDecision mutate_pod(const json& pod, const SchedulerConfig& config,
   }
   if (std::string why = seccomp(pod, spec, edits, config.gpu_pod_seccomp, d.patch); !why.empty())
     return deny(why);
+  if (!config.runtime_class_name.empty() && !(spec && member(*spec, "runtimeClassName"))) {
+    d.patch.push_back(
+        {{"op", "add"}, {"path", "/spec/runtimeClassName"}, {"value", config.runtime_class_name}});
+  }
   if (!config.scheduler_name.empty() && sched != config.scheduler_name) {
     d.patch.push_back(
         {{"op", sched.empty() && !(spec && member(*spec, "schedulerName")) ? "add" : "replace"},

@@ -10,7 +10,11 @@
 // plugin's accounts); anyone else is refused with the annotations named. An
 // UPDATE is only checked, never changed.
 //
-// On CREATE, only pods that name one of our resources are changed:
+// On CREATE, with overwriteEnv (config.overwrite_env, upstream's key), every
+// container that asks for no GPU, in any pod of ours, gets
+// NVIDIA_VISIBLE_DEVICES=none (replacing a value it sets), so NVIDIA's
+// runtime mounts it no GPU. Otherwise only pods that name one of our
+// resources are changed:
 //
 //  - nvidia.com/gpu: <defaultGPUNum> injected when only gpumem, -percentage or
 //    gpucores is given;
@@ -19,7 +23,9 @@
 //  - env CUDA_TASK_PRIORITY from nvidia.com/priority, GPU_CORE_UTILIZATION_POLICY
 //    when gpuCorePolicy is not "default";
 //  - spec.schedulerName set to ours (unless the pod belongs to another
-//    scheduler);
+//    scheduler; such pods are not changed at all);
+//  - spec.runtimeClassName set to config.runtime_class_name (upstream's
+//    runtimeClassName) when that is set and the pod names none;
 //  - spec.securityContext.seccompProfile RuntimeDefault when neither the
 //    pod nor its legacy annotation names a profile (config.gpu_pod_seccomp
 //    "enforce" or "default"), so no process in it can unshare a user

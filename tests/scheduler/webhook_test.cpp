@@ -263,6 +263,79 @@ TEST(WebhookTest, OtherPodsAreLeftAlone) {
     {"op":"replace","path":"/spec/schedulerName","value":"hami-scheduler"}])"));
 }
 
+TEST(WebhookTest, RuntimeClassGoesOnGpuPodsThatNameNone) {
+  SchedulerConfig cfg;
+  cfg.runtime_class_name = "nvidia";
+  json pod = test::sched_pod("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}});
+  Reply r = call(pod, cfg);
+  ASSERT_TRUE(r.allowed) << r.message;
+  EXPECT_EQ(applied(pod, r.patch)["spec"]["runtimeClassName"], "nvidia");
+  // Memory alone: the count is injected, so it is a GPU pod too.
+  json mem_only = test::sched_pod("p", {{"nvidia.com/gpumem", "1000"}});
+  EXPECT_EQ(applied(mem_only, call(mem_only, cfg).patch)["spec"]["runtimeClassName"], "nvidia");
+  // The pod's own class stays.
+  pod["spec"]["runtimeClassName"] = "kata-nvidia";
+  EXPECT_EQ(applied(pod, call(pod, cfg).patch)["spec"]["runtimeClassName"], "kata-nvidia");
+  // A pod without GPUs, or the default config (""), gets none.
+  json plain = test::sched_pod("p", {{"cpu", "1"}});
+  EXPECT_TRUE(call(plain, cfg).patch.empty());
+  json gpu = test::sched_pod("p", {{"nvidia.com/gpu", "1"}});
+  EXPECT_FALSE(applied(gpu, call(gpu).patch)["spec"].contains("runtimeClassName"));
+}
+
+TEST(WebhookTest, OverwriteEnvHidesGpusFromContainersThatAskForNone) {
+  SchedulerConfig cfg;
+  cfg.overwrite_env = true;
+  const json none = json::parse(R"([{"name":"NVIDIA_VISIBLE_DEVICES","value":"none"}])");
+  // A GPU pod: its sidecar and init container get none, the GPU container keeps its GPUs.
+  json pod = test::sched_pod("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}});
+  pod["spec"]["containers"].push_back({{"name", "sidecar"}, {"image", "cuda"}});
+  pod["spec"]["initContainers"] = {
+      {{"name", "init"},
+       {"image", "cuda"},
+       {"env", {{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}}}}};
+  Reply r = call(pod, cfg);
+  ASSERT_TRUE(r.allowed) << r.message;
+  json after = applied(pod, r.patch);
+  EXPECT_FALSE(after["spec"]["containers"][0].contains("env")) << after.dump();
+  EXPECT_EQ(after["spec"]["containers"][1]["env"], none);
+  EXPECT_EQ(after["spec"]["initContainers"][0]["env"], none);  // "all" replaced
+  // A pod without GPUs (upstream changes every pod its webhook sees): each container.
+  json plain = test::sched_pod("p", {{"cpu", "1"}});
+  plain["spec"]["containers"].push_back(
+      {{"name", "b"}, {"env", {{{"name", "A"}, {"value", "1"}}}}});
+  after = applied(plain, call(plain, cfg).patch);
+  EXPECT_EQ(after["spec"]["containers"][0]["env"], none);
+  EXPECT_EQ(after["spec"]["containers"][1]["env"],
+            json::parse(
+                R"([{"name":"A","value":"1"},{"name":"NVIDIA_VISIBLE_DEVICES","value":"none"}])"));
+  EXPECT_FALSE(after["spec"].contains("schedulerName"));  // still not ours to schedule
+  // Another scheduler's pod is not changed; off (the default) changes nothing.
+  plain["spec"]["schedulerName"] = "volcano";
+  EXPECT_TRUE(call(plain, cfg).patch.empty());
+  EXPECT_TRUE(call(test::sched_pod("p", {{"cpu", "1"}})).patch.empty());
+}
+
+TEST(WebhookTest, DeviceConfigSetsRuntimeClassAndOverwriteEnv) {
+  SchedulerConfig cfg;
+  // What upstream's chart renders by default.
+  ASSERT_TRUE(apply_device_config_text(
+      cfg, "nvidia:\n  overwriteEnv: false\n  runtimeClassName: \"\"\n", "t"));
+  EXPECT_FALSE(cfg.overwrite_env);
+  EXPECT_EQ(cfg.runtime_class_name, "");
+  ASSERT_TRUE(apply_device_config_text(
+      cfg, "nvidia:\n  overwriteEnv: true\n  runtimeClassName: nvidia\n", "t"));
+  EXPECT_TRUE(cfg.overwrite_env);
+  EXPECT_EQ(cfg.runtime_class_name, "nvidia");
+  auto bad = apply_device_config_text(cfg, "nvidia:\n  overwriteEnv: maybe\n", "t");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "t: nvidia.overwriteEnv: expected true or false");
+  bad = apply_device_config_text(cfg, "nvidia:\n  runtimeClassName: Nvidia_GPU\n", "t");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("not a RuntimeClass name"), std::string::npos)
+      << bad.error().message;
+}
+
 TEST(WebhookTest, BadBodiesGetAnAnswer) {
   SchedulerConfig cfg;
   for (const char* body : {"", "{", "[]", R"({"request":5})", R"({"request":{"uid":"x"}})",
