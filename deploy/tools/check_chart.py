@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Checks the Helm chart, the image Dockerfiles and the Grafana dashboard
 against the code. deploy/check.sh installs what this needs, builds the
-renderer (deploy/tools/helm-render) and runs it; docs/install.md, "How CI
-checks the chart", sums up what is checked.
+renders the chart with real Helm (scripts/setup-helm.sh installs it) and
+runs this; docs/install.md, "How CI checks the chart", sums up what is checked.
 
-  check_chart.py --renderer BIN [--repo DIR] [--build-dir DIR] [--work DIR]
-  check_chart.py --renderer BIN --self-test
-  check_chart.py --renderer BIN --render-only OUT.yaml --kube-version V --namespace NS
+  check_chart.py --helm BIN [--repo DIR] [--build-dir DIR] [--work DIR]
+  check_chart.py --helm BIN --self-test
+  check_chart.py --helm BIN --render-only OUT.yaml --kube-version V --namespace NS
 
 Exit codes: 0 every check passed, 1 a check failed, 2 cannot run.
 """
@@ -283,6 +283,9 @@ def metric_names(repo):
                 text = read(os.path.join(root, f))
                 names.update(re.findall(r'"(hami_[a-z0-9_]+)"', text))
                 names.update(re.findall(r'(?:family|legacy_family|sample)\(\s*"([A-Za-z_:][A-Za-z0-9_:]*)"', text))
+                # A histogram's series: NAME_bucket, NAME_sum, NAME_count.
+                for h in re.findall(r'render_histograms\(\s*\w+,\s*"([A-Za-z_:][A-Za-z0-9_:]*)"', text):
+                    names.update(h + suffix for suffix in ("_bucket", "_sum", "_count"))
     return names
 
 
@@ -714,23 +717,56 @@ def check_dashboard(ctx, report, known_metrics):
 # --------------------------------------------------------------------------
 # Rendering
 
+def helm_noise(text):
+    """Helm's stderr without its INFO lines (the dashboard link it follows)."""
+    return "\n".join(l for l in text.splitlines() if not l.startswith("level=INFO")).strip()
+
+
 def render(ctx, sc, chart=None):
-    """Returns (manifest text, notes text); raises CannotRun with the renderer's error."""
-    args = [ctx.renderer, "--strict", "--notes", "--namespace", sc.namespace, "--kube-version", sc.kube]
+    """Returns (manifest text, notes text) from real Helm: `helm template` for the manifests (with
+    the scenario's Kubernetes version), `helm lint --strict` for Helm's strict engine (a missing
+    key is an error, a lint warning fails) and `helm install --dry-run=client -o json` for NOTES
+    (`helm template` renders none). Raises CannotRun with the failing command's error."""
+    values = []
     for s in sc.sets:
-        args += ["--set", s]
+        values += ["--set", s]
     if sc.values_file:
-        args += ["-f", os.path.join(ctx.repo, sc.values_file)]
+        values += ["-f", os.path.join(ctx.repo, sc.values_file)]
     if sc.values:
         vf = os.path.join(ctx.work, f"values-{sc.name}.yaml")
         with open(vf, "w") as f:
             yaml.safe_dump(sc.values, f)
-        args += ["-f", vf]
-    args += [sc.release, chart or ctx.chart]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        raise CannotRun(p.stderr.strip() or f"exit {p.returncode}")
-    text, _, notes = p.stdout.partition("\nNOTES:\n")
+        values += ["-f", vf]
+    chart = chart or ctx.chart
+    ns = ["--namespace", sc.namespace]
+    env = dict(os.environ, HELM_CACHE_HOME=os.path.join(ctx.work, ".helm"),
+               HELM_CONFIG_HOME=os.path.join(ctx.work, ".helm"), HELM_DATA_HOME=os.path.join(ctx.work, ".helm"))
+    env.pop("KUBECONFIG", None)
+
+    def start(what, args):
+        return what, subprocess.Popen([ctx.helm] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env)
+
+    def finish(job):
+        what, p = job
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise CannotRun(f"{what}: no answer in 120 s")
+        if p.returncode != 0:
+            raise CannotRun(f"{what}: {helm_noise(err) or helm_noise(out) or f'exit {p.returncode}'}")
+        return out
+
+    text = finish(start("helm template", ["template", sc.release, chart, "--kube-version", sc.kube] + ns + values))
+    lint = start("helm lint --strict", ["lint", "--strict", "--quiet", chart, "--kube-version", sc.kube] + ns + values)
+    install = start("helm install --dry-run=client",
+                    ["install", sc.release, chart, "--dry-run=client", "-o", "json"] + ns + values)
+    finish(lint)
+    try:
+        notes = json.loads(finish(install))["info"].get("notes", "")
+    except (ValueError, KeyError, TypeError) as e:
+        raise CannotRun(f"helm install --dry-run=client -o json: no info.notes in its answer ({e})")
     return text, notes
 
 
@@ -848,7 +884,7 @@ def check_scenario(ctx, sc, report, facts, images, chart=None):
     try:
         text, notes = render(ctx, sc, chart)
     except CannotRun as e:
-        report.check(f"{name} renders", [f"helm-render: {e}"])
+        report.check(f"{name} renders", [str(e)])
         return None
     out = os.path.join(ctx.work, f"rendered-{sc.name}.yaml")
     with open(out, "w") as f:
@@ -1498,6 +1534,25 @@ def check_upstream_values(ctx, sc, report, objs, notes, containers_by_comp, ks_c
             managed = {r.get("name") for x in ks_cfg.get("extenders") or [] for r in x.get("managedResources") or []}
             if up[key] not in managed:
                 problems.append(f"{key}={up[key]} is not among kube-scheduler's managedResources {sorted(managed)}")
+    # overwriteEnv (upstream writes "true"/"false" strings) and runtimeClassName reach the webhook
+    # through the device config; the class also runs the device plugin, and createRuntimeClass makes it.
+    if "overwriteEnv" in s_up:
+        want = str(s_up["overwriteEnv"]).lower() == "true"
+        if dcfg.get("overwriteEnv") is not want:
+            problems.append(f"scheduler.overwriteEnv={s_up['overwriteEnv']} but the device config has "
+                            f"overwriteEnv: {dcfg.get('overwriteEnv')!r}")
+    if "runtimeClassName" in dp_up:
+        want = dp_up["runtimeClassName"] or ""
+        if dcfg.get("runtimeClassName", None) != want:
+            problems.append(f"devicePlugin.runtimeClassName={want!r} but the device config has "
+                            f"runtimeClassName: {dcfg.get('runtimeClassName')!r}")
+        if (dspec.get("runtimeClassName") or "") != want:
+            problems.append(f"devicePlugin.runtimeClassName={want!r} but the device plugin's pods run under "
+                            f"{dspec.get('runtimeClassName')!r}")
+        made = [o for _, o in objs if o["kind"] == "RuntimeClass"]
+        if dp_up.get("createRuntimeClass") and want and [(o["metadata"]["name"], o.get("handler")) for o in made] != [(want, "nvidia")]:
+            problems.append(f"devicePlugin.createRuntimeClass=true but the RuntimeClasses made are "
+                            f"{[(o['metadata']['name'], o.get('handler')) for o in made]}, not [({want!r}, 'nvidia')]")
     nc = dp_up.get("nodeConfiguration")
     if isinstance(nc, dict) and nc.get("config") and not nc.get("externalConfigName"):
         m = mount_for(dc, one(dflags, "--node-config-file") or "/nonexistent")
@@ -1550,7 +1605,7 @@ def check_upstream_values(ctx, sc, report, objs, notes, containers_by_comp, ks_c
         problems.append(f"scheduler.certManager.enabled={cm_on} but a cert-manager Certificate is "
                         f"{'' if has_cert else 'not '}rendered")
     report.check(f"{name} upstream's values reach the objects (policies, split/scaling, resource names, node config, "
-                 "images, pull secrets, selectors, tolerations, cert-manager)", problems)
+                 "images, pull secrets, selectors, tolerations, cert-manager, overwriteEnv, runtime class)", problems)
 
 
 def check_rbac(sc, report, objs, containers_by_comp, ks_cfg, facts):
@@ -1709,6 +1764,52 @@ def value_paths(d, prefix=""):
     return out
 
 
+TEMPLATE_ACTION = re.compile(r"\{\{.*?\}\}", re.S)
+TEMPLATE_COMMENT = re.compile(r"\{\{-?\s*/\*.*?\*/\s*-?\}\}", re.S)
+VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z_]\w*)+)")
+VALUES_VAR = re.compile(r"\$(\w+)\s*:?=\s*(?:\$|\.root|\$\w+)?\.Values((?:\.[A-Za-z_]\w*)+)\s*(?=-?\}\}|\))")
+VAR_PATH = re.compile(r"\$(\w+)((?:\.[A-Za-z_]\w*)+)")
+
+
+def check_values_read_exist(ctx, report):
+    """Helm renders a value that is not there as empty (it has no missingkey=error outside its Go API),
+    so a misspelt .Values path would go unseen: every path a template reads, directly or through a
+    variable set to one (`$svc := .Values.devicePlugin.service` ... `$svc.type`), must be in values.yaml."""
+    defaults = yaml.safe_load(read(os.path.join(ctx.chart, "values.yaml"))) or {}
+
+    def missing(path):
+        cur, done = defaults, []
+        for k in path:
+            if not isinstance(cur, dict):
+                return f"{'.'.join(done)} is not a map"
+            if k not in cur:
+                return f"values.yaml has no {k} under {'.'.join(done) or 'the top'}"
+            cur = cur[k]
+            done.append(k)
+        return None
+
+    problems, n = [], 0
+    for root, _, files in os.walk(os.path.join(ctx.chart, "templates")):
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            text = "\n".join(TEMPLATE_ACTION.findall(TEMPLATE_COMMENT.sub("", read(path))))
+            variables = {}
+            for m in VALUES_VAR.finditer(text):
+                variables.setdefault(m.group(1), set()).add(m.group(2))
+            refs = [(m.group(0), m.group(1).split(".")[1:]) for m in VALUES_PATH.finditer(text)]
+            for m in VAR_PATH.finditer(text):
+                if len(variables.get(m.group(1), ())) == 1:  # one meaning in this file
+                    base = next(iter(variables[m.group(1)])).split(".")[1:]
+                    refs.append((m.group(0), base + m.group(2).split(".")[1:]))
+            for shown, p in refs:
+                n += 1
+                why = missing(p)
+                if why:
+                    problems.append(f"{rel(ctx, path)} reads {shown} (.Values.{'.'.join(p)}): {why}")
+    report.check("every value a template reads is in values.yaml (Helm renders a missing one as empty)",
+                 sorted(set(problems)), f"{n} reads")
+
+
 def check_values_documented(ctx, report):
     """docs/install.md's table names every value of values.yaml, and only those."""
     doc_path = os.path.join(ctx.repo, "docs", "install.md")
@@ -1746,6 +1847,7 @@ def run_checks(ctx, scenarios=None, quiet=False, runtime_libs=True, refusals=Tru
         check_runtime_libraries(ctx, images, report)
     check_dashboard(ctx, report, facts["metrics"])
     check_values_documented(ctx, report)
+    check_values_read_exist(ctx, report)
     if refusals:
         check_upstream_refusals(ctx, report)
     for sc in scenarios or all_scenarios(ctx, quiet):
@@ -1761,7 +1863,6 @@ UPSTREAM_REFUSALS = [
     (["namespaceOverride=gpu"], "namespaceOverride=gpu is not supported"),
     (["podSecurityPolicy.enabled=true"], "podSecurityPolicy.enabled=true is not supported"),
     (["mockDevicePlugin.enabled=true"], "mockDevicePlugin.enabled=true is not supported"),
-    (["scheduler.overwriteEnv=true"], "scheduler.overwriteEnv=true is not supported"),
     (["scheduler.nodeLabelSelector.gpu=on"], "scheduler.nodeLabelSelector is not supported"),
     (["scheduler.admissionWebhook.customURL.enabled=true"], "customURL.enabled=true is not supported"),
     (["scheduler.admissionWebhook.manageNamespaceSelector=false"], "manageNamespaceSelector=false is not supported"),
@@ -1832,7 +1933,7 @@ def self_test(ctx):
         os.symlink(dash, os.path.join(chart, "dashboards", "hami-dashboard.json"))
         work = os.path.join(d, "work")
         os.mkdir(work)
-        return Ctx(ctx.repo, chart, docker, ctx.dockerignore, dash, ctx.renderer, ctx.build_dir, work,
+        return Ctx(ctx.repo, chart, docker, ctx.dockerignore, dash, ctx.helm, ctx.build_dir, work,
                    ctx.yamllint_config)
 
     def edit(path, old, new, count=1):
@@ -1911,9 +2012,13 @@ def self_test(ctx):
         ("an unquoted on in a nodeSelector (a boolean)",
          lambda c: edit(os.path.join(c.chart, "values.yaml"), 'gpu: "on"', "gpu: on"),
          "not a string"),
-        ("a template error",
+        ("a value misspelt (Helm renders it empty)",
          lambda c: edit(os.path.join(c.chart, T, "device-plugin/service.yaml"), "{{ $svc.type }}", "{{ $svc.kind }}"),
-         "helm-render"),
+         "reads $svc.kind (.Values.devicePlugin.service.kind): values.yaml has no kind"),
+        ("a template error",
+         lambda c: edit(os.path.join(c.chart, T, "device-plugin/service.yaml"), "{{ $svc.type }}",
+                        "{{ $svc.type | nosuchfunc }}"),
+         'helm template: Error: parse error at (hami/templates/device-plugin/service.yaml:14): function "nosuchfunc" not defined'),
         ("a duplicate key (yamllint)",
          lambda c: edit(os.path.join(c.chart, T, "device-plugin/service.yaml"),
                         "  type: {{ $svc.type }}", "  type: {{ $svc.type }}\n  type: ClusterIP"),
@@ -1947,6 +2052,15 @@ def self_test(ctx):
          lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
                         "deviceSplitCount: {{ int .Values.devicePlugin.deviceSplitCount }}", "deviceSplitCount: 10"),
          "devicePlugin.deviceSplitCount=4 but the device config has", up),
+        ("overwriteEnv not in the device config",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        'overwriteEnv: {{ eq (toString .Values.scheduler.overwriteEnv | lower) "true" }}',
+                        "overwriteEnv: false"),
+         "scheduler.overwriteEnv=true but the device config has overwriteEnv: False", up),
+        ("the runtime class not given to the webhook",
+         lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
+                        "runtimeClassName: {{ .Values.devicePlugin.runtimeClassName | quote }}", 'runtimeClassName: ""'),
+         "devicePlugin.runtimeClassName='nvidia' but the device config has runtimeClassName: ''", up),
         ("memory scaling rounded to a whole number",
          lambda c: edit(os.path.join(c.chart, T, "device-config.yaml"),
                         "deviceMemoryScaling: {{ .Values.devicePlugin.deviceMemoryScaling }}",
@@ -2057,7 +2171,7 @@ class Ctx:
     docker_dir: str
     dockerignore: str
     dashboard: str
-    renderer: str
+    helm: str
     build_dir: str
     work: str
     yamllint_config: str
@@ -2071,7 +2185,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--repo", default=os.path.abspath(os.path.join(here, "..", "..")))
-    ap.add_argument("--renderer", required=True, help="the helm-render binary")
+    ap.add_argument("--helm", required=True, help="the helm binary (scripts/setup-helm.sh prints its path)")
     ap.add_argument("--build-dir", default=None, help="a CMake build directory with src/hami-*; default build/release")
     ap.add_argument("--work", default=None, help="directory for rendered files (default: a temporary one)")
     ap.add_argument("--self-test", action="store_true")
@@ -2086,7 +2200,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     ctx = Ctx(repo, os.path.join(repo, "deploy/helm/hami"), os.path.join(repo, "deploy/docker"),
               os.path.join(repo, ".dockerignore"), os.path.join(repo, "deploy/grafana/hami-dashboard.json"),
-              os.path.abspath(a.renderer), build, work, os.path.join(repo, "deploy/tools/yamllint.yaml"))
+              os.path.abspath(a.helm), build, work, os.path.join(repo, "deploy/tools/yamllint.yaml"))
     if a.render_only:
         sc = Scenario("e2e", "", kube=a.kube_version, namespace=a.namespace)
         try:

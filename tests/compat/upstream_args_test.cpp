@@ -1,9 +1,9 @@
 // Upstream HAMi v2.10's Helm chart runs our binaries (issue 24, point 1).
 //
 // The chart (test input, never copied into the repository) is rendered with
-// deploy/tools/helm-render: Go's text/template with sprig and Helm's own
-// functions, the engine `helm template` uses, built from Debian's Go
-// libraries. So the arguments and environment below are what the chart's
+// real Helm (`helm template`, the pinned v4.1.4 that scripts/setup-helm.sh
+// installs, found at configure time). So the arguments and environment below
+// are what the chart's
 // templates produce for the default values and for values that switch on
 // each branch around our containers' command lines, not a hand-written copy.
 // Each container of ours (the scheduler extender, the device plugin, the
@@ -90,7 +90,8 @@ std::string field_ref(const std::string& path) {
 
 // Renders the chart with `sets` (helm --set syntax) into containers and files.
 Render render(const std::vector<std::string>& sets) {
-  std::vector<std::string> argv{HELM_RENDER, "--namespace", "hami-system"};
+  std::vector<std::string> argv{HELM,          "template",       "--namespace",
+                                "hami-system", "--kube-version", "v1.30.0"};
   for (const auto& s : sets) {
     argv.push_back("--set");
     argv.push_back(s);
@@ -99,7 +100,7 @@ Render render(const std::vector<std::string>& sets) {
   argv.push_back(chart_dir());
   const ProcessResult r = run_process(argv);
   Render out;
-  EXPECT_EQ(r.exit_code, 0) << "helm-render: " << r.err;
+  EXPECT_EQ(r.exit_code, 0) << "helm template: " << r.err;
   for (const YAML::Node& doc : YAML::LoadAll(r.out)) {
     if (!doc || !doc.IsMap()) continue;
     const std::string kind = doc["kind"].as<std::string>("");
@@ -134,10 +135,10 @@ Render render(const std::vector<std::string>& sets) {
 class UpstreamChart : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string(HELM_RENDER).empty()) {
-      GTEST_SKIP() << "no Go toolchain at configure time, so no deploy/tools/helm-render to render "
-                      "upstream's chart: install golang-go golang-github-masterminds-sprig-dev "
-                      "golang-gopkg-yaml.v2-dev (scripts/setup.sh) and reconfigure";
+    if (std::string(HELM).empty()) {
+      GTEST_SKIP() << "no helm at configure time (neither in ~/.cache/hami-tools/helm-v4.1.4 nor "
+                      "on PATH) to render upstream's chart: run scripts/setup-helm.sh (or "
+                      "scripts/setup.sh) and reconfigure";
     }
     if (!fs::exists(chart_dir() + "/Chart.yaml")) {
       GTEST_SKIP() << "upstream HAMi's chart is not at " << chart_dir()
@@ -279,9 +280,14 @@ TEST_F(UpstreamChart, EveryOtherBranchIsAcceptedWithItsMeaning) {
                            "global.managedNodeSelectorEnable=true",
                            "devicePlugin.extraArgs={-v=2}",
                            "devicePlugin.monitor.extraArgs={--v=1}",
-                           "scheduler.extender.extraArgs={--debug=false,-v=3}"});
+                           "scheduler.extender.extraArgs={--debug=false,-v=3}",
+                           "scheduler.overwriteEnv=true",
+                           "devicePlugin.runtimeClassName=nvidia"});
   ProcessResult s = run(r, "vgpu-scheduler-extender");
   EXPECT_EQ(s.exit_code, 0) << last_command_ << "\n" << s.err;
+  // Upstream's device config carries both to the webhook.
+  EXPECT_NE(s.out.find("runtime class nvidia"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("NVIDIA_VISIBLE_DEVICES=none without GPUs"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("scheduler name my-hami"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("policies spread/topology-aware"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("leader election off"), std::string::npos) << s.out;

@@ -59,10 +59,6 @@ fails) by device-config.yaml.
 {{- end -}}
 
 {{- $s := $v.scheduler -}}
-{{- if hasKey $s "overwriteEnv" -}}
-{{- if eq (toString $s.overwriteEnv | lower) "true" }}{{ fail "scheduler.overwriteEnv=true is not supported: the webhook does not set NVIDIA_VISIBLE_DEVICES=none on containers without GPUs; set it to false" }}{{ end -}}
-{{- $notes = append $notes "scheduler.overwriteEnv: not used (false is this chart's behaviour)" -}}
-{{- end -}}
 {{- if get $s "nodeLabelSelector" -}}
 {{- fail "scheduler.nodeLabelSelector is not supported: hami-scheduler has no --node-label-selector; restrict GPU nodes with devicePlugin.nvidiaNodeSelector" -}}
 {{- end -}}
