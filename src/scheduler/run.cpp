@@ -21,6 +21,7 @@
 #include "scheduler/metrics.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/quota.hpp"
+#include "scheduler/resize_controller.hpp"
 #include "scheduler/server.hpp"
 #include "scheduler/stale_locks.hpp"
 
@@ -79,6 +80,14 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
     if (extender_leads()) backend.unlock_node(node, ns, pod);
   });
   extender.set_lock_holders([&](const std::string& node) { return stale.holder(node); });
+  // Live resizes (nvidia.com/vgpu-resize), answered by the leader off the
+  // watch thread from the pod watch's latest copy.
+  ResizeController resize(cache, cfg, *client, &events, &quotas);
+  std::optional<k8s::Reflector> pods_ref;
+  ResizeWorker resizes(
+      resize,
+      [&](const std::string& ns, const std::string& name) { return pods_ref->get(ns, name); },
+      extender_leads);
   k8s::Reflector nodes(*client, k8s::node_path(), {},
                        {.on_add =
                             [&](const json& n) {
@@ -95,22 +104,25 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
                               node_feed.remove(n);
                               stale.node_gone(n);
                             }});
-  k8s::Reflector pods(*client, k8s::core_path("pods"), {},
-                      {.on_add =
-                           [&](const json& p) {
-                             feed.pod_changed(p);
-                             stale.pod_seen(p);
-                           },
-                       .on_update =
-                           [&](const json&, const json& p) {
-                             feed.pod_changed(p);
-                             stale.pod_seen(p);
-                           },
-                       .on_delete =
-                           [&](const json& p) {
-                             feed.pod_deleted(p);
-                             stale.pod_gone(p);
-                           }});
+  k8s::Reflector& pods =
+      pods_ref.emplace(*client, k8s::core_path("pods"), k8s::ReflectorOptions{},
+                       k8s::ReflectorHandlers{.on_add =
+                                                  [&](const json& p) {
+                                                    feed.pod_changed(p);
+                                                    stale.pod_seen(p);
+                                                    resizes.notify(p);
+                                                  },
+                                              .on_update =
+                                                  [&](const json&, const json& p) {
+                                                    feed.pod_changed(p);
+                                                    stale.pod_seen(p);
+                                                    resizes.notify(p);
+                                                  },
+                                              .on_delete =
+                                                  [&](const json& p) {
+                                                    feed.pod_deleted(p);
+                                                    stale.pod_gone(p);
+                                                  }});
   // Namespace quotas on gpumem/gpucores (limits.nvidia.com/gpumem, ...).
   k8s::Reflector resource_quotas(
       *client, k8s::core_path("resourcequotas"), {},
@@ -128,6 +140,8 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
   shutdown.add("the node watch", [&] { nodes.stop(); });
   pods.start();
   shutdown.add("the pod watch", [&] { pods.stop(); });
+  resizes.start();
+  shutdown.add("the resize worker", [&] { resizes.stop(); });
   resource_quotas.start();
   shutdown.add("the ResourceQuota watch", [&] { resource_quotas.stop(); });
 
@@ -144,6 +158,7 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
                                        metrics.set_leader(true);
                                        set_role(true);
                                        log::info("%s: leading; binding", s.identity.c_str());
+                                       resizes.resync(pods.items());
                                      },
                                  .on_stopped_leading =
                                      [&] {
