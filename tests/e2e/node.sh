@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Kubernetes node for the end-to-end suite: containerd (runc, the CNI
-# bridge) and kubelet 1.20, registered with the control plane that
-# tests/e2e/control-plane.sh started. Images come from files on this machine
+# bridge; runtime handler nvidia: runc through a wrapper that logs each call
+# to $N/runc-nvidia.log) and kubelet 1.20, registered with the control plane
+# that tests/e2e/control-plane.sh started. Images come from files on this machine
 # (a static pause and busybox-static), imported without a registry.
 #
 #   tests/e2e/node.sh start [NAME]   start the node (default name hami-e2e-node)
@@ -160,10 +161,24 @@ state = "$N/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+    # Handler nvidia (RuntimeClass nvidia): a stand-in for NVIDIA's runtime,
+    # runc through a wrapper that logs every call, so a scenario can tell
+    # which handler ran a pod.
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+        SystemdCgroup = false
+        BinaryName = "$N/runc-nvidia"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$N/cni/net.d"
 EOF
+  cat >"$N/runc-nvidia" <<EOF
+#!/bin/sh
+echo "\$*" >>"$N/runc-nvidia.log"
+exec $(command -v runc || echo /usr/sbin/runc) "\$@"
+EOF
+  chmod +x "$N/runc-nvidia"
   cat >"$N/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

@@ -31,7 +31,11 @@
 # 7. a pod deleted gives its GPU memory back: a pod that did not fit runs;
 # 8. no way out through namespaces: in a GPU pod, under the seccomp profile
 #    the webhook gives it, `unshare -Urm` fails as uid 65534; in a pod
-#    without GPUs (the runtime's Unconfined) the same command works.
+#    without GPUs (the runtime's Unconfined) the same command works;
+# 9. upstream's runtimeClassName and overwriteEnv (the scheduler's device
+#    config): the GPU pod of 8 runs under RuntimeClass nvidia, whose handler
+#    (node.sh's logging runc wrapper) creates its container; the pod without
+#    GPUs gets NVIDIA_VISIBLE_DEVICES=none and runs under plain runc.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
@@ -133,8 +137,22 @@ source "$R/tests/e2e/processes.sh"
 SIM_ENV=(SIMGPU_STATE="$N/dp/gpu.state" SIMGPU_DEVICES="$GPU:16384m" SIMGPU_NAMES="NVIDIA H100")
 SIM_NVML=$R/build/release/tests/support/simgpu/lib/libnvidia-ml.so
 
+# Upstream's runtimeClassName and overwriteEnv (issue 38): GPU pods run under
+# RuntimeClass nvidia, whose handler is node.sh's logging runc wrapper.
+mkdir -p "$N/sched"
+cat >"$N/sched/device-config.yaml" <<EOF
+nvidia:
+  runtimeClassName: nvidia
+  overwriteEnv: true
+EOF
+K apply -f - >/dev/null <<EOF
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: nvidia}
+handler: nvidia
+EOF
 spawn hami-scheduler "${NS[@]}" "$B/src/hami-scheduler" \
-  --kubeconfig="$HAMI_E2E_SCHEDULER_KUBECONFIG" \
+  --kubeconfig="$HAMI_E2E_SCHEDULER_KUBECONFIG" --device-config-file="$N/sched/device-config.yaml" \
   --http_bind="127.0.0.1:$HAMI_E2E_EXTENDER_PORT" --cert_file="$HAMI_E2E_CERT" \
   --key_file="$HAMI_E2E_KEY" --client-ca-file="$HAMI_E2E_CLIENT_CA" \
   --metrics-bind-address="127.0.0.1:$HAMI_E2E_METRICS_PORT" \
@@ -366,6 +384,23 @@ check "$([ "$profile" = RuntimeDefault ] && [ "$(said escape)" = refused ] && ec
   "a GPU pod runs under seccomp $profile: unshare -Urm as uid 65534 $(said escape)"
 check "$([ "$(said no-gpu)" = unshared ] && echo ok)" \
   "a pod without GPUs (Unconfined): unshare -Urm $(said no-gpu), so the GPU pod's refusal is the profile's"
+
+# 9. Upstream's runtimeClassName and overwriteEnv: the webhook put the GPU pod
+# under RuntimeClass nvidia, whose handler (node.sh's runc wrapper) created
+# its container; the pod without GPUs ran under runc, told to see no GPU.
+ran_by_nvidia() {  # ran_by_nvidia POD: its container was created through the nvidia handler
+  local id
+  id=$(K get pod "$1" -o jsonpath='{.status.containerStatuses[0].containerID}')
+  id=${id#containerd://}
+  [ -n "$id" ] && grep -q "create .*$id" "$N/runc-nvidia.log" 2>/dev/null
+}
+class=$(K get pod escape -o jsonpath='{.spec.runtimeClassName}')
+check "$([ "$class" = nvidia ] && ran_by_nvidia escape && echo ok)" \
+  "runtimeClassName: the webhook set RuntimeClass '$class' on the GPU pod, and containerd's nvidia handler created its container ($(grep -c create "$N/runc-nvidia.log" 2>/dev/null || echo 0) creates logged)"
+env_of=$(K get pod no-gpu -o jsonpath='{range .spec.containers[0].env[*]}{.name}={.value}{end}')
+check "$([ -z "$(K get pod no-gpu -o jsonpath='{.spec.runtimeClassName}')" ] && ! ran_by_nvidia no-gpu &&
+  [ "$env_of" = NVIDIA_VISIBLE_DEVICES=none ] && echo ok)" \
+  "overwriteEnv: the pod without GPUs got env '$env_of' and ran under runc, not the nvidia handler"
 
 if [ $failures -gt 0 ]; then
   log "$failures check(s) failed; logs in $N/logs and $D/logs"
