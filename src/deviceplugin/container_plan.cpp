@@ -24,6 +24,21 @@ std::string join(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
+std::string limits_comment(const std::string& pod_uid, const std::string& container) {
+  return "written by hami-device-plugin for pod " + pod_uid + ", container " + container;
+}
+
+Result<std::string> limits_file_path(const std::string& hook_path, const std::string& pod_uid,
+                                     const std::string& container) {
+  if (!safe_component(pod_uid))
+    return Error{"pod UID '" + pod_uid + "' cannot name a host directory"};
+  if (!safe_component(container))
+    return Error{"container name '" + container + "' cannot name a host directory"};
+  const std::string dir =
+      join(join(join(hook_path, "vgpu"), protocol::kHostLimitsDir), pod_uid + "_" + container);
+  return join(dir, protocol::kLimitsFileName);
+}
+
 Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg) {
   if (in.hook_path.empty() || in.hook_path[0] != '/')
     return Error{"hook path '" + in.hook_path + "' is not an absolute path"};
@@ -87,8 +102,7 @@ Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cf
   }
   const std::string state_file = join(p.vgpu_dir, in.cache_name);
   spec.state_file = state_file;
-  spec.comment =
-      "written by hami-device-plugin for pod " + in.pod_uid + ", container " + in.container;
+  spec.comment = limits_comment(in.pod_uid, in.container);
   const protocol::Rendered contract = protocol::render_contract(spec);
   p.limits_text = contract.limits_text;
 

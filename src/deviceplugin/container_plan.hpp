@@ -94,4 +94,12 @@ struct ContainerPlan {
 
 Result<ContainerPlan> plan_container(const PlanInput& in, const PluginConfig& cfg);
 
+// The host limits file plan_container gives a container
+// (<hook_path>/vgpu/limits/<uid>_<c>/limits), and the comment that opens it:
+// a resize (limits_follower.hpp) rewrites the same file the same way. An
+// Error where the UID or name cannot name a host directory.
+Result<std::string> limits_file_path(const std::string& hook_path, const std::string& pod_uid,
+                                     const std::string& container);
+std::string limits_comment(const std::string& pod_uid, const std::string& container);
+
 }  // namespace hami::deviceplugin

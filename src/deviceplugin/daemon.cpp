@@ -19,11 +19,14 @@
 #include "deviceplugin/allocator.hpp"
 #include "deviceplugin/dir_watcher.hpp"
 #include "deviceplugin/discovery.hpp"
+#include "deviceplugin/limits_follower.hpp"
 #include "deviceplugin/mps_supervisor.hpp"
 #include "deviceplugin/node_registrar.hpp"
 #include "deviceplugin/plugin_server.hpp"
 #include "k8s/client.hpp"
 #include "k8s/config.hpp"
+#include "k8s/paths.hpp"
+#include "k8s/reflector.hpp"
 #include "mps/control_daemon.hpp"
 #include "nvml/nvml.hpp"
 
@@ -291,8 +294,18 @@ int run_daemon(const DaemonOptions& o) {
     }
   });
   std::jthread reg([&](std::stop_token st) { registrar.run(st, o.register_interval); });
+  // Live resizes: a running pod's new allocation (the scheduler's, signed)
+  // replaces its containers' limits files.
+  LimitsFollower follower(o.node_name, o.hook_path, o.decisions);
+  k8s::Reflector pods(*client, k8s::core_path("pods"),
+                      {.field_selector = "spec.nodeName=" + o.node_name},
+                      {.on_add = [&](const nlohmann::json& p) { follower.pod_changed(p); },
+                       .on_update = [&](const nlohmann::json&,
+                                        const nlohmann::json& p) { follower.pod_changed(p); }});
+  pods.start();
 
   const int rc = Supervisor(o, server, sfd.get()).run();
+  pods.stop();
   mps.stop();
   server.stop();
   health.request_stop();
