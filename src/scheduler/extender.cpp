@@ -257,6 +257,12 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
     }
     return 0;
   });
+  // A node another pod holds locked (upstream's protocol) scores 0 and takes
+  // no part in the range: its bind would wait or move, so kube-scheduler's
+  // choice should be the best node that is free now.
+  const std::string who = pod.meta.ns + "/" + pod.meta.name;
+  for (size_t i = 0; i < node_names.size(); ++i)
+    if (scores[i] >= 0 && locked_by_another(node_names[i], who)) scores[i] = -1;
   const std::vector<int> p = fit::node_priorities(scores, policy, kMaxExtenderPriority);
   for (size_t i = 0; i < node_names.size(); ++i)
     out.push_back({node_names[i], p[i]});
@@ -370,6 +376,15 @@ void Extender::note_locked(const std::string& node) {
   recent_locks_[node] = now;
 }
 
+bool Extender::locked_by_another(const std::string& node, const std::string& who) {
+  // No pod binding here holds another node's lock: a recent lock of ours is
+  // another pod's.
+  if (locked_recently(node)) return true;
+  if (!lock_holder_) return false;
+  const std::string holder = lock_holder_(node);
+  return !holder.empty() && holder != who;
+}
+
 bool Extender::locked_recently(const std::string& node) {
   std::lock_guard lk(recent_mu_);
   auto it = recent_locks_.find(node);
@@ -402,15 +417,8 @@ Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fi
     }
     return 0;
   });
-  for (auto& [locked, rank, i] : ranked) {
-    // No pod binding here holds another node's lock: a recent lock of ours
-    // is another pod's.
-    locked = locked_recently(fitting[i]);
-    if (!locked && lock_holder_) {
-      const std::string holder = lock_holder_(fitting[i]);
-      locked = !holder.empty() && holder != who;
-    }
-  }
+  for (auto& [locked, rank, i] : ranked)
+    locked = locked_by_another(fitting[i], who);
   // Ties keep filter's order (kube-scheduler's node order).
   const size_t n = std::min(limit, ranked.size());
   std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n), ranked.end());

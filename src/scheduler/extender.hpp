@@ -219,6 +219,9 @@ class Extender {
   // binds would otherwise all pick the same node the watch shows free.
   void note_locked(const std::string& node);
   bool locked_recently(const std::string& node);
+  // Locked by another pod than `who` ("<ns>/<pod>"), as far as this process
+  // and the node watch know.
+  bool locked_by_another(const std::string& node, const std::string& who);
   std::mutex recent_mu_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> recent_locks_;
   // Binds now waiting for a lock; a WaiterSlot counts one while it lives.

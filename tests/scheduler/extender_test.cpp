@@ -207,6 +207,28 @@ TEST_F(ExtenderTest, PrioritizeFollowsNodePolicy) {
   }
 }
 
+// A node another pod holds locked scores 0 and the others span the range:
+// kube-scheduler picks the best free node, and its bind neither waits nor
+// moves.
+TEST_F(ExtenderTest, PrioritizeScoresANodeLockedByAnotherPodZero) {
+  feed.pod_changed(test::placed_pod("busy", "ub", "b", "GPU-b-0,NVIDIA,8000,50:;"));
+  feed.node_changed(sched_node("c", 2, 16000));
+  feed.pod_changed(test::placed_pod("some", "us", "c", "GPU-c-0,NVIDIA,2000,10:;"));
+  std::map<std::string, std::string> holders{{"b", "default/other"}};
+  ext.set_lock_holders([&](const std::string& n) { return holders.count(n) ? holders[n] : ""; });
+  json p =
+      add("p", {{"nvidia.com/gpu", "1"}}, "u1", {{"hami.io/node-scheduler-policy", "binpack"}});
+  auto pr = ext.prioritize(pod_of(p), std::vector<std::string>{"a", "b", "c"});
+  ASSERT_TRUE(pr);
+  EXPECT_EQ((*pr)[0].score, 0);
+  EXPECT_EQ((*pr)[1].score, 0) << "b is locked by another pod";
+  EXPECT_EQ((*pr)[2].score, 10) << "c is the busiest free node";
+  holders["b"] = "default/p";  // its own lock (a retried bind)
+  pr = ext.prioritize(pod_of(p), std::vector<std::string>{"a", "b", "c"});
+  ASSERT_TRUE(pr);
+  EXPECT_EQ((*pr)[1].score, 10);
+}
+
 // prioritize answers from filter's scores only while they are still the
 // cache's: after a change (another pod placed) it scores the nodes again.
 TEST_F(ExtenderTest, PrioritizeAfterFilterScoresTheCacheAsItIsNow) {
