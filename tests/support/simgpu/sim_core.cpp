@@ -1,5 +1,7 @@
 #include "sim_core.hpp"
 
+#include "sim_mig.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -24,8 +26,9 @@ namespace {
 
 // Changes whenever State's layout does, so a state file an older build wrote
 // is configured afresh instead of misread. Layout 2: Device's NUMA node and
-// compute capability, Proc's busy time.
-constexpr uint32_t kMagic = 0x5349474d + 1;  // "MGIS" + layout 2
+// compute capability, Proc's busy time. Layout 3: MIG (State::mig,
+// Proc::mig_used).
+constexpr uint32_t kMagic = 0x5349474d + 2;  // "MGIS" + layout 3
 
 uint64_t parse_size(const char* s) {
   char* end = nullptr;
@@ -90,6 +93,7 @@ void configure(State& st) {
     }
   }
   st.next_address.store(0x7f0000000000ull);
+  mig::configure(st);
 }
 
 State* map_state() {
@@ -124,6 +128,10 @@ State* map_state() {
 void clear(Proc& p) {
   for (auto& u : p.used)
     u.store(0);
+  for (auto& gpu : p.mig_used) {
+    for (auto& u : gpu)
+      u.store(0);
+  }
   for (Busy& b : p.busy) {
     b.run_start.store(0);
     b.run_end.store(0);
@@ -238,10 +246,11 @@ State& state() {
   return *st;
 }
 
-void uuid_bytes(const Device& d, unsigned char out[16]) {
+void uuid_bytes(const char* uuid, unsigned char out[16]) {
   std::memset(out, 0, 16);
   int n = 0;
-  for (const char* p = d.uuid + 4; *p != '\0' && n < 32; ++p) {
+  const char* dash = std::strchr(uuid, '-');
+  for (const char* p = dash != nullptr ? dash + 1 : uuid; *p != '\0' && n < 32; ++p) {
     int v;
     if (*p >= '0' && *p <= '9')
       v = *p - '0';
@@ -262,37 +271,79 @@ uint64_t granule(uint64_t bytes) {
   return (bytes + 511) / 512 * 512;
 }
 
-uint64_t device_used(int dev) {
+namespace {
+
+// Slot of a MIG device id's compute instance, and of its GPU instance.
+int ci_slot(int dev) {
+  return dev - mig_device(gpu_of(dev), 0);
+}
+
+uint64_t gpu_used(int gpu) {
   uint64_t sum = 0;
   for (Proc& p : state().procs) {
-    if (p.pid.load() > 0) sum += p.used[dev].load();
+    if (p.pid.load() > 0) sum += p.used[gpu].load();
   }
   return sum;
+}
+
+// What live processes use on GPU instance slot `gi` of `gpu`, over its CIs.
+uint64_t gi_used(int gpu, int gi) {
+  const Mig& m = state().mig[gpu];
+  uint64_t sum = 0;
+  for (Proc& p : state().procs) {
+    if (p.pid.load() <= 0) continue;
+    for (int c = 0; c < kMaxCis; ++c) {
+      if (m.cis[c].id >= 0 && m.cis[c].gi == gi) sum += p.mig_used[gpu][c].load();
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+uint64_t device_used(int dev) {
+  if (!is_mig_device(dev)) return gpu_used(dev);
+  return gi_used(gpu_of(dev), state().mig[gpu_of(dev)].cis[ci_slot(dev)].gi);
+}
+
+void reap_dead_processes() {
+  reap_dead(state());
+}
+
+uint64_t device_total(int dev) {
+  const int gpu = gpu_of(dev);
+  if (!is_mig_device(dev)) return state().devices[gpu].total;
+  const mig::GiProfile* p = mig::gi_profile_of(dev);
+  return p != nullptr ? p->memory_mib << 20 : 0;
 }
 
 bool take(int dev, uint64_t bytes) {
   State& st = state();
   Proc& me = self(st);
-  if (device_used(dev) + bytes > st.devices[dev].total) {
+  const int gpu = gpu_of(dev);
+  auto fits = [&] {
+    if (gpu_used(gpu) + bytes > st.devices[gpu].total) return false;
+    return !is_mig_device(dev) ||
+           (st.mig[gpu].cis[ci_slot(dev)].id >= 0 && device_used(dev) + bytes <= device_total(dev));
+  };
+  if (!fits()) {
     reap_dead(st);
-    if (device_used(dev) + bytes > st.devices[dev].total) return false;
+    if (!fits()) return false;
   }
-  me.used[dev].fetch_add(bytes);
+  me.used[gpu].fetch_add(bytes);
+  if (is_mig_device(dev)) me.mig_used[gpu][ci_slot(dev)].fetch_add(bytes);
   return true;
 }
 
 void give(int dev, uint64_t bytes) {
-  std::atomic<uint64_t>& u = self(state()).used[dev];
-  uint64_t cur = u.load();
-  while (!u.compare_exchange_weak(cur, cur > bytes ? cur - bytes : 0)) {
-  }
-}
-
-uint64_t process_usage(int pid, int dev) {
-  for (Proc& p : state().procs) {
-    if (p.pid.load() == pid) return p.used[dev].load();
-  }
-  return 0;
+  auto less = [bytes](std::atomic<uint64_t>& u) {
+    uint64_t cur = u.load();
+    while (!u.compare_exchange_weak(cur, cur > bytes ? cur - bytes : 0)) {
+    }
+  };
+  Proc& me = self(state());
+  less(me.used[gpu_of(dev)]);
+  if (is_mig_device(dev)) less(me.mig_used[gpu_of(dev)][ci_slot(dev)]);
 }
 
 uint64_t next_address(uint64_t bytes) {
@@ -307,6 +358,7 @@ int64_t realtime_ns() {
 }
 
 void record_busy(int dev, int64_t start_mono_ns, int64_t end_mono_ns) {
+  dev = gpu_of(dev);  // a MIG device's time is its GPU's
   if (dev < 0 || dev >= kMaxDevices || end_mono_ns <= start_mono_ns) return;
   const int64_t start = start_mono_ns + clock_offset();
   const int64_t end = end_mono_ns + clock_offset();
@@ -379,6 +431,33 @@ uint64_t calls(const char* name) {
   std::lock_guard lock(c.mu);
   auto it = c.n.find(std::string_view(name));
   return it == c.n.end() ? 0 : it->second;
+}
+
+namespace {
+std::mutex g_mig_mu;
+// This process's descriptor of the state file: flock() locks per open file,
+// so a forked child opens its own.
+int mig_lock_fd() {
+  static int fd = -1;
+  static pid_t owner = 0;
+  const char* path = std::getenv("SIMGPU_STATE");
+  if (path == nullptr || *path == '\0') return -1;
+  if (owner != ::getpid()) {
+    fd = ::open(path, O_RDWR | O_CLOEXEC);
+    owner = ::getpid();
+  }
+  return fd;
+}
+}  // namespace
+
+MigLock::MigLock() {
+  g_mig_mu.lock();
+  if (const int fd = mig_lock_fd(); fd >= 0) ::flock(fd, LOCK_EX);
+}
+
+MigLock::~MigLock() {
+  if (const int fd = mig_lock_fd(); fd >= 0) ::flock(fd, LOCK_UN);
+  g_mig_mu.unlock();
 }
 
 int nvml_pid_offset() {

@@ -26,6 +26,44 @@
 //                                 1 EXCLUSIVE_THREAD, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS;
 //                                 default 0); read at every call.
 //   SIMGPU_NVML_SCRIPT=/tmp/x.nvml     scripted NVML, for daemons' tests (below)
+//   SIMGPU_MIG=0:3g.40gb@4,2g.20gb,1g.10gb;1:on   MIG per device index, read
+//                                 with SIMGPU_DEVICES (MIG below)
+//
+// MIG (sim_mig.hpp, and nvml.h for each call): a device whose SIMGPU_NAMES
+// name contains "H200" has an H200's MIG geometry (1g.18gb ... 7g.141gb, as
+// tests/gpu/results/mig-profiles-h200.txt recorded it), one with "H100" and
+// "80GB" an H100 80GB's (1g.10gb ... 7g.80gb, NVIDIA's table); any other has
+// no MIG (nvmlDeviceGetMigMode: NVML_ERROR_NOT_SUPPORTED). MIG starts off on
+// every GPU. SIMGPU_MIG turns it on for the devices it names, ';' between
+// them: `<i>:on` (no instances), `<i>:off`, or `<i>:<profiles>`, GPU-instance
+// profile names in creation order, each at its first free placement or at
+// `@<start>` (a memory slice of 8), each with one compute instance of all its
+// slices (nvidia-smi mig -cgi <profiles> -C). What cannot be made is reported
+// on stderr. Instances live in the state file: every process sees the
+// nvmlDeviceCreateGpuInstance / nvmlGpuInstanceCreateComputeInstance of any
+// other, and the `fail` / `gpu_lost` script lines fail MIG calls like others
+// (a GPU or compute instance's device index is its GPU's).
+//   - A compute instance is a MIG device: nvmlDeviceGetMigDeviceHandleByIndex
+//     (0..n-1 in GI ID, then CI ID order; NOT_FOUND up to 7), a MIG-<uuid>
+//     (the same for the same sequence of creations, new for each creation),
+//     name "<GPU name> MIG <profile>", memory its GPU instance's. MIG handles
+//     answer nvmlDeviceGetUUID, GetName, GetMemoryInfo(_v2),
+//     GetComputeRunningProcesses*, GetCudaComputeCapability, GetHandleByUUID
+//     and the MIG ID calls; any other device call: NVML_ERROR_NOT_SUPPORTED.
+//   - CUDA_VISIBLE_DEVICES=MIG-<uuid> is that MIG device: its GPU instance's
+//     memory (cuDeviceTotalMem, cuMemGetInfo; allocations beyond it fail, and
+//     count against the GPU too) and its compute instance's SMs
+//     (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT). A MIG-enabled GPU, named
+//     by index or GPU- UUID or enumerated without CUDA_VISIBLE_DEVICES, is
+//     its first MIG device (none: not a CUDA device), and a process sees one
+//     MIG device at most, as the MIG user guide says of CUDA.
+//   - nvmlDeviceSetMigMode applies at once when the GPU has no instances and
+//     no memory in use, else leaves the mode pending (activationStatus
+//     NVML_ERROR_IN_USE); root is not required. Destroying a GPU instance
+//     with compute instances, or a compute instance a live process has
+//     memory on, is NVML_ERROR_IN_USE; one that does not fit is
+//     NVML_ERROR_INSUFFICIENT_RESOURCES. The profile info calls answer only
+//     with MIG on (as nvml.h says of the V call); placements answer on or off.
 //
 // Memory is granted at the real driver's granularity (2 MiB pages for
 // allocations of 1 MiB and more) and returned when a process exits.
@@ -88,6 +126,10 @@ namespace simgpu {
 
 inline constexpr int kMaxDevices = 8;
 inline constexpr int kMaxProcs = 256;
+// MIG: seven one-slice GPU instances fill a GPU, and a GPU has seven compute
+// slices, so at most seven of each.
+inline constexpr int kMaxGis = 7;
+inline constexpr int kMaxCis = 7;
 
 struct Device {
   char uuid[96];
@@ -96,6 +138,33 @@ struct Device {
   int32_t numa_node;  // -1: unknown
   int32_t cc_major;
   int32_t cc_minor;
+};
+
+// One GPU's MIG state (sim_mig.cpp). Slots are free while id < 0; a slot's
+// address is the NVML handle (nvmlGpuInstance_t; nvmlComputeInstance_t and
+// the MIG device's nvmlDevice_t), so a handle stays put while its instance
+// lives, as NVML's do.
+struct MigGi {
+  int32_t id;        // GI ID, unique within the GPU
+  uint32_t profile;  // NVML_GPU_INSTANCE_PROFILE_*
+  uint32_t start;    // memory slices
+  uint32_t size;
+};
+struct MigCi {
+  int32_t id;        // CI ID, unique within its GI
+  int32_t gi;        // slot in Mig::gis
+  uint32_t profile;  // NVML_COMPUTE_INSTANCE_PROFILE_*
+  uint32_t start;    // compute slices within the GI
+  uint32_t size;
+  char uuid[48];  // "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+};
+struct Mig {
+  uint32_t geometry;  // sim_mig.cpp's table; 0: the GPU has no MIG
+  uint32_t mode;      // NVML_DEVICE_MIG_ENABLE / _DISABLE
+  uint32_t pending;
+  uint32_t serial;  // instances created so far: a recreated one gets a new UUID
+  MigGi gis[kMaxGis];
+  MigCi cis[kMaxCis];
 };
 
 // GPU time one process's engine ran on one device, on CLOCK_REALTIME ns. Work
@@ -115,8 +184,9 @@ struct Busy {
 
 struct Proc {
   std::atomic<int32_t> pid;
-  std::atomic<uint64_t> used[kMaxDevices];
+  std::atomic<uint64_t> used[kMaxDevices];  // on the GPU, MIG devices included
   Busy busy[kMaxDevices];
+  std::atomic<uint64_t> mig_used[kMaxDevices][kMaxCis];  // on each MIG device (Mig::cis)
 };
 
 struct State {
@@ -126,21 +196,41 @@ struct State {
   Device devices[kMaxDevices];
   Proc procs[kMaxProcs];
   std::atomic<uint64_t> next_address;
+  Mig mig[kMaxDevices];
 };
 
 State& state();
-// 16 UUID bytes parsed from "GPU-xxxxxxxx-...".
-void uuid_bytes(const Device& d, unsigned char out[16]);
+// 16 UUID bytes parsed from "GPU-xxxxxxxx-..." or "MIG-xxxxxxxx-...".
+void uuid_bytes(const char* uuid, unsigned char out[16]);
+
+// Where CUDA memory lives, a "device id": a GPU's index, or for a MIG device
+// (compute instance slot `ci` of GPU `gpu`) mig_device(gpu, ci).
+inline constexpr int kMigDeviceBase = 64;
+constexpr int mig_device(int gpu, int ci) {
+  return kMigDeviceBase + gpu * kMaxCis + ci;
+}
+constexpr bool is_mig_device(int dev) {
+  return dev >= kMigDeviceBase;
+}
+// The GPU a device id is on.
+constexpr int gpu_of(int dev) {
+  return is_mig_device(dev) ? (dev - kMigDeviceBase) / kMaxCis : dev;
+}
 
 // Physical granularity of a linear allocation.
 uint64_t granule(uint64_t bytes);
-// Takes `bytes` of device `dev` for this process; false when the GPU is full.
+// Takes `bytes` of device id `dev` for this process; false when the GPU, or
+// for a MIG device its GPU instance, is full (or the MIG device is gone).
 bool take(int dev, uint64_t bytes);
 void give(int dev, uint64_t bytes);
-uint64_t process_usage(int pid, int dev);
-// What all live processes use on `dev`. Derived, never stored, so a process
-// killed half-way through an update cannot leave it wrong.
+// What all live processes use on device id `dev` (a MIG device: its GPU
+// instance, whose memory its compute instances share). Derived, never
+// stored, so a process killed half-way through an update cannot leave it wrong.
 uint64_t device_used(int dev);
+// Memory of device id `dev`: the GPU's, or its GPU instance's.
+uint64_t device_total(int dev);
+// Frees the slots (and memory) of processes that died, as a GPU does.
+void reap_dead_processes();
 // Unique device addresses, 2 MiB aligned.
 uint64_t next_address(uint64_t bytes);
 
@@ -156,6 +246,16 @@ uint64_t busy_ns(const Proc& p, int dev, int64_t from, int64_t to);
 // Whether this call of `fn` is one SIMGPU_FAIL says must fail.
 bool should_fail(const char* fn);
 int nvml_pid_offset();
+
+// Serialises changes to the MIG state across threads and processes (an
+// flock of the state file, which the kernel releases if the holder dies).
+class MigLock {
+ public:
+  MigLock();
+  ~MigLock();
+  MigLock(const MigLock&) = delete;
+  MigLock& operator=(const MigLock&) = delete;
+};
 
 // Counts one call of `name` in this process (simgpu_calls reads it back).
 void count(const char* name);

@@ -15,8 +15,8 @@
 // stream-ordered allocations, memory-alloc nodes) becomes real when the
 // executable graph is uploaded or first launched and stays in the device's
 // graph pool until cuDeviceGraphMemTrim; cuCtxSetLimit commits the stack at
-// once ((value - 1 KiB) x 132 SMs x 2048 threads) and the malloc heap at the
-// next launch; a module's globals are committed at cuModuleLoad*, a
+// once ((value - 1 KiB) x SMs (132; a MIG device its own) x 2048 threads)
+// and the malloc heap at the next launch; a module's globals are committed at cuModuleLoad*, a
 // library's at first use in a context (cuKernelGetFunction,
 // cuLibraryGetModule) or at load under CUDA_MODULE_LOADING=EAGER. Module
 // images are text: "simgpu-module globals=<bytes>".
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "sim_core.hpp"
+#include "sim_mig.hpp"
 #include "vgpu/cuda_abi.hpp"
 
 using namespace hami::cuda;  // NOLINT
@@ -138,8 +139,8 @@ Process& proc() {
 
 thread_local CUctx_st* t_current = nullptr;
 
-// The GPU's resident threads, for the stack a limit commits (an H100/H200).
-constexpr uint64_t kSms = 132;
+// Resident threads per SM, for the stack a limit commits (an H100/H200; the
+// SMs are the device's, simgpu::mig::sm_count).
 constexpr uint64_t kThreadsPerSm = 2048;
 constexpr size_t kDefaultStack = 1024;
 constexpr size_t kDefaultHeap = 8u << 20;
@@ -158,15 +159,36 @@ void give_limits(CUctx_st* ctx) {
   ctx->heap = kDefaultHeap;
 }
 
-// CUDA_VISIBLE_DEVICES as the driver reads it: indices or GPU-<uuid> prefixes,
-// stopping at the first entry that names no device.
+// A GPU as CUDA sees it: itself, or with MIG on, its first MIG device (-1:
+// none, the GPU is not a CUDA device).
+int cuda_device_of(int gpu) {
+  if (!simgpu::mig::enabled(gpu)) return gpu;
+  const std::vector<int> migs = simgpu::mig::mig_devices(gpu);
+  return migs.empty() ? -1 : simgpu::mig_device(gpu, migs.front());
+}
+
+// CUDA_VISIBLE_DEVICES as the driver reads it: indices, GPU-<uuid> prefixes
+// or MIG-<uuid>s, stopping at the first entry that names no device. Device
+// ids are sim_core.hpp's: a MIG device's memory is its GPU instance's. A
+// MIG-enabled GPU, named or enumerated, is its first MIG device; and as the
+// MIG user guide says of CUDA 11 and 12 (R450-R525 and later), a process
+// enumerates one MIG device at most: the first, later ones are skipped.
 std::vector<int> visible_devices() {
   simgpu::State& st = simgpu::state();
   std::vector<int> out;
+  bool have_mig = false;
+  auto add = [&](int dev) {
+    if (simgpu::is_mig_device(dev)) {
+      if (have_mig) return;
+      have_mig = true;
+    }
+    out.push_back(dev);
+  };
   const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
   if (env == nullptr) {
-    for (uint32_t i = 0; i < st.device_count; ++i)
-      out.push_back(static_cast<int>(i));
+    for (uint32_t i = 0; i < st.device_count; ++i) {
+      if (const int dev = cuda_device_of(static_cast<int>(i)); dev >= 0) add(dev);
+    }
     return out;
   }
   std::string s = env;
@@ -180,14 +202,16 @@ std::vector<int> visible_devices() {
     if (item.rfind("GPU-", 0) == 0) {
       for (uint32_t i = 0; i < st.device_count; ++i) {
         if (std::strncmp(st.devices[i].uuid, item.c_str(), item.size()) == 0)
-          found = static_cast<int>(i);
+          found = cuda_device_of(static_cast<int>(i));
       }
+    } else if (item.rfind("MIG-", 0) == 0) {
+      found = simgpu::mig::find_mig_device(item.c_str());
     } else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos) {
       const int idx = std::atoi(item.c_str());
-      if (idx < static_cast<int>(st.device_count)) found = idx;
+      if (idx < static_cast<int>(st.device_count)) found = cuda_device_of(idx);
     }
     if (found < 0) break;
-    out.push_back(found);
+    add(found);
     if (end == s.size()) break;
   }
   return out;
@@ -351,15 +375,18 @@ CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
 CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   int physical = 0;
   if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
-  std::snprintf(name, static_cast<size_t>(len), "%s", simgpu::state().devices[physical].name);
+  std::snprintf(name, static_cast<size_t>(len), "%s", simgpu::mig::device_name(physical).c_str());
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   int physical = 0;
   if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
-  simgpu::uuid_bytes(simgpu::state().devices[physical],
-                     reinterpret_cast<unsigned char*>(uuid->bytes));
+  const int gpu = simgpu::gpu_of(physical);
+  const char* text = simgpu::is_mig_device(physical)
+                         ? simgpu::state().mig[gpu].cis[physical - simgpu::mig_device(gpu, 0)].uuid
+                         : simgpu::state().devices[gpu].uuid;
+  simgpu::uuid_bytes(text, reinterpret_cast<unsigned char*>(uuid->bytes));
   return CUDA_SUCCESS;
 }
 
@@ -370,7 +397,7 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   int physical = 0;
   if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
-  *bytes = simgpu::state().devices[physical].total;
+  *bytes = simgpu::device_total(physical);
   return CUDA_SUCCESS;
 }
 
@@ -860,17 +887,17 @@ CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS*, 
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   int physical = 0;
   if (CUresult rc = current_physical(&physical); rc != CUDA_SUCCESS) return rc;
-  const simgpu::Device& d = simgpu::state().devices[physical];
-  *total = d.total;
-  *free = d.total - simgpu::device_used(physical);
+  *total = simgpu::device_total(physical);
+  *free = *total - std::min<uint64_t>(*total, simgpu::device_used(physical));
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int* value, int attr, CUdevice dev) {
-  if (CUresult rc = check_ordinal(dev, nullptr); rc != CUDA_SUCCESS) return rc;
+  int physical = 0;
+  if (CUresult rc = check_ordinal(dev, &physical); rc != CUDA_SUCCESS) return rc;
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) {
-    *value = static_cast<int>(kSms);
+    *value = static_cast<int>(simgpu::mig::sm_count(physical));
   } else if (attr == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) {
     *value = static_cast<int>(kThreadsPerSm);
   } else {
@@ -904,7 +931,9 @@ CUresult cuCtxSetLimit(int limit, size_t value) {
   if (limit == CU_LIMIT_STACK_SIZE) {
     if (value >= (512u << 10)) return CUDA_ERROR_INVALID_VALUE;
     const uint64_t want =
-        value > kDefaultStack ? (value - kDefaultStack) * kSms * kThreadsPerSm : 0;
+        value > kDefaultStack
+            ? (value - kDefaultStack) * simgpu::mig::sm_count(t_current->physical) * kThreadsPerSm
+            : 0;
     if (want > ctx->stack_committed) {
       if (!simgpu::take(ctx->physical, want - ctx->stack_committed))
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -40,6 +40,7 @@
 
 #include "nvml/nvml_abi.hpp"
 #include "sim_core.hpp"
+#include "sim_mig.hpp"
 #include "vgpu/cuda_abi.hpp"
 
 using namespace hami::cuda;  // NOLINT
@@ -231,6 +232,28 @@ int index_of(const simgpu::Device* d) {
   return static_cast<int>(d - simgpu::state().devices);
 }
 
+// A live compute instance's slot in `gpu`'s Mig::cis, from the address that
+// is its nvmlComputeInstance_t and its MIG device's nvmlDevice_t.
+bool ci_slot(const void* h, int* gpu, int* slot) {
+  simgpu::State& st = simgpu::state();
+  for (uint32_t g = 0; g < st.device_count; ++g) {
+    const simgpu::MigCi* c = st.mig[g].cis;
+    if (h >= c && h < c + simgpu::kMaxCis) {
+      *gpu = static_cast<int>(g);
+      *slot = static_cast<int>(static_cast<const simgpu::MigCi*>(h) - c);
+      return c[*slot].id >= 0 && simgpu::mig::enabled(*gpu);
+    }
+  }
+  return false;
+}
+
+// The device id (sim_core.hpp) of a MIG device handle, or -1.
+int mig_handle(nvmlDevice_t h) {
+  int gpu = 0;
+  int slot = 0;
+  return ci_slot(h, &gpu, &slot) ? simgpu::mig_device(gpu, slot) : -1;
+}
+
 nvmlReturn_t ready() {
   if (simgpu::should_fail("nvml")) return NVML_ERROR_UNKNOWN;
   return g_refs.load() > 0 ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
@@ -241,12 +264,23 @@ nvmlReturn_t enter(const char* fn) {
   if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
   return scripted_failure(fn, -1);
 }
-// The same for a call on device `h`, which must be valid.
+// The same for a call on GPU `h`, which must be valid. A MIG device handle
+// is NVML_ERROR_NOT_SUPPORTED: only the calls that take enter_any answer
+// one (NVML's "with some restrictions").
 nvmlReturn_t enter(const char* fn, nvmlDevice_t h, simgpu::Device** out) {
   if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
   *out = device(h);
-  if (*out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (*out == nullptr)
+    return mig_handle(h) >= 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
   return scripted_failure(fn, index_of(*out));
+}
+// The same for a call that takes a GPU or a MIG device: its device id.
+nvmlReturn_t enter_any(const char* fn, nvmlDevice_t h, int* dev) {
+  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
+  const simgpu::Device* d = device(h);
+  *dev = d != nullptr ? index_of(d) : mig_handle(h);
+  if (*dev < 0) return NVML_ERROR_INVALID_ARGUMENT;
+  return scripted_failure(fn, simgpu::gpu_of(*dev));
 }
 
 // ---------------------------------------------------------------- processes
@@ -254,16 +288,33 @@ nvmlReturn_t enter(const char* fn, nvmlDevice_t h, simgpu::Device** out) {
 struct ProcessUse {
   unsigned pid;
   uint64_t used;
+  unsigned gi = 0xFFFFFFFF;  // MIG: where the memory is
+  unsigned ci = 0xFFFFFFFF;
 };
 
-// Live simulated processes using memory on `dev`, then the script's.
+// Live simulated processes using memory on device id `dev`, then the
+// script's. On a GPU, a process has one entry for its memory outside MIG
+// devices and one per MIG device it uses (with its GI and CI IDs); on a MIG
+// device, the one entry for it.
 std::vector<ProcessUse> processes_on(int dev) {
   std::vector<ProcessUse> out;
+  const int gpu = simgpu::gpu_of(dev);
+  const simgpu::Mig& m = simgpu::state().mig[gpu];
   for (simgpu::Proc& p : simgpu::state().procs) {
     const int32_t pid = p.pid.load();
-    const uint64_t used = pid > 0 ? p.used[dev].load() : 0;
-    if (used != 0) out.push_back({static_cast<unsigned>(pid + simgpu::nvml_pid_offset()), used});
+    if (pid <= 0) continue;
+    const auto shown = static_cast<unsigned>(pid + simgpu::nvml_pid_offset());
+    uint64_t outside = p.used[gpu].load();
+    for (int c = 0; c < simgpu::kMaxCis; ++c) {
+      const uint64_t used = p.mig_used[gpu][c].load();
+      outside -= std::min(outside, used);
+      if (used == 0 || (simgpu::is_mig_device(dev) && dev != simgpu::mig_device(gpu, c))) continue;
+      out.push_back({shown, used, static_cast<unsigned>(m.gis[m.cis[c].gi].id),
+                     static_cast<unsigned>(m.cis[c].id)});
+    }
+    if (outside != 0 && !simgpu::is_mig_device(dev)) out.push_back({shown, outside});
   }
+  if (simgpu::is_mig_device(dev)) return out;
   const auto s = script();
   for (const ScriptProcess& sp : s->processes) {
     if (sp.device == dev) out.push_back({sp.pid, sp.used});
@@ -294,16 +345,16 @@ uint64_t scripted_used(int dev) {
 
 template <class Info>
 nvmlReturn_t running_processes(const char* fn, nvmlDevice_t h, unsigned int* count, Info* infos) {
-  simgpu::Device* d = nullptr;
-  if (nvmlReturn_t rc = enter(fn, h, &d); rc != NVML_SUCCESS) return rc;
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any(fn, h, &dev); rc != NVML_SUCCESS) return rc;
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const std::vector<ProcessUse> procs = processes_on(index_of(d));
+  const std::vector<ProcessUse> procs = processes_on(dev);
   const auto n = static_cast<unsigned>(procs.size());
   for (unsigned i = 0; infos != nullptr && i < n && i < *count; ++i) {
     if constexpr (std::is_same_v<Info, nvmlProcessInfo_v1_t>) {
       infos[i] = Info{procs[i].pid, procs[i].used};
     } else {
-      infos[i] = Info{procs[i].pid, procs[i].used, 0xFFFFFFFF, 0xFFFFFFFF};
+      infos[i] = Info{procs[i].pid, procs[i].used, procs[i].gi, procs[i].ci};
     }
   }
   const bool fits = n <= *count;
@@ -365,6 +416,12 @@ const char* nvmlErrorString(nvmlReturn_t rc) {
       return "Insufficient Size";
     case NVML_ERROR_GPU_IS_LOST:
       return "GPU is lost";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_IN_USE:
+      return "In use by another client";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return "Insufficient resources";
     default:
       return "Unknown Error";
   }
@@ -405,14 +462,22 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* h) {
       return NVML_SUCCESS;
     }
   }
+  if (const int dev = simgpu::mig::find_mig_device(uuid); dev >= 0) {
+    const int gpu = simgpu::gpu_of(dev);
+    *h = reinterpret_cast<nvmlDevice_t>(&st.mig[gpu].cis[dev - simgpu::mig_device(gpu, 0)]);
+    return NVML_SUCCESS;
+  }
   return NVML_ERROR_NOT_FOUND;
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t h, char* uuid, unsigned int length) {
-  simgpu::Device* d = nullptr;
-  if (nvmlReturn_t rc = enter("nvmlDeviceGetUUID", h, &d); rc != NVML_SUCCESS) return rc;
-  if (std::strlen(d->uuid) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
-  std::snprintf(uuid, length, "%s", d->uuid);
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceGetUUID", h, &dev); rc != NVML_SUCCESS) return rc;
+  const char* id = simgpu::is_mig_device(dev) ? reinterpret_cast<simgpu::MigCi*>(h)->uuid
+                                              : simgpu::state().devices[dev].uuid;
+  if (uuid == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (std::strlen(id) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::snprintf(uuid, length, "%s", id);
   return NVML_SUCCESS;
 }
 
@@ -432,9 +497,9 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t h, unsigned int* minor) {
 }
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t h, char* name, unsigned int length) {
-  simgpu::Device* d = nullptr;
-  if (nvmlReturn_t rc = enter("nvmlDeviceGetName", h, &d); rc != NVML_SUCCESS) return rc;
-  std::snprintf(name, length, "%s", d->name);
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceGetName", h, &dev); rc != NVML_SUCCESS) return rc;
+  std::snprintf(name, length, "%s", simgpu::mig::device_name(dev).c_str());
   return NVML_SUCCESS;
 }
 
@@ -457,10 +522,12 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t h, unsigned int* node) {
 }
 
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t h, int* major, int* minor) {
-  simgpu::Device* d = nullptr;
-  if (nvmlReturn_t rc = enter("nvmlDeviceGetCudaComputeCapability", h, &d); rc != NVML_SUCCESS)
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceGetCudaComputeCapability", h, &dev);
+      rc != NVML_SUCCESS)
     return rc;
   if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const simgpu::Device* d = &simgpu::state().devices[simgpu::gpu_of(dev)];
   *major = d->cc_major;
   *minor = d->cc_minor;
   return NVML_SUCCESS;
@@ -488,24 +555,24 @@ nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t h, int* mode) {
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t* m) {
-  simgpu::Device* d = nullptr;
-  if (nvmlReturn_t rc = enter("nvmlDeviceGetMemoryInfo", h, &d); rc != NVML_SUCCESS) return rc;
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceGetMemoryInfo", h, &dev); rc != NVML_SUCCESS)
+    return rc;
   if (m == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  m->total = d->total;
-  m->used =
-      std::min<uint64_t>(d->total, simgpu::device_used(index_of(d)) + scripted_used(index_of(d)));
+  m->total = simgpu::device_total(dev);
+  m->used = std::min<uint64_t>(m->total, simgpu::device_used(dev) + scripted_used(dev));
   m->free = m->total - m->used;
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, nvmlMemory_v2_t* m) {
-  simgpu::Device* d = nullptr;
-  if (nvmlReturn_t rc = enter("nvmlDeviceGetMemoryInfo_v2", h, &d); rc != NVML_SUCCESS) return rc;
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceGetMemoryInfo_v2", h, &dev); rc != NVML_SUCCESS)
+    return rc;
   if (m == nullptr || m->version != nvmlMemory_v2) return NVML_ERROR_INVALID_ARGUMENT;
-  m->total = d->total;
+  m->total = simgpu::device_total(dev);
   m->reserved = 0;
-  m->used =
-      std::min<uint64_t>(d->total, simgpu::device_used(index_of(d)) + scripted_used(index_of(d)));
+  m->used = std::min<uint64_t>(m->total, simgpu::device_used(dev) + scripted_used(dev));
   m->free = m->total - m->used;
   return NVML_SUCCESS;
 }
@@ -736,6 +803,556 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t h, unsigned int li
     return rc;
   if (type == nullptr || link >= links.size()) return NVML_ERROR_INVALID_ARGUMENT;
   *type = links[link].peer >= 0 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
+  return NVML_SUCCESS;
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------- MIG
+
+namespace {
+
+namespace mig = simgpu::mig;
+
+// A live GPU instance's GPU and slot from its nvmlGpuInstance_t.
+bool gi_slot(nvmlGpuInstance_t h, int* gpu, int* slot) {
+  simgpu::State& st = simgpu::state();
+  const void* p = h;
+  for (uint32_t g = 0; g < st.device_count; ++g) {
+    const simgpu::MigGi* gis = st.mig[g].gis;
+    if (p >= gis && p < gis + simgpu::kMaxGis) {
+      *gpu = static_cast<int>(g);
+      *slot = static_cast<int>(static_cast<const simgpu::MigGi*>(p) - gis);
+      return gis[*slot].id >= 0 && mig::enabled(*gpu);
+    }
+  }
+  return false;
+}
+
+nvmlGpuInstance_t gi_handle(int gpu, int slot) {
+  return reinterpret_cast<nvmlGpuInstance_t>(&simgpu::state().mig[gpu].gis[slot]);
+}
+nvmlComputeInstance_t ci_handle(int gpu, int slot) {
+  return reinterpret_cast<nvmlComputeInstance_t>(&simgpu::state().mig[gpu].cis[slot]);
+}
+nvmlDevice_t gpu_handle(int gpu) {
+  return reinterpret_cast<nvmlDevice_t>(&simgpu::state().devices[gpu]);
+}
+
+// The checks of a call on a GPU instance.
+nvmlReturn_t enter_gi(const char* fn, nvmlGpuInstance_t h, int* gpu, int* slot) {
+  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
+  if (!gi_slot(h, gpu, slot)) return NVML_ERROR_INVALID_ARGUMENT;
+  return scripted_failure(fn, *gpu);
+}
+nvmlReturn_t enter_ci(const char* fn, nvmlComputeInstance_t h, int* gpu, int* slot) {
+  if (nvmlReturn_t rc = ready(); rc != NVML_SUCCESS) return rc;
+  if (!ci_slot(h, gpu, slot)) return NVML_ERROR_INVALID_ARGUMENT;
+  return scripted_failure(fn, *gpu);
+}
+
+template <class Info>
+void fill_gi_profile(const mig::GiProfile& p, Info* info) {
+  info->id = p.id;
+  if constexpr (!std::is_same_v<Info, nvmlGpuInstanceProfileInfo_v3_t>) info->isP2pSupported = 0;
+  info->sliceCount = p.slices;
+  info->instanceCount = p.instances;
+  info->multiprocessorCount = p.sms;
+  info->copyEngineCount = p.copy_engines;
+  info->decoderCount = p.decoders;
+  info->encoderCount = p.encoders;
+  info->jpegCount = p.jpegs;
+  info->ofaCount = p.ofas;
+  info->memorySizeMB = p.memory_mib;
+  if constexpr (!std::is_same_v<Info, nvmlGpuInstanceProfileInfo_t>)
+    std::snprintf(info->name, sizeof info->name, "MIG %s", p.name);
+  if constexpr (std::is_same_v<Info, nvmlGpuInstanceProfileInfo_v3_t>) info->capabilities = 0;
+}
+
+// The info calls: NOT_SUPPORTED on a GPU without MIG or with MIG off (as
+// nvml.h says of the V call; the GPU probe, tests/gpu/mig_probe.cpp, records
+// what a real driver does with MIG off), and for a profile it does not have.
+nvmlReturn_t find_gi_profile(const char* fn, nvmlDevice_t h, unsigned profile, const void* info,
+                             const mig::GiProfile** out) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter(fn, h, &d); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (!mig::enabled(index_of(d))) return NVML_ERROR_NOT_SUPPORTED;
+  *out = mig::gi_profile(index_of(d), profile);
+  return *out != nullptr ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+template <class Info>
+void fill_ci_profile(const mig::GiProfile& gi, const mig::CiProfile& p, Info* info) {
+  info->id = p.profile;
+  info->sliceCount = p.slices;
+  info->instanceCount = p.instances;
+  info->multiprocessorCount = p.sms;
+  info->sharedCopyEngineCount = gi.copy_engines;
+  info->sharedDecoderCount = gi.decoders;
+  info->sharedEncoderCount = gi.encoders;
+  info->sharedJpegCount = gi.jpegs;
+  info->sharedOfaCount = gi.ofas;
+  if constexpr (!std::is_same_v<Info, nvmlComputeInstanceProfileInfo_t>)
+    std::snprintf(info->name, sizeof info->name, "MIG %s", p.name.c_str());
+  if constexpr (std::is_same_v<Info, nvmlComputeInstanceProfileInfo_v3_t>) info->capabilities = 0;
+}
+
+// CI profile `profile` of GPU instance `h`: INVALID_ARGUMENT past the
+// profile constants or for another engine profile, NOT_SUPPORTED when the
+// GI has no such CI.
+nvmlReturn_t find_ci_profile(const char* fn, nvmlGpuInstance_t h, unsigned profile,
+                             unsigned eng_profile, const void* info, int* gpu, int* slot,
+                             const mig::GiProfile** gi, mig::CiProfile* out) {
+  if (nvmlReturn_t rc = enter_gi(fn, h, gpu, slot); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT ||
+      eng_profile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *gi = mig::gi_profile(*gpu, simgpu::state().mig[*gpu].gis[*slot].profile);
+  return mig::ci_profile(**gi, profile, out) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+// A MIG-enabled GPU and the GI profile of ID `id` on it.
+nvmlReturn_t enter_gi_profile(const char* fn, nvmlDevice_t h, unsigned id, int* gpu,
+                              const mig::GiProfile** p) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter(fn, h, &d); rc != NVML_SUCCESS) return rc;
+  *gpu = index_of(d);
+  if (!mig::enabled(*gpu)) return NVML_ERROR_NOT_SUPPORTED;
+  *p = mig::gi_profile_by_id(*gpu, id);
+  return *p != nullptr ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+// The IDs of a MIG device's GI and CI; NOT_SUPPORTED on a GPU handle.
+nvmlReturn_t mig_ids(const char* fn, nvmlDevice_t h, unsigned* gi, unsigned* ci) {
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any(fn, h, &dev); rc != NVML_SUCCESS) return rc;
+  if (gi == nullptr && ci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!simgpu::is_mig_device(dev)) return NVML_ERROR_NOT_SUPPORTED;
+  const simgpu::Mig& m = simgpu::state().mig[simgpu::gpu_of(dev)];
+  const simgpu::MigCi& c = m.cis[dev - simgpu::mig_device(simgpu::gpu_of(dev), 0)];
+  if (gi != nullptr) *gi = static_cast<unsigned>(m.gis[c.gi].id);
+  if (ci != nullptr) *ci = static_cast<unsigned>(c.id);
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t h, unsigned int* current, unsigned int* pending) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetMigMode", h, &d); rc != NVML_SUCCESS) return rc;
+  if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!mig::capable(index_of(d))) return NVML_ERROR_NOT_SUPPORTED;
+  *current = simgpu::state().mig[index_of(d)].mode;
+  *pending = simgpu::state().mig[index_of(d)].pending;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t h, unsigned int mode, nvmlReturn_t* activation) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceSetMigMode", h, &d); rc != NVML_SUCCESS) return rc;
+  if (activation == nullptr || mode > NVML_DEVICE_MIG_ENABLE) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!mig::capable(index_of(d))) return NVML_ERROR_NOT_SUPPORTED;
+  return mig::set_mode(index_of(d), mode, activation);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t h, unsigned int profile,
+                                                 nvmlGpuInstanceProfileInfo_t* info) {
+  const mig::GiProfile* p = nullptr;
+  if (nvmlReturn_t rc =
+          find_gi_profile("nvmlDeviceGetGpuInstanceProfileInfo", h, profile, info, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  fill_gi_profile(*p, info);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t h, unsigned int profile,
+                                                  nvmlGpuInstanceProfileInfo_v2_t* info) {
+  const mig::GiProfile* p = nullptr;
+  if (nvmlReturn_t rc =
+          find_gi_profile("nvmlDeviceGetGpuInstanceProfileInfoV", h, profile, info, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (info->version == nvmlGpuInstanceProfileInfo_v3) {
+    fill_gi_profile(*p, reinterpret_cast<nvmlGpuInstanceProfileInfo_v3_t*>(info));
+  } else if (info->version == nvmlGpuInstanceProfileInfo_v2) {
+    fill_gi_profile(*p, info);
+  } else {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  return NVML_SUCCESS;
+}
+
+// Every placement the profile has, MIG on or off (nvml.h).
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t h, unsigned int id,
+                                                           nvmlGpuInstancePlacement_t* placements,
+                                                           unsigned int* count) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetGpuInstancePossiblePlacements_v2", h, &d);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const mig::GiProfile* p = mig::gi_profile_by_id(index_of(d), id);
+  if (p == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  const auto n = static_cast<unsigned>(p->starts.size());
+  if (placements != nullptr) {
+    if (*count < n) {
+      *count = n;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; ++i)
+      placements[i] = {p->starts[i], p->placement_size};
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t h, unsigned int id,
+                                                       unsigned int* count) {
+  int gpu = 0;
+  const mig::GiProfile* p = nullptr;
+  if (nvmlReturn_t rc =
+          enter_gi_profile("nvmlDeviceGetGpuInstanceRemainingCapacity", h, id, &gpu, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = mig::gi_remaining(gpu, *p);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t h, unsigned int id, nvmlGpuInstance_t* gi) {
+  int gpu = 0;
+  const mig::GiProfile* p = nullptr;
+  if (nvmlReturn_t rc = enter_gi_profile("nvmlDeviceCreateGpuInstance", h, id, &gpu, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (gi == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  int slot = -1;
+  if (nvmlReturn_t rc = mig::create_gi(gpu, id, nullptr, &slot); rc != NVML_SUCCESS) return rc;
+  *gi = gi_handle(gpu, slot);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t h, unsigned int id,
+                                                      const nvmlGpuInstancePlacement_t* placement,
+                                                      nvmlGpuInstance_t* gi) {
+  int gpu = 0;
+  const mig::GiProfile* p = nullptr;
+  if (nvmlReturn_t rc =
+          enter_gi_profile("nvmlDeviceCreateGpuInstanceWithPlacement", h, id, &gpu, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (gi == nullptr || placement == nullptr || placement->size != p->placement_size)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  int slot = -1;
+  if (nvmlReturn_t rc = mig::create_gi(gpu, id, &placement->start, &slot); rc != NVML_SUCCESS)
+    return rc;
+  *gi = gi_handle(gpu, slot);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gi) {
+  int gpu = 0;
+  int slot = 0;
+  if (nvmlReturn_t rc = enter_gi("nvmlGpuInstanceDestroy", gi, &gpu, &slot); rc != NVML_SUCCESS)
+    return rc;
+  return mig::destroy_gi(gpu, slot);
+}
+
+// In GI ID order.
+nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t h, unsigned int id, nvmlGpuInstance_t* gis,
+                                       unsigned int* count) {
+  int gpu = 0;
+  const mig::GiProfile* p = nullptr;
+  if (nvmlReturn_t rc = enter_gi_profile("nvmlDeviceGetGpuInstances", h, id, &gpu, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (gis == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  simgpu::MigLock lock;
+  const simgpu::Mig& m = simgpu::state().mig[gpu];
+  std::vector<int> slots;
+  for (int s = 0; s < simgpu::kMaxGis; ++s) {
+    if (m.gis[s].id >= 0 && m.gis[s].profile == p->profile) slots.push_back(s);
+  }
+  std::sort(slots.begin(), slots.end(), [&](int a, int b) { return m.gis[a].id < m.gis[b].id; });
+  for (size_t i = 0; i < slots.size(); ++i)
+    gis[i] = gi_handle(gpu, slots[i]);
+  *count = static_cast<unsigned>(slots.size());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t h, unsigned int id, nvmlGpuInstance_t* gi) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetGpuInstanceById", h, &d); rc != NVML_SUCCESS) return rc;
+  if (gi == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const int gpu = index_of(d);
+  if (!mig::enabled(gpu)) return NVML_ERROR_NOT_SUPPORTED;
+  const simgpu::Mig& m = simgpu::state().mig[gpu];
+  for (int s = 0; s < simgpu::kMaxGis; ++s) {
+    if (m.gis[s].id >= 0 && static_cast<unsigned>(m.gis[s].id) == id) {
+      *gi = gi_handle(gpu, s);
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t* info) {
+  int gpu = 0;
+  int slot = 0;
+  if (nvmlReturn_t rc = enter_gi("nvmlGpuInstanceGetInfo", gi, &gpu, &slot); rc != NVML_SUCCESS)
+    return rc;
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const simgpu::MigGi& g = simgpu::state().mig[gpu].gis[slot];
+  info->device = gpu_handle(gpu);
+  info->id = static_cast<unsigned>(g.id);
+  info->profileId = mig::gi_profile(gpu, g.profile)->id;
+  info->placement = {g.start, g.size};
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi,
+                                                          unsigned int profile,
+                                                          unsigned int eng_profile,
+                                                          nvmlComputeInstanceProfileInfo_t* info) {
+  int gpu = 0;
+  int slot = 0;
+  const mig::GiProfile* gp = nullptr;
+  mig::CiProfile p;
+  if (nvmlReturn_t rc = find_ci_profile("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, profile,
+                                        eng_profile, info, &gpu, &slot, &gp, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  fill_ci_profile(*gp, p, info);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(
+    nvmlGpuInstance_t gi, unsigned int profile, unsigned int eng_profile,
+    nvmlComputeInstanceProfileInfo_v2_t* info) {
+  int gpu = 0;
+  int slot = 0;
+  const mig::GiProfile* gp = nullptr;
+  mig::CiProfile p;
+  if (nvmlReturn_t rc = find_ci_profile("nvmlGpuInstanceGetComputeInstanceProfileInfoV", gi,
+                                        profile, eng_profile, info, &gpu, &slot, &gp, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (info->version == nvmlComputeInstanceProfileInfo_v3) {
+    fill_ci_profile(*gp, p, reinterpret_cast<nvmlComputeInstanceProfileInfo_v3_t*>(info));
+  } else if (info->version == nvmlComputeInstanceProfileInfo_v2) {
+    fill_ci_profile(*gp, p, info);
+  } else {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gi,
+                                                                unsigned int id,
+                                                                unsigned int* count) {
+  int gpu = 0;
+  int slot = 0;
+  const mig::GiProfile* gp = nullptr;
+  mig::CiProfile p;
+  if (nvmlReturn_t rc =
+          find_ci_profile("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", gi, id,
+                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, count, &gpu, &slot, &gp, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  *count = mig::ci_remaining(gpu, slot, p);
+  return NVML_SUCCESS;
+}
+
+// A CI of c slices sits at multiples of c within its GI.
+nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+    nvmlGpuInstance_t gi, unsigned int id, nvmlComputeInstancePlacement_t* placements,
+    unsigned int* count) {
+  int gpu = 0;
+  int slot = 0;
+  const mig::GiProfile* gp = nullptr;
+  mig::CiProfile p;
+  if (nvmlReturn_t rc =
+          find_ci_profile("nvmlGpuInstanceGetComputeInstancePossiblePlacements", gi, id,
+                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, count, &gpu, &slot, &gp, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  const unsigned n = gp->slices / p.slices;
+  if (placements != nullptr) {
+    if (*count < n) {
+      *count = n;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; ++i)
+      placements[i] = {i * p.slices, p.slices};
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned int id,
+                                                  nvmlComputeInstance_t* ci) {
+  int gpu = 0;
+  int slot = 0;
+  if (nvmlReturn_t rc = enter_gi("nvmlGpuInstanceCreateComputeInstance", gi, &gpu, &slot);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (ci == nullptr || id >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  int ci_index = -1;
+  if (nvmlReturn_t rc = mig::create_ci(gpu, slot, id, nullptr, &ci_index); rc != NVML_SUCCESS)
+    return rc;
+  *ci = ci_handle(gpu, ci_index);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+    nvmlGpuInstance_t gi, unsigned int id, const nvmlComputeInstancePlacement_t* placement,
+    nvmlComputeInstance_t* ci) {
+  int gpu = 0;
+  int slot = 0;
+  const mig::GiProfile* gp = nullptr;
+  mig::CiProfile p;
+  if (nvmlReturn_t rc =
+          find_ci_profile("nvmlGpuInstanceCreateComputeInstanceWithPlacement", gi, id,
+                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, ci, &gpu, &slot, &gp, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (placement == nullptr || placement->size != p.slices) return NVML_ERROR_INVALID_ARGUMENT;
+  int ci_index = -1;
+  if (nvmlReturn_t rc = mig::create_ci(gpu, slot, id, &placement->start, &ci_index);
+      rc != NVML_SUCCESS)
+    return rc;
+  *ci = ci_handle(gpu, ci_index);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci) {
+  int gpu = 0;
+  int slot = 0;
+  if (nvmlReturn_t rc = enter_ci("nvmlComputeInstanceDestroy", ci, &gpu, &slot); rc != NVML_SUCCESS)
+    return rc;
+  return mig::destroy_ci(gpu, slot);
+}
+
+// In CI ID order.
+nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned int id,
+                                                nvmlComputeInstance_t* cis, unsigned int* count) {
+  int gpu = 0;
+  int slot = 0;
+  const mig::GiProfile* gp = nullptr;
+  mig::CiProfile p;
+  if (nvmlReturn_t rc =
+          find_ci_profile("nvmlGpuInstanceGetComputeInstances", gi, id,
+                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, count, &gpu, &slot, &gp, &p);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (cis == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  simgpu::MigLock lock;
+  const simgpu::Mig& m = simgpu::state().mig[gpu];
+  std::vector<int> slots;
+  for (int s = 0; s < simgpu::kMaxCis; ++s) {
+    if (m.cis[s].id >= 0 && m.cis[s].gi == slot && m.cis[s].profile == id) slots.push_back(s);
+  }
+  std::sort(slots.begin(), slots.end(), [&](int a, int b) { return m.cis[a].id < m.cis[b].id; });
+  for (size_t i = 0; i < slots.size(); ++i)
+    cis[i] = ci_handle(gpu, slots[i]);
+  *count = static_cast<unsigned>(slots.size());
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gi, unsigned int id,
+                                                   nvmlComputeInstance_t* ci) {
+  int gpu = 0;
+  int slot = 0;
+  if (nvmlReturn_t rc = enter_gi("nvmlGpuInstanceGetComputeInstanceById", gi, &gpu, &slot);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (ci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const simgpu::Mig& m = simgpu::state().mig[gpu];
+  for (int s = 0; s < simgpu::kMaxCis; ++s) {
+    if (m.cis[s].id >= 0 && m.cis[s].gi == slot && static_cast<unsigned>(m.cis[s].id) == id) {
+      *ci = ci_handle(gpu, s);
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci,
+                                           nvmlComputeInstanceInfo_t* info) {
+  int gpu = 0;
+  int slot = 0;
+  if (nvmlReturn_t rc = enter_ci("nvmlComputeInstanceGetInfo_v2", ci, &gpu, &slot);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const simgpu::MigCi& c = simgpu::state().mig[gpu].cis[slot];
+  info->device = gpu_handle(gpu);
+  info->gpuInstance = gi_handle(gpu, c.gi);
+  info->id = static_cast<unsigned>(c.id);
+  info->profileId = c.profile;
+  info->placement = {c.start, c.size};
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t h, unsigned int* is_mig) {
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceIsMigDeviceHandle", h, &dev); rc != NVML_SUCCESS)
+    return rc;
+  if (is_mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *is_mig = simgpu::is_mig_device(dev) ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t h, unsigned int* id) {
+  return id == nullptr ? NVML_ERROR_INVALID_ARGUMENT
+                       : mig_ids("nvmlDeviceGetGpuInstanceId", h, id, nullptr);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t h, unsigned int* id) {
+  return id == nullptr ? NVML_ERROR_INVALID_ARGUMENT
+                       : mig_ids("nvmlDeviceGetComputeInstanceId", h, nullptr, id);
+}
+
+// One per compute slice with MIG on (7 on an H100/H200), 0 otherwise.
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t h, unsigned int* count) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetMaxMigDeviceCount", h, &d); rc != NVML_SUCCESS)
+    return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = mig::enabled(index_of(d)) ? simgpu::kMaxCis : 0;
+  return NVML_SUCCESS;
+}
+
+// Indices 0..n-1 are the GPU's n MIG devices in GI ID, then CI ID order;
+// NOT_FOUND from n to the maximum.
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h, unsigned int index,
+                                                 nvmlDevice_t* out) {
+  simgpu::Device* d = nullptr;
+  if (nvmlReturn_t rc = enter("nvmlDeviceGetMigDeviceHandleByIndex", h, &d); rc != NVML_SUCCESS)
+    return rc;
+  if (out == nullptr || index >= static_cast<unsigned>(simgpu::kMaxCis))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const int gpu = index_of(d);
+  if (!mig::enabled(gpu)) return NVML_ERROR_NOT_SUPPORTED;
+  const std::vector<int> slots = mig::mig_devices(gpu);
+  if (index >= slots.size()) return NVML_ERROR_NOT_FOUND;
+  *out = reinterpret_cast<nvmlDevice_t>(ci_handle(gpu, slots[index]));
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t h, nvmlDevice_t* parent) {
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", h, &dev);
+      rc != NVML_SUCCESS)
+    return rc;
+  if (parent == nullptr || !simgpu::is_mig_device(dev)) return NVML_ERROR_INVALID_ARGUMENT;
+  *parent = gpu_handle(simgpu::gpu_of(dev));
   return NVML_SUCCESS;
 }
 
