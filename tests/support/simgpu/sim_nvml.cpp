@@ -899,18 +899,52 @@ void fill_ci_profile(const mig::GiProfile& gi, const mig::CiProfile& p, Info* in
   if constexpr (std::is_same_v<Info, nvmlComputeInstanceProfileInfo_v3_t>) info->capabilities = 0;
 }
 
-// CI profile `profile` of GPU instance `h`: INVALID_ARGUMENT past the
-// profile constants or for another engine profile, NOT_SUPPORTED when the
-// GI has no such CI.
+// A call about one CI profile of a GPU instance: where the GI is, its
+// profile and the CI profile.
+struct CiCall {
+  int gpu = 0;
+  int slot = 0;
+  const mig::GiProfile* gi = nullptr;
+  mig::CiProfile profile;
+};
+
+// CI profile `profile` of GPU instance `h`: INVALID_ARGUMENT when `out_arg`
+// is null, past the profile constants or for another engine profile,
+// NOT_SUPPORTED when the GI has no such CI.
 nvmlReturn_t find_ci_profile(const char* fn, nvmlGpuInstance_t h, unsigned profile,
-                             unsigned eng_profile, const void* info, int* gpu, int* slot,
-                             const mig::GiProfile** gi, mig::CiProfile* out) {
-  if (nvmlReturn_t rc = enter_gi(fn, h, gpu, slot); rc != NVML_SUCCESS) return rc;
-  if (info == nullptr || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT ||
+                             const void* out_arg, CiCall* c,
+                             unsigned eng_profile = NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED) {
+  if (nvmlReturn_t rc = enter_gi(fn, h, &c->gpu, &c->slot); rc != NVML_SUCCESS) return rc;
+  if (out_arg == nullptr || profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT ||
       eng_profile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
     return NVML_ERROR_INVALID_ARGUMENT;
-  *gi = mig::gi_profile(*gpu, simgpu::state().mig[*gpu].gis[*slot].profile);
-  return mig::ci_profile(**gi, profile, out) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+  c->gi = mig::gi_profile(c->gpu, simgpu::state().mig[c->gpu].gis[c->slot].profile);
+  return mig::ci_profile(*c->gi, profile, &c->profile) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+// Placements as the PossiblePlacements calls answer them: the count alone
+// when `out` is null, INSUFFICIENT_SIZE when *count is short of them.
+template <class Placement>
+nvmlReturn_t answer_placements(const std::vector<Placement>& all, Placement* out, unsigned* count) {
+  const auto n = static_cast<unsigned>(all.size());
+  if (out != nullptr && *count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (out != nullptr) std::copy(all.begin(), all.end(), out);
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+// The live slots `keep` picks, in ID order (the list calls' order).
+template <class Slot, class Keep>
+std::vector<int> by_id(const Slot* slots, int n, Keep keep) {
+  std::vector<int> picked;
+  for (int i = 0; i < n; ++i) {
+    if (slots[i].id >= 0 && keep(slots[i])) picked.push_back(i);
+  }
+  std::sort(picked.begin(), picked.end(), [&](int a, int b) { return slots[a].id < slots[b].id; });
+  return picked;
 }
 
 // A MIG-enabled GPU and the GI profile of ID `id` on it.
@@ -998,17 +1032,10 @@ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t h, unsig
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   const mig::GiProfile* p = mig::gi_profile_by_id(index_of(d), id);
   if (p == nullptr) return NVML_ERROR_NOT_SUPPORTED;
-  const auto n = static_cast<unsigned>(p->starts.size());
-  if (placements != nullptr) {
-    if (*count < n) {
-      *count = n;
-      return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (unsigned i = 0; i < n; ++i)
-      placements[i] = {p->starts[i], p->placement_size};
-  }
-  *count = n;
-  return NVML_SUCCESS;
+  std::vector<nvmlGpuInstancePlacement_t> all;
+  for (unsigned start : p->starts)
+    all.push_back({start, p->placement_size});
+  return answer_placements(all, placements, count);
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t h, unsigned int id,
@@ -1073,12 +1100,9 @@ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t h, unsigned int id, nvmlGpuI
     return rc;
   if (gis == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   simgpu::MigLock lock;
-  const simgpu::Mig& m = simgpu::state().mig[gpu];
-  std::vector<int> slots;
-  for (int s = 0; s < simgpu::kMaxGis; ++s) {
-    if (m.gis[s].id >= 0 && m.gis[s].profile == p->profile) slots.push_back(s);
-  }
-  std::sort(slots.begin(), slots.end(), [&](int a, int b) { return m.gis[a].id < m.gis[b].id; });
+  const std::vector<int> slots =
+      by_id(simgpu::state().mig[gpu].gis, simgpu::kMaxGis,
+            [&](const simgpu::MigGi& g) { return g.profile == p->profile; });
   for (size_t i = 0; i < slots.size(); ++i)
     gis[i] = gi_handle(gpu, slots[i]);
   *count = static_cast<unsigned>(slots.size());
@@ -1119,33 +1143,27 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi,
                                                           unsigned int profile,
                                                           unsigned int eng_profile,
                                                           nvmlComputeInstanceProfileInfo_t* info) {
-  int gpu = 0;
-  int slot = 0;
-  const mig::GiProfile* gp = nullptr;
-  mig::CiProfile p;
+  CiCall c;
   if (nvmlReturn_t rc = find_ci_profile("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, profile,
-                                        eng_profile, info, &gpu, &slot, &gp, &p);
+                                        info, &c, eng_profile);
       rc != NVML_SUCCESS)
     return rc;
-  fill_ci_profile(*gp, p, info);
+  fill_ci_profile(*c.gi, c.profile, info);
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(
     nvmlGpuInstance_t gi, unsigned int profile, unsigned int eng_profile,
     nvmlComputeInstanceProfileInfo_v2_t* info) {
-  int gpu = 0;
-  int slot = 0;
-  const mig::GiProfile* gp = nullptr;
-  mig::CiProfile p;
+  CiCall c;
   if (nvmlReturn_t rc = find_ci_profile("nvmlGpuInstanceGetComputeInstanceProfileInfoV", gi,
-                                        profile, eng_profile, info, &gpu, &slot, &gp, &p);
+                                        profile, info, &c, eng_profile);
       rc != NVML_SUCCESS)
     return rc;
   if (info->version == nvmlComputeInstanceProfileInfo_v3) {
-    fill_ci_profile(*gp, p, reinterpret_cast<nvmlComputeInstanceProfileInfo_v3_t*>(info));
+    fill_ci_profile(*c.gi, c.profile, reinterpret_cast<nvmlComputeInstanceProfileInfo_v3_t*>(info));
   } else if (info->version == nvmlComputeInstanceProfileInfo_v2) {
-    fill_ci_profile(*gp, p, info);
+    fill_ci_profile(*c.gi, c.profile, info);
   } else {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
@@ -1155,16 +1173,12 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(
 nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gi,
                                                                 unsigned int id,
                                                                 unsigned int* count) {
-  int gpu = 0;
-  int slot = 0;
-  const mig::GiProfile* gp = nullptr;
-  mig::CiProfile p;
+  CiCall c;
   if (nvmlReturn_t rc =
-          find_ci_profile("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", gi, id,
-                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, count, &gpu, &slot, &gp, &p);
+          find_ci_profile("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", gi, id, count, &c);
       rc != NVML_SUCCESS)
     return rc;
-  *count = mig::ci_remaining(gpu, slot, p);
+  *count = mig::ci_remaining(c.gpu, c.slot, c.profile);
   return NVML_SUCCESS;
 }
 
@@ -1172,26 +1186,15 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_
 nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
     nvmlGpuInstance_t gi, unsigned int id, nvmlComputeInstancePlacement_t* placements,
     unsigned int* count) {
-  int gpu = 0;
-  int slot = 0;
-  const mig::GiProfile* gp = nullptr;
-  mig::CiProfile p;
+  CiCall c;
   if (nvmlReturn_t rc =
-          find_ci_profile("nvmlGpuInstanceGetComputeInstancePossiblePlacements", gi, id,
-                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, count, &gpu, &slot, &gp, &p);
+          find_ci_profile("nvmlGpuInstanceGetComputeInstancePossiblePlacements", gi, id, count, &c);
       rc != NVML_SUCCESS)
     return rc;
-  const unsigned n = gp->slices / p.slices;
-  if (placements != nullptr) {
-    if (*count < n) {
-      *count = n;
-      return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (unsigned i = 0; i < n; ++i)
-      placements[i] = {i * p.slices, p.slices};
-  }
-  *count = n;
-  return NVML_SUCCESS;
+  std::vector<nvmlComputeInstancePlacement_t> all;
+  for (unsigned start = 0; start + c.profile.slices <= c.gi->slices; start += c.profile.slices)
+    all.push_back({start, c.profile.slices});
+  return answer_placements(all, placements, count);
 }
 
 nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned int id,
@@ -1213,21 +1216,18 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned
 nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
     nvmlGpuInstance_t gi, unsigned int id, const nvmlComputeInstancePlacement_t* placement,
     nvmlComputeInstance_t* ci) {
-  int gpu = 0;
-  int slot = 0;
-  const mig::GiProfile* gp = nullptr;
-  mig::CiProfile p;
+  CiCall c;
   if (nvmlReturn_t rc =
-          find_ci_profile("nvmlGpuInstanceCreateComputeInstanceWithPlacement", gi, id,
-                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, ci, &gpu, &slot, &gp, &p);
+          find_ci_profile("nvmlGpuInstanceCreateComputeInstanceWithPlacement", gi, id, ci, &c);
       rc != NVML_SUCCESS)
     return rc;
-  if (placement == nullptr || placement->size != p.slices) return NVML_ERROR_INVALID_ARGUMENT;
+  if (placement == nullptr || placement->size != c.profile.slices)
+    return NVML_ERROR_INVALID_ARGUMENT;
   int ci_index = -1;
-  if (nvmlReturn_t rc = mig::create_ci(gpu, slot, id, &placement->start, &ci_index);
+  if (nvmlReturn_t rc = mig::create_ci(c.gpu, c.slot, id, &placement->start, &ci_index);
       rc != NVML_SUCCESS)
     return rc;
-  *ci = ci_handle(gpu, ci_index);
+  *ci = ci_handle(c.gpu, ci_index);
   return NVML_SUCCESS;
 }
 
@@ -1242,25 +1242,17 @@ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci) {
 // In CI ID order.
 nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned int id,
                                                 nvmlComputeInstance_t* cis, unsigned int* count) {
-  int gpu = 0;
-  int slot = 0;
-  const mig::GiProfile* gp = nullptr;
-  mig::CiProfile p;
-  if (nvmlReturn_t rc =
-          find_ci_profile("nvmlGpuInstanceGetComputeInstances", gi, id,
-                          NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, count, &gpu, &slot, &gp, &p);
+  CiCall c;
+  if (nvmlReturn_t rc = find_ci_profile("nvmlGpuInstanceGetComputeInstances", gi, id, count, &c);
       rc != NVML_SUCCESS)
     return rc;
   if (cis == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   simgpu::MigLock lock;
-  const simgpu::Mig& m = simgpu::state().mig[gpu];
-  std::vector<int> slots;
-  for (int s = 0; s < simgpu::kMaxCis; ++s) {
-    if (m.cis[s].id >= 0 && m.cis[s].gi == slot && m.cis[s].profile == id) slots.push_back(s);
-  }
-  std::sort(slots.begin(), slots.end(), [&](int a, int b) { return m.cis[a].id < m.cis[b].id; });
+  const std::vector<int> slots =
+      by_id(simgpu::state().mig[c.gpu].cis, simgpu::kMaxCis,
+            [&](const simgpu::MigCi& ci) { return ci.gi == c.slot && ci.profile == id; });
   for (size_t i = 0; i < slots.size(); ++i)
-    cis[i] = ci_handle(gpu, slots[i]);
+    cis[i] = ci_handle(c.gpu, slots[i]);
   *count = static_cast<unsigned>(slots.size());
   return NVML_SUCCESS;
 }
