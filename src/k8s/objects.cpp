@@ -263,6 +263,16 @@ hami::Result<Node> Node::from_json(const json& obj) {
   return n;
 }
 
+const std::string* string_annotation(const nlohmann::json& object, const char* key) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return nullptr;
+  auto a = m->find("annotations");
+  if (a == m->end() || !a->is_object()) return nullptr;
+  auto v = a->find(key);
+  if (v == a->end() || !v->is_string()) return nullptr;
+  return v->get_ptr<const std::string*>();
+}
+
 }  // namespace hami::k8s
 
 #undef HAMI_TRY

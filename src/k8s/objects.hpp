@@ -81,4 +81,8 @@ struct Node {
   static hami::Result<Node> from_json(const nlohmann::json& node);
 };
 
+// metadata.annotations[key] of an object as JSON, without parsing the rest;
+// nullptr when absent or not a string.
+const std::string* string_annotation(const nlohmann::json& object, const char* key);
+
 }  // namespace hami::k8s

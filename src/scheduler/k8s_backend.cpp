@@ -14,19 +14,7 @@ namespace hami::scheduler {
 
 using nlohmann::json;
 
-namespace {
-
-const std::string* annotation(const json& object, const char* key) {
-  auto m = object.find("metadata");
-  if (m == object.end() || !m->is_object()) return nullptr;
-  auto a = m->find("annotations");
-  if (a == m->end() || !a->is_object()) return nullptr;
-  auto v = a->find(key);
-  if (v == a->end() || !v->is_string()) return nullptr;
-  return v->get_ptr<const std::string*>();
-}
-
-}  // namespace
+using k8s::string_annotation;
 
 Result<k8s::Pod> K8sBindBackend::get_pod(const std::string& ns, const std::string& name) {
   auto j = client_.get(k8s::pod_path(ns, name));
@@ -72,7 +60,7 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
     }
     const auto now = now_();
     LockDecision d;
-    if (const std::string* held = annotation(*current, protocol::kNodeLock);
+    if (const std::string* held = string_annotation(*current, protocol::kNodeLock);
         held != nullptr && !held->empty()) {
       auto lock = protocol::parse_node_lock(*held);
       if (!lock) {
@@ -152,7 +140,7 @@ Result<void, LockError> K8sBindBackend::lock_node(const std::string& node, const
 void K8sBindBackend::unlock_node(const std::string& node, const std::string& ns,
                                  const std::string& name) {
   auto make = [&](const json& current) -> k8s::Result<std::optional<json>> {
-    const std::string* held = annotation(current, protocol::kNodeLock);
+    const std::string* held = string_annotation(current, protocol::kNodeLock);
     if (held == nullptr) return std::optional<json>{};
     auto lock = protocol::parse_node_lock(*held);
     // Only our own lock: another pod's may have replaced an expired one.

@@ -15,18 +15,9 @@
 namespace hami::scheduler {
 namespace {
 
+using k8s::string_annotation;
 using nlohmann::json;
 using Kind = ResizeOutcome::Kind;
-
-const std::string* string_annotation(const json& pod, const char* key) {
-  auto md = pod.find("metadata");
-  if (md == pod.end() || !md->is_object()) return nullptr;
-  auto an = md->find("annotations");
-  if (an == md->end() || !an->is_object()) return nullptr;
-  auto v = an->find(key);
-  if (v == an->end() || !v->is_string()) return nullptr;
-  return v->get_ptr<const std::string*>();
-}
 
 std::string who(const k8s::Pod& pod) {
   return pod.meta.ns + "/" + pod.meta.name;
