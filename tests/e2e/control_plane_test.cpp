@@ -1083,6 +1083,79 @@ TEST_F(ControlPlaneTest, QuotaRefusalsEventsAndPodLabel) {
   expect_protocol(*placed);
 }
 
+// Issue 37 point 2, live resize: a running pod asks with nvidia.com/vgpu-resize
+// (as `kubectl annotate` writes it). What does not fit its GPU is refused with
+// a ResizeRefused Event and changes nothing; what fits rewrites the
+// allocation, signed again, and the device plugin replaces the container's
+// limits file on the node.
+TEST_F(ControlPlaneTest, LiveResizeIsAppliedOrRefusedWithAnEvent) {
+  create(pod("grow",
+             {container("main", {{"nvidia.com/gpumem", "4000"}, {"nvidia.com/gpucores", "30"}})},
+             {{"nvidia.com/use-gputype", "T4"}}));
+  auto placed = wait_placed("grow");
+  ASSERT_TRUE(placed);
+  expect_protocol(*placed);
+  const std::string uid = placed->pod["metadata"]["uid"];
+  std::string hook;
+  for (auto& n : c_->nodes)
+    if (n->spec.name == placed->pod["spec"]["nodeName"]) hook = n->hook;
+  const std::string limits = hook + "/vgpu/limits/" + uid + "_main/limits";
+  auto file = [&] {
+    std::ifstream f(limits);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  EXPECT_THAT(file(), HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=4000m\n"));
+  auto current = [&](const char* key) {
+    auto p = get_pod("grow");
+    return p ? annotation(*p, key) : std::string();
+  };
+  const std::string allocated = current("hami.io/vgpu-devices-allocated");
+  const std::string signature = current("hami.io/decision-signature");
+  auto ask = [&](const std::string& request) {
+    auto r = client().patch_annotations(k8s::pod_path(ns_, "grow"),
+                                        {{"nvidia.com/vgpu-resize", request}});
+    ASSERT_TRUE(r) << r.error().message;
+  };
+
+  // A T4 has 16 GiB: refused, with an Event, nothing changed.
+  ask("gpumem=20000");
+  std::vector<json> ev;
+  ASSERT_TRUE(
+      wait_until([&] { return !(ev = events_of(placed->pod, "ResizeRefused")).empty(); }, 30s));
+  EXPECT_EQ(ev[0]["type"], "Warning");
+  EXPECT_EQ(ev[0]["source"]["component"], "hami-scheduler");
+  EXPECT_THAT(ev[0]["message"].get<std::string>(), HasSubstr("ResizeRefused: does not fit GPU-"));
+  EXPECT_EQ(current("hami.io/vgpu-resize-handled"), "gpumem=20000");
+  EXPECT_EQ(current("hami.io/vgpu-devices-allocated"), allocated);
+  EXPECT_EQ(current("hami.io/decision-signature"), signature);
+  EXPECT_THAT(file(), HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=4000m\n"));
+
+  // Fits: the allocation rewritten and signed again, the limits file follows.
+  ask("gpumem=8000,gpucores=60");
+  ASSERT_TRUE(wait_until(
+      [&] { return current("hami.io/vgpu-resize-handled") == "gpumem=8000,gpucores=60"; }, 30s));
+  const std::string resized = current("hami.io/vgpu-devices-allocated");
+  EXPECT_THAT(resized, HasSubstr(",8000,60:"));
+  EXPECT_EQ(resized.substr(0, resized.find(',')), allocated.substr(0, allocated.find(',')));
+  EXPECT_NE(current("hami.io/decision-signature"), signature);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        const std::string f = file();
+        return f.find("CUDA_DEVICE_MEMORY_LIMIT_0=8000m\n") != std::string::npos &&
+               f.find("CUDA_DEVICE_SM_LIMIT=60\n") != std::string::npos;
+      },
+      30s))
+      << file();
+  ASSERT_TRUE(wait_until([&] { return !(ev = events_of(placed->pod, "Resized")).empty(); }, 30s));
+  EXPECT_THAT(ev[0]["message"].get<std::string>(), HasSubstr("4000->8000 MiB, 30->60 %"));
+  // The scheduler counts the new size once.
+  EXPECT_TRUE(wait_until(
+      [&] { return metric_sum("hami_vgpu_memory_allocated_bytes") == 8000.0 * (1 << 20); }, 10s))
+      << metric_sum("hami_vgpu_memory_allocated_bytes");
+}
+
 // Issue 24 point 6, a mixed install: node-upstream runs upstream HAMi's
 // NVIDIA device plugin (v2.10; tests/support/upstream_plugin makes its API
 // requests with its annotation values byte for byte), the other nodes ours.

@@ -36,6 +36,9 @@
 #    config): the GPU pod of 8 runs under RuntimeClass nvidia, whose handler
 #    (node.sh's logging runc wrapper) creates its container; the pod without
 #    GPUs gets NVIDIA_VISIBLE_DEVICES=none and runs under plain runc.
+# 10. live resize: `kubectl annotate` past what the GPU has is refused with
+#    a ResizeRefused Event; to 4000 MiB, a pod's running process started at
+#    2000 MiB allocates 3500 MiB, its container not restarted.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
@@ -401,6 +404,27 @@ env_of=$(K get pod no-gpu -o jsonpath='{range .spec.containers[0].env[*]}{.name}
 check "$([ -z "$(K get pod no-gpu -o jsonpath='{.spec.runtimeClassName}')" ] && ! ran_by_nvidia no-gpu &&
   [ "$env_of" = NVIDIA_VISIBLE_DEVICES=none ] && echo ok)" \
   "overwriteEnv: the pod without GPUs got env '$env_of' and ran under runc, not the nvidia handler"
+
+# 10. Live resize (issue 37): the process waits (bounded) until its GPU shows
+# 4000 MiB, then allocates past the 2000 MiB it started with.
+K delete pod escape no-gpu --wait=false >/dev/null
+GROW=(cuda-client init ctx:0 alloc:1500m waittotal:4000m:120000 alloc:2000m meminfo)
+pod grow 2000 /bin/sh -c "${GROW[*]}; sleep 600"
+wait_until 60 running grow
+wait_until 20 eval 'pgrep -f "^${GROW[*]}\$" >/dev/null'
+grow_pid=$(pgrep -f "^${GROW[*]}\$" | head -1)
+K annotate pod grow nvidia.com/vgpu-resize=gpumem=20000 --overwrite >/dev/null
+refusal() { K get events --field-selector involvedObject.name=grow,reason=ResizeRefused -o jsonpath='{.items[*].message}'; }
+wait_until 30 eval '[ -n "$(refusal)" ]'
+check "$(refusal | grep -q "does not fit" && echo ok)" \
+  "resize to 20000 MiB refused with an Event: $(refusal | head -c 160)"
+K annotate pod grow nvidia.com/vgpu-resize=gpumem=4000 --overwrite >/dev/null
+grown() { K logs grow 2>/dev/null | grep -q "op=alloc:2000m rc=0"; }
+wait_until 60 grown
+restarts=$(K get pod grow -o jsonpath='{.status.containerStatuses[0].restartCount}')
+check "$([ -n "$grow_pid" ] && grown && [ "$restarts" = 0 ] && [ "$(phase grow)" = Running ] && echo ok)" \
+  "live resize 2000 -> 4000 MiB: process $grow_pid, running before, allocated 1500 + 2000 MiB (restartCount $restarts, $(phase grow)): $(K logs grow 2>/dev/null | grep -o "op=alloc:2000m rc=[0-9]*\|total=[0-9]*" | tr '\n' ' ')"
+K delete pod grow --wait=false >/dev/null
 
 if [ $failures -gt 0 ]; then
   log "$failures check(s) failed; logs in $N/logs and $D/logs"
