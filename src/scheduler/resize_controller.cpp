@@ -102,8 +102,16 @@ ResizeOutcome ResizeController::handle(const json& json_pod) {
     return {};
   }
   const std::string& request = req->second;
-  // Answered once the pod is bound; its bind brings it back here.
+  // Answered once the pod is bound and its node has allocated it: until
+  // then the device plugin matches hami.io/vgpu-devices-to-allocate against
+  // the allocation, entry for entry. Each step brings the pod back here.
   if (pod.node_name.empty()) return {Kind::kNone, "the pod is not bound yet"};
+  if (auto phase = an.find(protocol::kBindPhase);
+      phase != an.end() && phase->second != protocol::kPhaseSuccess) {
+    if (phase->second != protocol::kPhaseFailed)
+      return {Kind::kNone, "the pod's GPUs are being allocated"};
+    return refuse(pod, request, "the node could not allocate the pod's GPUs");
+  }
   auto targets = parse_resize(request);
   if (!targets)
     return refuse(pod, request, std::string(kResizeAnnotation) + " " + targets.error().message);

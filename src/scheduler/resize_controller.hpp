@@ -1,6 +1,8 @@
 #pragma once
 // The scheduler's side of a live resize (docs/resize.md): a bound pod whose
-// nvidia.com/vgpu-resize asks for something not yet answered is checked with
+// node has allocated it (hami.io/bind-phase success, or none where another
+// scheduler bound it) and whose nvidia.com/vgpu-resize asks for something
+// not yet answered is checked with
 // decide_resize against the cache and the namespace's quotas, then
 //
 //  - accepted: the cache charges the new sizes at once (under its exclusive

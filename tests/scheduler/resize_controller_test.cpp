@@ -190,13 +190,22 @@ TEST_F(ResizeControllerTest, FailedPatchLeavesTheCacheAsItWas) {
   EXPECT_EQ(gpu0().used_mem_mib, 16000);
 }
 
-TEST_F(ResizeControllerTest, UnboundPodWaitsAndARemovedRequestTakesItsMark) {
+TEST_F(ResizeControllerTest, UnallocatedPodWaitsAndARemovedRequestTakesItsMark) {
   json pending = test::bindable_pod("q", {{"nvidia.com/gpu", "1"}}, "uid-q",
                                     {{kResizeAnnotation, "gpumem=1000"}});
   pending = api().put("pods", pending);
   EXPECT_TRUE(ResizeController::wants(pending));
   EXPECT_EQ(controller->handle(pending).kind, Kind::kNone);
   EXPECT_EQ(annotation(pod("q"), kResizeHandled), "");
+  // Bound, its node still allocating: answered once that is done.
+  json allocating = pod();
+  allocating["metadata"]["annotations"][protocol::kBindPhase] = protocol::kPhaseAllocating;
+  allocating["metadata"]["annotations"][kResizeAnnotation] = "gpumem=5000";
+  allocating = api().put("pods", allocating);
+  EXPECT_EQ(controller->handle(allocating).kind, Kind::kNone);
+  EXPECT_EQ(annotation(pod(), protocol::kDevicesAllocated), "GPU-a-0,NVIDIA,4000,30:;");
+  allocating["metadata"]["annotations"][protocol::kBindPhase] = protocol::kPhaseSuccess;
+  api().put("pods", allocating);
 
   ASSERT_EQ(controller->handle(ask("gpumem=5000")).kind, Kind::kApplied);
   json p = pod();
