@@ -587,25 +587,15 @@ BindOutcome Extender::place(const BindRequest& r) {
       others_no_fit += !chosen;
       return std::nullopt;
     }
-    // The lock of kube-scheduler's choice is worth waiting for: binpack
-    // sends a batch of pods to one node, and its device plugin releases each
-    // pod's lock within moments. But a waiting bind holds a request thread,
-    // so past a few waiters the pod goes elsewhere at once.
+    // A lock is waited for only when the pod cannot go elsewhere: a waiting
+    // bind holds one of the 16 bind workers for up to --node-lock-wait, and
+    // under binpack, with a device plugin holding each lock ~1.5 s, waiting
+    // binds held every worker until binds timed out (issue 39).
     std::chrono::milliseconds wait{0};
-    std::optional<WaiterSlot> slot;
-    if (chosen && config_.node_lock_wait.count() > 0) {
-      slot.emplace(lock_waiters_);
-      if (!may_redirect || slot->count() <= kMaxLockWaiters) {
-        // Half of what is left at most, so that other nodes can still be
-        // tried before the deadline.
-        wait = std::min(config_.node_lock_wait, may_redirect ? left() / 2 : left());
-      }
-      if (wait.count() == 0) slot.reset();
-    }
+    if (chosen && !may_redirect) wait = std::min(config_.node_lock_wait, left());
     waited = waited || wait.count() > 0;
     bool contended = false;
     std::string e = lock_and_bind(r, uid, node, encoded, wait, &contended);
-    slot.reset();
     if (e.empty()) return bound(node, moved_because);
     if (!contended) return fail("BindFailed", e);
     if (chosen) {
