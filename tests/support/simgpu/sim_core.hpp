@@ -62,8 +62,11 @@
 //     NVML_ERROR_IN_USE); root is not required. Destroying a GPU instance
 //     with compute instances, or a compute instance a live process has
 //     memory on, is NVML_ERROR_IN_USE; one that does not fit is
-//     NVML_ERROR_INSUFFICIENT_RESOURCES. The profile info calls answer only
-//     with MIG on (as nvml.h says of the V call); placements answer on or off.
+//     NVML_ERROR_INSUFFICIENT_RESOURCES. On a MIG-capable GPU with MIG off,
+//     profile info, placements and remaining capacity (every instance free)
+//     answer as with MIG on, as driver 580 did on an H200
+//     (tests/gpu/results/mig-probe-h200.txt); creating an instance is
+//     NVML_ERROR_NOT_SUPPORTED.
 //
 // Memory is granted at the real driver's granularity (2 MiB pages for
 // allocations of 1 MiB and more) and returned when a process exits.

@@ -878,7 +878,8 @@ nvmlReturn_t find_gi_profile(const char* fn, nvmlDevice_t h, unsigned profile, c
   if (nvmlReturn_t rc = enter(fn, h, &d); rc != NVML_SUCCESS) return rc;
   if (info == nullptr || profile >= NVML_GPU_INSTANCE_PROFILE_COUNT)
     return NVML_ERROR_INVALID_ARGUMENT;
-  if (!mig::enabled(index_of(d))) return NVML_ERROR_NOT_SUPPORTED;
+  // A MIG-capable GPU describes its profiles with MIG off too (driver 580 on
+  // an H200: tests/gpu/results/mig-probe-h200.txt).
   *out = mig::gi_profile(index_of(d), profile);
   return *out != nullptr ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
@@ -947,13 +948,14 @@ std::vector<int> by_id(const Slot* slots, int n, Keep keep) {
   return picked;
 }
 
-// A MIG-enabled GPU and the GI profile of ID `id` on it.
+// A MIG-enabled GPU (or, `off_too`, a MIG-capable one with MIG off, as the
+// real driver answers capacity queries) and the GI profile of ID `id` on it.
 nvmlReturn_t enter_gi_profile(const char* fn, nvmlDevice_t h, unsigned id, int* gpu,
-                              const mig::GiProfile** p) {
+                              const mig::GiProfile** p, bool off_too = false) {
   simgpu::Device* d = nullptr;
   if (nvmlReturn_t rc = enter(fn, h, &d); rc != NVML_SUCCESS) return rc;
   *gpu = index_of(d);
-  if (!mig::enabled(*gpu)) return NVML_ERROR_NOT_SUPPORTED;
+  if (!(off_too ? mig::capable(*gpu) : mig::enabled(*gpu))) return NVML_ERROR_NOT_SUPPORTED;
   *p = mig::gi_profile_by_id(*gpu, id);
   return *p != nullptr ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
@@ -1043,7 +1045,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t h, unsigned 
   int gpu = 0;
   const mig::GiProfile* p = nullptr;
   if (nvmlReturn_t rc =
-          enter_gi_profile("nvmlDeviceGetGpuInstanceRemainingCapacity", h, id, &gpu, &p);
+          enter_gi_profile("nvmlDeviceGetGpuInstanceRemainingCapacity", h, id, &gpu, &p, true);
       rc != NVML_SUCCESS)
     return rc;
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
