@@ -11,6 +11,7 @@
 #include "fit/resources.hpp"
 #include "k8s/paths.hpp"
 #include "protocol/annotations.hpp"
+#include "protocol/container_contract.hpp"
 
 namespace hami::deviceplugin {
 
@@ -112,11 +113,11 @@ Result<std::vector<ContainerPlan>> Allocator::serve(
       log::warn(
           "pod %s: kubelet chose IDs on other GPUs than the scheduler; using the "
           "scheduler's (%s)",
-          who(p.pod).c_str(), plan->envs["NVIDIA_VISIBLE_DEVICES"].c_str());
+          who(p.pod).c_str(), plan->envs[protocol::kEnvNvidiaVisible].c_str());
     }
     if (auto r = prepare_host(*plan); !r) return r.error();
     served += (served.empty() ? "" : "; ") + plan->container_dir + " GPUs " +
-              plan->envs["NVIDIA_VISIBLE_DEVICES"];
+              plan->envs[protocol::kEnvNvidiaVisible];
     devs.clear();
     plans.push_back(std::move(*plan));
   }
@@ -175,8 +176,8 @@ Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, siz
   for (auto& [idx, g] : chosen)
     in.gpus.push_back(g);
   for (const k8s::EnvVar& e : c.env) {
-    if (e.name == "CUDA_DISABLE_CONTROL" && e.value == "true") in.disable_control = true;
-    if (e.name == "GPU_CORE_UTILIZATION_POLICY" && e.value) in.core_policy = *e.value;
+    if (e.name == protocol::kEnvDisableControl && e.value == "true") in.disable_control = true;
+    if (e.name == protocol::kEnvCorePolicy && e.value) in.core_policy = *e.value;
   }
   auto lookup = [](const k8s::StringMap& m) {
     return [&m](std::string_view n) -> std::optional<std::string_view> {

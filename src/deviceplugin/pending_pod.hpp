@@ -34,6 +34,7 @@
 #include "deviceplugin/pod_devices.hpp"
 #include "k8s/client.hpp"
 #include "k8s/objects.hpp"
+#include "protocol/container_contract.hpp"
 #include "protocol/decision.hpp"
 #include "protocol/node_lock.hpp"
 
@@ -46,7 +47,7 @@ struct PendingPod {
 
 struct PendingPodPolicy {
   protocol::DecisionTrust trust;
-  std::string resource_name = "nvidia.com/gpu";  // what a rival pod asks for
+  std::string resource_name = protocol::kResourceCount;  // what a rival pod asks for
 };
 
 struct PodLookup {

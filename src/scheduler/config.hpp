@@ -15,13 +15,14 @@
 #include "common/result.hpp"
 #include "fit/options.hpp"
 #include "fit/resources.hpp"
+#include "protocol/container_contract.hpp"
 #include "protocol/decision.hpp"
 
 namespace hami::scheduler {
 
 struct SchedulerConfig {
   fit::ResourceConfig resources;
-  std::string priority_name = "nvidia.com/priority";
+  std::string priority_name = protocol::kResourcePriority;
   int32_t default_gpu_num = 1;              // injected when only mem/cores are given
   std::string gpu_core_policy = "default";  // default | force | disable
   // Upstream's runtimeClassName: the webhook sets it as spec.runtimeClassName

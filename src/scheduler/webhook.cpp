@@ -7,6 +7,7 @@
 #include "fit/resources.hpp"
 #include "k8s/base64.hpp"
 #include "k8s/objects.hpp"
+#include "protocol/container_contract.hpp"
 #include "protocol/decision.hpp"
 #include "scheduler/pod_request.hpp"
 
@@ -157,7 +158,7 @@ std::string profile_lifting_capability(const json& container) {
 }
 
 // What NVIDIA's container runtime reads to choose the GPUs it mounts.
-constexpr const char* kEnvVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
+constexpr const char* kEnvVisibleDevices = protocol::kEnvNvidiaVisible;
 
 constexpr const char* kLegacyPodSeccomp = "seccomp.security.alpha.kubernetes.io/pod";
 constexpr const char* kLegacyContainerSeccomp = "container.seccomp.security.alpha.kubernetes.io/";
