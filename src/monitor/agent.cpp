@@ -380,6 +380,8 @@ void Agent::check_pods(NodeView& view, const std::vector<ContainerState>& states
   }
   if (acc.empty()) {
     over_passes_.clear();
+    last_limit_.clear();
+    lowered_from_.clear();
     return;
   }
   const GpuIndex gpu_index(view.gpus);
@@ -393,7 +395,15 @@ void Agent::check_pods(NodeView& view, const std::vector<ContainerState>& states
   }
 
   std::map<std::pair<std::string, std::string>, int> still_over;
+  std::map<std::pair<std::string, std::string>, uint64_t> limits;
+  std::map<std::pair<std::string, std::string>, uint64_t> lowered;
   for (auto& [key, a] : acc) {
+    const uint64_t now_limit = a.unlimited || a.limit == 0 ? UINT64_MAX : a.limit;
+    limits[key] = now_limit;
+    uint64_t before = 0;
+    if (auto it = lowered_from_.find(key); it != lowered_from_.end()) before = it->second;
+    if (auto it = last_limit_.find(key); it != last_limit_.end() && it->second > now_limit)
+      before = std::max(before, it->second);
     if (a.unlimited || a.limit == 0) continue;
     PodDeviceCheck check;
     check.pod_uid = key.first;
@@ -409,7 +419,13 @@ void Agent::check_pods(NodeView& view, const std::vector<ContainerState>& states
       check.nvml_used = add_sat(check.nvml_used, it->second->used_bytes);
       check.host_pids.push_back(pid);
     }
-    if (check.nvml_used > add_sat(a.limit, options_.over_limit_margin)) {
+    // Lowered below use by a resize: judged by the limit before until under.
+    uint64_t allowed = a.limit;
+    if (before > a.limit && check.nvml_used > add_sat(a.limit, options_.over_limit_margin)) {
+      lowered[key] = before;
+      allowed = before;
+    }
+    if (check.nvml_used > add_sat(allowed, options_.over_limit_margin)) {
       const int passes = over_passes_[key] + 1;
       still_over[key] = passes;
       // Two passes in a row: not a process caught between two NVML samples.
@@ -433,6 +449,8 @@ void Agent::check_pods(NodeView& view, const std::vector<ContainerState>& states
     view.pod_checks.push_back(std::move(check));
   }
   over_passes_ = std::move(still_over);
+  last_limit_ = std::move(limits);
+  lowered_from_ = std::move(lowered);
 }
 
 // SIGKILL through a pidfd, after checking that the PID still names the process

@@ -76,6 +76,12 @@ class Agent {
   std::map<std::string, std::string> write_problems_;  // path -> last logged reason
   // (pod UID, GPU) -> passes in a row NVML showed the pod over its limits.
   std::map<std::pair<std::string, std::string>, int> over_passes_;
+  // Per (pod UID, GPU): its limit at the last pass (UINT64_MAX: none), and,
+  // once a resize lowered it below what the pod holds, the limit before: the
+  // pod is held to that until NVML shows it under the new one, as a resize
+  // takes nothing away (docs/resize.md).
+  std::map<std::pair<std::string, std::string>, uint64_t> last_limit_;
+  std::map<std::pair<std::string, std::string>, uint64_t> lowered_from_;
 
   mutable std::mutex mu_;
   std::shared_ptr<const NodeView> latest_;

@@ -7,10 +7,12 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -236,6 +238,80 @@ TEST_F(AgentTamper, ProcessesTheLibraryNeverSawAreCheckedByTheirCgroup) {
                 .find("hami_pod_memory_over_limit{namespace=\"\",pod=\"" + pod +
                       "\",device_uuid=\"" + std::string(kGpuA) + "\",zone=\"vGPU\"} 1"),
             std::string::npos);
+}
+
+// A resize lowered a pod's limit below what it holds (docs/resize.md: nothing
+// is taken away). With --over-limit-action kill the agent killed it two passes
+// later. It is now judged by the limit before the resize until NVML shows it
+// under the new one; past that, the new limit holds as any other.
+class ChangingGpu final : public GpuSampler {
+ public:
+  explicit ChangingGpu(std::shared_ptr<std::vector<GpuProcess>> procs) : procs_(std::move(procs)) {}
+  std::vector<GpuSample> sample() override {
+    GpuSample g;
+    g.uuid = kGpuA;
+    g.name = "Simulated GPU 0";
+    g.memory_total = 80ull << 30;
+    g.processes = *procs_;
+    return {g};
+  }
+
+ private:
+  std::shared_ptr<std::vector<GpuProcess>> procs_;
+};
+
+TEST_F(AgentTamper, ALimitLoweredBelowUseByAResizeKillsNothing) {
+  const std::string pod = "0b5c8e7e-1111-4222-8333-777788889999";
+  node_.allocate(pod + "_main", kGpuA, 1, "4g");
+  // The pod's process: a child of ours, so the kill that must come last
+  // cannot hit anything else.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::execlp("sleep", "sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const std::string id = std::to_string(child);
+  test::TempDir proc;
+  fs::create_directories(proc.file(id));
+  std::ofstream(proc.file(id + "/stat"))
+      << id << " (python3) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 4096 100 0\n";
+  std::ofstream(proc.file(id + "/status")) << "Name:\tpython3\nNSpid:\t" << id << "\t1\n";
+  std::ofstream(proc.file(id + "/cgroup"))
+      << "0::/kubepods.slice/kubepods-pod" << pod << ".slice/cri-containerd-1.scope\n";
+  const auto pid = static_cast<uint32_t>(child);
+  auto procs =
+      std::make_shared<std::vector<GpuProcess>>(std::vector<GpuProcess>{{pid, 3ull << 30, 50}});
+  Agent a(AgentOptions{.hook_path = root_.path(),
+                       .proc_root = proc.path(),
+                       .node_name = "node-1",
+                       .over_limit_action = OverLimitAction::kKill},
+          std::make_unique<ChangingGpu>(procs), nullptr);
+  auto check = [&] {
+    auto v = a.run_pass();
+    EXPECT_EQ(v->pod_checks.size(), 1u);
+    return v->pod_checks.empty() ? PodDeviceCheck{} : v->pod_checks[0];
+  };
+  EXPECT_FALSE(check().over) << "3 GiB under 4 GiB";
+  node_.allocate(pod + "_main", kGpuA, 1, "1g");  // the resize: 4 GiB -> 1 GiB
+  for (int pass = 0; pass < 3; ++pass) {
+    const PodDeviceCheck c = check();
+    EXPECT_EQ(c.limit, 1ull << 30);
+    EXPECT_FALSE(c.over) << "pass " << pass << ": the 3 GiB it held before the resize";
+    EXPECT_EQ(c.killed, 0);
+  }
+  (*procs)[0].used_bytes = 512 * MiB;  // it freed memory: now under the new limit
+  EXPECT_FALSE(check().over);
+  (*procs)[0].used_bytes = 3ull << 30;  // and grew past it again: the new limit holds
+  EXPECT_FALSE(check().over) << "one pass is not yet two";
+  const PodDeviceCheck c = check();
+  EXPECT_TRUE(c.over);
+  EXPECT_EQ(c.host_pids, std::vector<uint32_t>{pid});
+  EXPECT_EQ(c.killed, 1);
+  int status = 0;
+  if (c.killed == 0) ::kill(child, SIGKILL);
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 
 using test::free_port;
