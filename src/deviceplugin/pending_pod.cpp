@@ -124,14 +124,20 @@ bool asks_for(const k8s::Pod& pod, const std::string& resource) {
   return false;
 }
 
+// A GPU pod waiting on the node that the scheduler did not place, and why it
+// is not trusted (empty `name`: none).
+struct Rival {
+  std::string name;
+  std::string why;
+};
+
 // A pod on this node, other than `named`, that kubelet may be admitting now:
 // Pending, asking for our resource, not admitted (kubelet sets
 // status.startTime once it has, and tenants cannot write status) and not
-// served by us. "" when there is none.
+// served by us. No name when there is none.
 // `ours`: a pod this plugin serves or has served, not a rival.
 template <class Ours>
-std::string rival(const std::vector<nlohmann::json>& items, const PendingPodPolicy& policy,
-                  Ours&& ours) {
+Rival rival(const std::vector<nlohmann::json>& items, const PendingPodPolicy& policy, Ours&& ours) {
   for (const nlohmann::json& item : items) {
     auto pod = k8s::Pod::from_json(item);
     if (!pod || ours(*pod)) continue;
@@ -139,14 +145,14 @@ std::string rival(const std::vector<nlohmann::json>& items, const PendingPodPoli
     if (!asks_for(*pod, policy.resource_name)) continue;
     const auto status = item.find("status");
     if (status != item.end() && status->is_object() && status->contains("startTime")) continue;
-    if (get_annotation(*pod, kBindPhase) == kPhaseSuccess &&
-        pod->meta.annotations.count(kDevicesAllocated) &&
-        protocol::decision_refusal(*pod, policy.trust).empty()) {
+    const bool decided = pod->meta.annotations.count(kDevicesAllocated) != 0;
+    const std::string refusal = decided ? protocol::decision_refusal(*pod, policy.trust) : "";
+    if (get_annotation(*pod, kBindPhase) == kPhaseSuccess && decided && refusal.empty()) {
       continue;  // served by us; kubelet has yet to report it started
     }
-    return pod_name(*pod);
+    return {pod_name(*pod), decided && !refusal.empty() ? refusal : "it carries no decision"};
   }
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -228,14 +234,15 @@ PodLookup find_pending_pod(k8s::Client& client, const std::string& node,
                 ": " + list.error().message;
     return out;
   }
-  if (std::string other = rival(list->items, policy,
-                                [&](const k8s::Pod& p) { return p.meta.uid == pod->meta.uid; });
-      !other.empty()) {
-    out.error = "node " + node + " is locked for pod " + who + ", but pod " + other +
+  if (Rival other = rival(list->items, policy,
+                          [&](const k8s::Pod& p) { return p.meta.uid == pod->meta.uid; });
+      !other.name.empty()) {
+    out.error = "node " + node + " is locked for pod " + who + ", but pod " + other.name +
                 " also waits there for " + policy.resource_name +
-                " without being placed by the HAMi scheduler, and kubelet does not say which "
-                "of the two it is admitting: neither gets a GPU until " +
-                other + " is gone (delete it; GPU pods must not set spec.nodeName)";
+                " without being placed by the HAMi scheduler (" + other.why +
+                "), and kubelet does not say which of the two it is admitting: neither gets a "
+                "GPU until " +
+                other.name + " is gone (delete it; GPU pods must not set spec.nodeName)";
     return out;
   }
   out.pod = PendingPod{std::move(*pod), std::move(v.devices)};
@@ -325,11 +332,11 @@ PodLookup match_pending_pod(k8s::Client& client, const std::string& node,
            p.meta.annotations.count(kDevicesAllocated) &&
            protocol::decision_refusal(p, policy.trust).empty();
   };
-  if (std::string other = rival(list->items, policy, trusted); !other.empty()) {
-    out.error = "pod " + other + " waits on node " + node + " for " + policy.resource_name +
-                " without a decision of the HAMi scheduler, and kubelet does not say which pod "
-                "it is admitting: no pod gets a GPU until " +
-                other + " is gone (delete it; GPU pods must not set spec.nodeName)";
+  if (Rival other = rival(list->items, policy, trusted); !other.name.empty()) {
+    out.error = "pod " + other.name + " waits on node " + node + " for " + policy.resource_name +
+                " without a decision of the HAMi scheduler (" + other.why +
+                "), and kubelet does not say which pod it is admitting: no pod gets a GPU until " +
+                other.name + " is gone (delete it; GPU pods must not set spec.nodeName)";
     return out;
   }
   if (found.empty()) {
