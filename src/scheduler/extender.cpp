@@ -611,8 +611,16 @@ BindOutcome Extender::place(const BindRequest& r) {
     // seconds, in which other binds filled or locked the nodes that were
     // best before it.
     more = alternatives(fitting, r.node, *req->prepared, who, kMaxBindNodes - 1);
-    for (const std::string& node : more.nodes)
+    for (const std::string& node : more.nodes) {
+      // One the node watch (or this process) shows locked by another pod
+      // is not tried: each try of a held lock costs reads of the node and
+      // its holder, and a bind trying many held worker threads for seconds.
+      if (locked_by_another(node, who)) {
+        locked.push_back(node);
+        continue;
+      }
       if (auto done = try_node(node, false)) return *done;
+    }
   }
   // Every node that fits is locked right now: wait for the best one's lock
   // (unless that was kube-scheduler's choice, waited for already).
