@@ -58,6 +58,7 @@ API_CALLS = [
     ("hami-device-plugin", "", "pods", "get", "deviceplugin/pending_pod.cpp, allocator.cpp", "the pod the lock names"),
     ("hami-device-plugin", "", "pods", "list", "deviceplugin/pending_pod.cpp list(pod_path(\"\"))", "Pending pods on the node"),
     ("hami-device-plugin", "", "pods", "patch", "deviceplugin/allocator.cpp patch_annotations", "bind-phase, allocation"),
+    ("hami-device-plugin", "", "pods", "watch", "deviceplugin/daemon.cpp Reflector(core_path(pods))", "resizes of its running pods"),
     ("hami-node-agent", "", "pods", "list", "monitor/pod_directory_k8s.cpp list(core_path(pods))", "pod names"),
     # Not our code: the kube-scheduler sidecar. Its other rights come from the
     # built-in system:kube-scheduler role, whose lease rights name only
@@ -371,7 +372,14 @@ def scan_api_calls(repo):
                             verbs = VERBS[method]
                         for v in verbs:
                             add(comp, "", res, v, where(m.start()))
-                    for m in re.finditer(r"\bReflector\s+\w+\s*\(", code):
+                    # A Reflector constructed in place, or emplaced into an
+                    # optional declared as one (std::optional<k8s::Reflector> x;
+                    # x.emplace(client, path, ...)).
+                    later = re.findall(r"optional<\s*(?:k8s::)?Reflector\s*>\s+(\w+)\s*;", code)
+                    pattern = r"\bReflector\s+\w+\s*\("
+                    if later:
+                        pattern += r"|\b(?:" + "|".join(later) + r")\.emplace\s*\("
+                    for m in re.finditer(pattern, code):
                         args = _args_of_call(code, m.end() - 1)
                         r = RESOURCE_RE.match(args[1]) if len(args) > 1 else None
                         if not r:
