@@ -259,7 +259,7 @@ int run_daemon(const DaemonOptions& o) {
   Allocator allocator(
       *client, cfg, {o.node_name, o.hook_path, o.lock_dir, {o.decisions, cfg.resource_count_name}},
       [&state] { return state.gpus(); });
-  NodeRegistrar registrar(*client, cfg, state, o.node_name);
+  NodeRegistrar registrar(*client, cfg, state, o.node_name, o.match_pods);
   PluginServer server(state, cfg,
                       {[&allocator](const auto& r) { return allocator.allocate(r); },
                        [&allocator](const auto& r) { return allocator.preferred(r); }});

@@ -28,6 +28,9 @@ struct DaemonOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::chrono::milliseconds health_interval{5000};
   std::chrono::milliseconds register_interval{30000};
+  // --allocate-protocol match-pods: register hami.io/node-allocate-protocol,
+  // so our scheduler binds here without the node lock (pod_match.hpp).
+  bool match_pods = false;
   XidPolicy xids;       // --ignore-xids, --xid-recovery
   PluginConfig config;  // flags and config files already applied
   // Whose GPU decisions Allocate serves (--decision-key-file, --trusted-schedulers).

@@ -88,6 +88,13 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
                "Set GPU_CORE_UTILIZATION_POLICY=disable in every container");
   app.add_option("--resource-name", f.resource_name,
                  "Resource advertised to kubelet (default nvidia.com/gpu)");
+  app.add_option("--allocate-protocol", f.allocate_protocol,
+                 "lock: our scheduler takes upstream's node lock for each pod bound here; "
+                 "match-pods: the node is registered as matching each Allocate to its pod, and "
+                 "binds take no lock (docs/scheduler-protocol.md: two pods of one size on the "
+                 "same GPUs may then be swapped)")
+      ->check(CLI::IsMember({"lock", "match-pods"}))
+      ->capture_default_str();
 
   app.add_option(
       "--decision-key-file", f.decision_key_file,
@@ -186,6 +193,7 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   if (!f.kubeconfig.empty()) o.kubeconfig = f.kubeconfig;
   o.health_interval = to_ms(f.health_interval);
   o.register_interval = to_ms(f.register_interval);
+  o.match_pods = f.allocate_protocol == "match-pods";
   if (auto r = parse_ignore_xids(f.ignore_xids, o.xids); !r) return r.error();
   if (!f.decision_key_file.empty()) {
     auto keys = protocol::DecisionKeys::load(f.decision_key_file);

@@ -37,6 +37,7 @@ struct PluginFlags {
   std::optional<std::string> resource_name;
   std::string decision_key_file;
   std::optional<std::string> trusted_schedulers;
+  std::string allocate_protocol = "lock";
   // NVIDIA's device plugin's flags: accepted where this build does the same.
   std::string mig_strategy = "none";
   std::string device_list_strategy = "envvar";

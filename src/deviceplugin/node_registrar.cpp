@@ -33,8 +33,8 @@ std::string handshake_reported(std::chrono::system_clock::time_point t) {
 }
 
 NodeRegistrar::NodeRegistrar(k8s::Client& client, const PluginConfig& cfg, DeviceState& state,
-                             std::string node)
-    : client_(client), cfg_(cfg), state_(state), node_(std::move(node)) {}
+                             std::string node, bool match_pods)
+    : client_(client), cfg_(cfg), state_(state), node_(std::move(node)), match_pods_(match_pods) {}
 
 Result<bool> NodeRegistrar::sync_once() {
   const std::vector<Gpu>& gpus = state_.gpus();
@@ -61,12 +61,16 @@ Result<bool> NodeRegistrar::sync_once() {
   for (const auto& [key, value] : want_links)
     links_differ = links_differ || an->value(key, "") != *value;
   const bool answered = handshake.rfind(kHandshakeReported, 0) != 0;
-  // This plugin matches each Allocate to its pod (pod_match.hpp): our
-  // scheduler need not lock the node.
-  const bool protocol_differs = an->value(kNodeAllocateProtocol, "") != kAllocateMatchPods;
+  // With --allocate-protocol match-pods this plugin matches each Allocate to
+  // its pod (pod_match.hpp): our scheduler need not lock the node. Otherwise
+  // a marker left by an earlier run goes, and binds lock the node again.
+  const bool protocol_differs = match_pods_
+                                    ? an->value(kNodeAllocateProtocol, "") != kAllocateMatchPods
+                                    : an->contains(kNodeAllocateProtocol);
   if (have == want && !links_differ && !answered && !protocol_differs) return false;
   std::map<std::string, std::optional<std::string>> changes = want_links;
-  changes[kNodeAllocateProtocol] = std::string(kAllocateMatchPods);
+  changes[kNodeAllocateProtocol] =
+      match_pods_ ? std::optional<std::string>(kAllocateMatchPods) : std::nullopt;
   changes[kNodeRegister] = want;
   changes[kNodeHandshake] = handshake_reported(std::chrono::system_clock::now());
   auto r = client_.patch_annotations(k8s::node_path(node_), changes);

@@ -24,7 +24,10 @@ namespace hami::deviceplugin {
 
 class NodeRegistrar {
  public:
-  NodeRegistrar(k8s::Client& client, const PluginConfig& cfg, DeviceState& state, std::string node);
+  // `match_pods`: register hami.io/node-allocate-protocol=match-pods/v1 (else
+  // remove it), telling our scheduler to bind here without the node lock.
+  NodeRegistrar(k8s::Client& client, const PluginConfig& cfg, DeviceState& state, std::string node,
+                bool match_pods = false);
 
   // One pass; true when it patched the node.
   Result<bool> sync_once();
@@ -36,6 +39,7 @@ class NodeRegistrar {
   const PluginConfig& cfg_;
   DeviceState& state_;
   std::string node_;
+  bool match_pods_;
 };
 
 // "Reported_2024-05-01 10:00:00" (local time, Go's time.DateTime).

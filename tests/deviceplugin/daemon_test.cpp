@@ -604,8 +604,21 @@ TEST_F(DevicePluginTest, AllocateMapsEntriesWithoutInitSlotsToAppContainers) {
 // forge one. Without the lock, no pod is served.
 // The plugin tells the scheduler it matches pods itself: our scheduler then
 // binds there without the node lock (docs/scheduler-protocol.md).
-TEST_F(DevicePluginTest, RegistrationSaysThePluginMatchesPods) {
+// By default the node keeps upstream's lock: no marker, and one left by an
+// earlier run with --allocate-protocol match-pods goes.
+TEST_F(DevicePluginTest, ByDefaultTheNodeIsLockedAsUpstreamsIs) {
+  json n = *node();
+  n["metadata"]["annotations"]["hami.io/node-allocate-protocol"] = "match-pods/v1";
+  api_.put("nodes", n);
   start_plugin();
+  wait_registered();
+  ASSERT_TRUE(test::wait_until(
+      [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "<absent>"; }, 5s))
+      << annotation(node(), "hami.io/node-allocate-protocol");
+}
+
+TEST_F(DevicePluginTest, RegistrationSaysThePluginMatchesPods) {
+  start_plugin({"--allocate-protocol=match-pods"});
   wait_registered();
   ASSERT_TRUE(test::wait_until(
       [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; }, 5s));
@@ -614,7 +627,7 @@ TEST_F(DevicePluginTest, RegistrationSaysThePluginMatchesPods) {
 // Without a lock, each Allocate goes to the pod whose GPUs kubelet asks
 // for, whatever order they come in: two pods of one size, no swap.
 TEST_F(DevicePluginTest, WithoutALockEachPodIsMatchedByItsGpus) {
-  start_plugin();
+  start_plugin({"--allocate-protocol=match-pods"});
   wait_registered();
   ASSERT_TRUE(test::wait_until(
       [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; }, 5s));
@@ -643,7 +656,7 @@ TEST_F(DevicePluginTest, WithoutALockEachPodIsMatchedByItsGpus) {
 // deleted before its turn is skipped, and a plugin restarted between two
 // Allocates goes on from the annotations.
 TEST_F(DevicePluginTest, OnOneGpuPodsGoInBindOrderPastDeletedOnesAndRestarts) {
-  start_plugin();
+  start_plugin({"--allocate-protocol=match-pods"});
   wait_registered();
   ASSERT_TRUE(test::wait_until(
       [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; }, 5s));
@@ -673,7 +686,7 @@ TEST_F(DevicePluginTest, OnOneGpuPodsGoInBindOrderPastDeletedOnesAndRestarts) {
   plugin_->kill(SIGTERM);
   EXPECT_EQ(plugin_->finish().exit_code, 0);
   plugin_.reset();
-  start_plugin();
+  start_plugin({"--allocate-protocol=match-pods"});
   ASSERT_TRUE(kubelet_->wait_for_registrations(2)) << "the restarted plugin never registered";
   ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
     return l.devices_size() == 20;

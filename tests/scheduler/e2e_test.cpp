@@ -85,7 +85,7 @@ class EndToEndTest : public ::testing::Test {
         {DEVICE_PLUGIN_BINARY, "--node-name=" + std::string(kNode), "--kubeconfig=" + kubeconfig_,
          "--device-plugin-path=" + plugins_, "--hook-path=" + hook_,
          "--lock-dir=" + root_.file("vgpulock"), "--nvml-library=" + std::string(SIMNVML),
-         "--health-interval=50ms", "--register-interval=200ms"},
+         "--health-interval=50ms", "--register-interval=200ms", "--allocate-protocol=match-pods"},
         {{"SIMGPU_STATE", root_.file("gpu.state")},
          {"SIMGPU_DEVICES", devices},
          {"SIMGPU_NUMA", numa},

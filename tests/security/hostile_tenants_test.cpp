@@ -302,7 +302,7 @@ TEST_F(HostileTenants, ForgedPendingPodGetsNoGpuAndNoHonestPodsSlice) {
         << "the honest pod got the forger's slice";
   }
   ASSERT_FALSE(st.ok()) << "served while an unplaced GPU pod waits on the node";
-  EXPECT_THAT(st.error_message(), HasSubstr("no pod gets a GPU until default/slice is gone"));
+  EXPECT_THAT(st.error_message(), HasSubstr("but pod default/slice also waits there"));
   EXPECT_THAT(st.error_message(), HasSubstr("is not trusted to decide unsigned"));
   EXPECT_NE(annotation(api_.get("pods", "default", "slice"), "hami.io/bind-phase"), "success");
   // kubelet refuses the forged pod; the honest one gets its own decision.
