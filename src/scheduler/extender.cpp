@@ -257,12 +257,6 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
     }
     return 0;
   });
-  // A node another pod holds locked (upstream's protocol) scores 0 and takes
-  // no part in the range: its bind would wait or move, so kube-scheduler's
-  // choice should be the best node that is free now.
-  const std::string who = pod.meta.ns + "/" + pod.meta.name;
-  for (size_t i = 0; i < node_names.size(); ++i)
-    if (scores[i] >= 0 && locked_by_another(node_names[i], who)) scores[i] = -1;
   const std::vector<int> p = fit::node_priorities(scores, policy, kMaxExtenderPriority);
   for (size_t i = 0; i < node_names.size(); ++i)
     out.push_back({node_names[i], p[i]});
@@ -376,6 +370,12 @@ void Extender::note_locked(const std::string& node) {
   recent_locks_[node] = now;
 }
 
+bool Extender::locked_recently(const std::string& node) {
+  std::lock_guard lk(recent_mu_);
+  auto it = recent_locks_.find(node);
+  return it != recent_locks_.end() && std::chrono::steady_clock::now() - it->second < kRecentLock;
+}
+
 bool Extender::locked_by_another(const std::string& node, const std::string& who) {
   // No pod binding here holds another node's lock: a recent lock of ours is
   // another pod's.
@@ -383,12 +383,6 @@ bool Extender::locked_by_another(const std::string& node, const std::string& who
   if (!lock_holder_) return false;
   const std::string holder = lock_holder_(node);
   return !holder.empty() && holder != who;
-}
-
-bool Extender::locked_recently(const std::string& node) {
-  std::lock_guard lk(recent_mu_);
-  auto it = recent_locks_.find(node);
-  return it != recent_locks_.end() && std::chrono::steady_clock::now() - it->second < kRecentLock;
 }
 
 Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fitting,
@@ -587,15 +581,25 @@ BindOutcome Extender::place(const BindRequest& r) {
       others_no_fit += !chosen;
       return std::nullopt;
     }
-    // A lock is waited for only when the pod cannot go elsewhere: a waiting
-    // bind holds one of the 16 bind workers for up to --node-lock-wait, and
-    // under binpack, with a device plugin holding each lock ~1.5 s, waiting
-    // binds held every worker until binds timed out (issue 39).
+    // The lock of kube-scheduler's choice is worth waiting for: binpack
+    // sends a batch of pods to one node, and its device plugin releases each
+    // pod's lock within moments. But a waiting bind holds a request thread,
+    // so past a few waiters the pod goes elsewhere at once.
     std::chrono::milliseconds wait{0};
-    if (chosen && !may_redirect) wait = std::min(config_.node_lock_wait, left());
+    std::optional<WaiterSlot> slot;
+    if (chosen && config_.node_lock_wait.count() > 0) {
+      slot.emplace(lock_waiters_);
+      if (!may_redirect || slot->count() <= kMaxLockWaiters) {
+        // Half of what is left at most, so that other nodes can still be
+        // tried before the deadline.
+        wait = std::min(config_.node_lock_wait, may_redirect ? left() / 2 : left());
+      }
+      if (wait.count() == 0) slot.reset();
+    }
     waited = waited || wait.count() > 0;
     bool contended = false;
     std::string e = lock_and_bind(r, uid, node, encoded, wait, &contended);
+    slot.reset();
     if (e.empty()) return bound(node, moved_because);
     if (!contended) return fail("BindFailed", e);
     if (chosen) {

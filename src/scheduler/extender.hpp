@@ -105,6 +105,10 @@ struct BindOutcome {
 // At most this many nodes are tried for one bind: kube-scheduler's choice and
 // the best others.
 inline constexpr size_t kMaxBindNodes = 16;
+// At most this many binds wait for the lock of kube-scheduler's choice at
+// once; a bind beyond them goes to another node at once (a waiting bind
+// holds one of the server's request threads).
+inline constexpr int kMaxLockWaiters = 4;
 // filter keeps this many of a pod's fitting nodes, its best, for bind to
 // choose from when kube-scheduler's choice is taken.
 inline constexpr size_t kMaxRememberedNodes = 64;
@@ -220,6 +224,20 @@ class Extender {
   bool locked_by_another(const std::string& node, const std::string& who);
   std::mutex recent_mu_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> recent_locks_;
+  // Binds now waiting for a lock; a WaiterSlot counts one while it lives.
+  std::atomic<int> lock_waiters_{0};
+  class WaiterSlot {
+   public:
+    explicit WaiterSlot(std::atomic<int>& n) : n_(n), count_(++n) {}
+    ~WaiterSlot() { --n_; }
+    WaiterSlot(const WaiterSlot&) = delete;
+    WaiterSlot& operator=(const WaiterSlot&) = delete;
+    int count() const { return count_; }  // waiters, this one included
+
+   private:
+    std::atomic<int>& n_;
+    int count_;
+  };
 };
 
 }  // namespace hami::scheduler

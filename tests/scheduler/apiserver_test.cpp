@@ -236,16 +236,16 @@ TEST_F(SchedulerApiTest, StaleWatchCopyOfTheNodeStillLocksCorrectly) {
   EXPECT_EQ((*api().get("nodes", "", "a"))["metadata"]["labels"]["x"], "y");
 }
 
-// Where no other node fits, kube-scheduler's choice is kept when its lock is
-// released within the wait (the device plugin releases it once kubelet has
-// allocated the pod holding it). With another node fitting, bind moves at
-// once instead (WithAnotherNodeFittingABindNeverWaitsForALock).
-TEST_F(SchedulerApiTest, BindWaitsForTheChosenNodesLockWhenNoOtherNodeFits) {
+// kube-scheduler's choice is kept when its lock is released within the wait
+// (the device plugin releases it once kubelet has allocated the pod holding
+// it): a batch under binpack stays on one node.
+TEST_F(SchedulerApiTest, BindWaitsForTheChosenNodesLockBeforeMovingThePod) {
   config.node_lock_wait = 5s;
   api().put("pods", test::sched_pod("owner", {}));
   lock_node_for_owner("a");
   json p = create("p", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}});
-  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a"}).nodes.size(), 1u);
+  ASSERT_EQ(ext->filter(*k8s::Pod::from_json(p), std::vector<std::string>{"a", "b"}).nodes.size(),
+            2u);
   std::thread plugin([&] {
     std::this_thread::sleep_for(300ms);
     json m = *api().get("nodes", "", "a");
