@@ -122,6 +122,15 @@ struct Library::Api {
   nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned, int*) = nullptr;
   nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*nvlink_remote_type)(nvmlDevice_t, unsigned, int*) = nullptr;
+  // MIG, read-only: optional, each on its own.
+  nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;
+  nvmlReturn_t (*max_mig)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*mig_by_index)(nvmlDevice_t, unsigned, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*gi_id)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*ci_id)(nvmlDevice_t, unsigned*) = nullptr;
+  nvmlReturn_t (*attributes)(nvmlDevice_t, nvmlDeviceAttributes_t*) = nullptr;
+  nvmlReturn_t (*mig_parent)(nvmlDevice_t, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*by_uuid)(const char*, nvmlDevice_t*) = nullptr;
   // Events: optional as a group.
   nvmlReturn_t (*event_set_create)(nvmlEventSet_t*) = nullptr;
   nvmlReturn_t (*supported_events)(nvmlDevice_t, unsigned long long*) = nullptr;
@@ -188,6 +197,14 @@ struct Library::Api {
         lookup<decltype(nvlink_remote_pci)>(dl, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     nvlink_remote_type =
         lookup<decltype(nvlink_remote_type)>(dl, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    mig_mode = lookup<decltype(mig_mode)>(dl, "nvmlDeviceGetMigMode");
+    max_mig = lookup<decltype(max_mig)>(dl, "nvmlDeviceGetMaxMigDeviceCount");
+    mig_by_index = lookup<decltype(mig_by_index)>(dl, "nvmlDeviceGetMigDeviceHandleByIndex");
+    gi_id = lookup<decltype(gi_id)>(dl, "nvmlDeviceGetGpuInstanceId");
+    ci_id = lookup<decltype(ci_id)>(dl, "nvmlDeviceGetComputeInstanceId");
+    attributes = lookup<decltype(attributes)>(dl, "nvmlDeviceGetAttributes_v2");
+    mig_parent = lookup<decltype(mig_parent)>(dl, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    by_uuid = lookup<decltype(by_uuid)>(dl, "nvmlDeviceGetHandleByUUID");
     event_set_create = lookup<decltype(event_set_create)>(dl, "nvmlEventSetCreate");
     supported_events = lookup<decltype(supported_events)>(dl, "nvmlDeviceGetSupportedEventTypes");
     register_events = lookup<decltype(register_events)>(dl, "nvmlDeviceRegisterEvents");
@@ -390,7 +407,11 @@ Result<DeviceInfo> Library::device(int index) {
 Result<MemoryInfo> Library::memory(int index) {
   auto hr = handle(index);
   if (!hr) return hr.error();
-  auto* h = static_cast<nvmlDevice_t>(*hr);
+  return memory_of(*hr, index);
+}
+
+Result<MemoryInfo> Library::memory_of(void* device, int index) {
+  auto* h = static_cast<nvmlDevice_t>(device);
   if (api_->memory_v2 != nullptr) {
     nvmlMemory_v2_t m{};
     m.version = nvmlMemory_v2;
@@ -614,6 +635,140 @@ Result<std::optional<XidEvent>> Library::wait_xid(std::chrono::milliseconds time
   if (data.device != nullptr && it != handles_.end())
     ev.index = static_cast<int>(it - handles_.begin());
   return std::optional<XidEvent>{ev};
+}
+
+std::string mig_profile_from_name(std::string_view name) {
+  // The driver names a MIG device "<GPU name> MIG <profile>".
+  constexpr std::string_view kMark = " MIG ";
+  const size_t at = name.rfind(kMark);
+  if (at == std::string_view::npos) return {};
+  std::string_view p = name.substr(at + kMark.size());
+  while (!p.empty() && p.back() == ' ')
+    p.remove_suffix(1);
+  if (p.empty() || p.find(' ') != std::string_view::npos) return {};
+  return std::string(p);
+}
+
+Result<MigMode> Library::mig_mode(int index) {
+  static constexpr const char* kCall = "nvmlDeviceGetMigMode";
+  // A driver without MIG functions has no MIG-enabled GPU.
+  if (api_->mig_mode == nullptr) return MigMode{};
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  unsigned current = NVML_DEVICE_MIG_DISABLE;
+  unsigned pending = NVML_DEVICE_MIG_DISABLE;
+  const nvmlReturn_t rc = api_->mig_mode(static_cast<nvmlDevice_t>(*hr), &current, &pending);
+  if (rc == NVML_ERROR_NOT_SUPPORTED) return MigMode{};
+  if (rc != NVML_SUCCESS) return fail(kCall, index, rc);
+  return MigMode{current == NVML_DEVICE_MIG_ENABLE, pending == NVML_DEVICE_MIG_ENABLE};
+}
+
+Result<int> Library::max_mig_devices(int index) {
+  if (api_->max_mig == nullptr) return 0;
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  unsigned n = 0;
+  const nvmlReturn_t rc = api_->max_mig(static_cast<nvmlDevice_t>(*hr), &n);
+  if (rc == NVML_ERROR_NOT_SUPPORTED) return 0;
+  if (rc != NVML_SUCCESS) return fail("nvmlDeviceGetMaxMigDeviceCount", index, rc);
+  return static_cast<int>(n);
+}
+
+Result<std::optional<MigDevice>> Library::mig_device(int index, int mig_index) {
+  static constexpr const char* kCall = "nvmlDeviceGetMigDeviceHandleByIndex";
+  if (api_->mig_by_index == nullptr) return fail(kCall, index, NVML_ERROR_FUNCTION_NOT_FOUND);
+  if (mig_index < 0) {
+    last_error_ = NVML_ERROR_INVALID_ARGUMENT;
+    return Error{"MIG device index " + std::to_string(mig_index) + ": out of range"};
+  }
+  auto hr = handle(index);
+  if (!hr) return hr.error();
+  nvmlDevice_t m = nullptr;
+  nvmlReturn_t rc =
+      api_->mig_by_index(static_cast<nvmlDevice_t>(*hr), static_cast<unsigned>(mig_index), &m);
+  if (rc == NVML_ERROR_NOT_FOUND) return std::optional<MigDevice>{};
+  if (rc != NVML_SUCCESS) return fail(kCall, index, rc);
+  MigDevice d;
+  d.parent_index = index;
+  d.mig_index = mig_index;
+  char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  if (rc = api_->uuid(m, buf, sizeof buf); rc != NVML_SUCCESS)
+    return fail("nvmlDeviceGetUUID(MIG device)", index, rc);
+  d.uuid = buf;
+  buf[0] = '\0';
+  if (rc = api_->name(m, buf, sizeof buf); rc == NVML_SUCCESS) {
+    d.name = buf;
+    d.profile = mig_profile_from_name(d.name);
+  } else if (device_gone(rc)) {
+    return fail("nvmlDeviceGetName(MIG device)", index, rc);
+  }
+  auto mem = memory_of(m, index);
+  if (!mem) return mem.error();
+  d.memory_total = mem->total;
+  // The instance IDs name the device to the driver (Xid events, process
+  // lists): without them it cannot be told apart, so they are required.
+  if (api_->gi_id == nullptr || api_->ci_id == nullptr)
+    return fail("nvmlDeviceGetGpuInstanceId", index, NVML_ERROR_FUNCTION_NOT_FOUND);
+  if (rc = api_->gi_id(m, &d.gpu_instance_id); rc != NVML_SUCCESS)
+    return fail("nvmlDeviceGetGpuInstanceId", index, rc);
+  if (rc = api_->ci_id(m, &d.compute_instance_id); rc != NVML_SUCCESS)
+    return fail("nvmlDeviceGetComputeInstanceId", index, rc);
+  if (api_->attributes != nullptr) {
+    nvmlDeviceAttributes_t a{};
+    rc = api_->attributes(m, &a);
+    if (rc == NVML_SUCCESS) {
+      d.sm_count = a.multiprocessorCount;
+      d.gpu_instance_slices = a.gpuInstanceSliceCount;
+      d.compute_instance_slices = a.computeInstanceSliceCount;
+    } else if (device_gone(rc)) {
+      return fail("nvmlDeviceGetAttributes_v2", index, rc);
+    }
+  }
+  // A name without the profile (a driver that names MIG devices otherwise):
+  // NVIDIA's own form, "<slices>g.<GB>gb", from the attributes.
+  if (d.profile.empty() && d.gpu_instance_slices > 0) {
+    const uint64_t gb = (d.memory_total + (1ull << 30) - 1) >> 30;
+    d.profile = std::to_string(d.gpu_instance_slices) + "g." + std::to_string(gb) + "gb";
+    if (d.compute_instance_slices > 0 && d.compute_instance_slices != d.gpu_instance_slices)
+      d.profile = std::to_string(d.compute_instance_slices) + "c." + d.profile;
+  }
+  return std::optional<MigDevice>{std::move(d)};
+}
+
+Result<std::vector<MigDevice>> Library::mig_devices(int index) {
+  std::vector<MigDevice> out;
+  auto mode = mig_mode(index);
+  if (!mode) return mode.error();
+  if (!mode->current) return out;
+  auto max = max_mig_devices(index);
+  if (!max) return max.error();
+  for (int i = 0; i < *max; ++i) {
+    auto d = mig_device(index, i);
+    if (!d) return d.error();
+    if (*d) out.push_back(std::move(**d));
+  }
+  return out;
+}
+
+Result<int> Library::mig_parent(const std::string& mig_uuid) {
+  if (api_->by_uuid == nullptr)
+    return fail("nvmlDeviceGetHandleByUUID", -1, NVML_ERROR_FUNCTION_NOT_FOUND);
+  if (api_->mig_parent == nullptr)
+    return fail("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", -1, NVML_ERROR_FUNCTION_NOT_FOUND);
+  nvmlDevice_t m = nullptr;
+  if (const nvmlReturn_t rc = api_->by_uuid(mig_uuid.c_str(), &m); rc != NVML_SUCCESS)
+    return Error{fail("nvmlDeviceGetHandleByUUID", -1, rc).message + " for " + mig_uuid};
+  nvmlDevice_t parent = nullptr;
+  if (const nvmlReturn_t rc = api_->mig_parent(m, &parent); rc != NVML_SUCCESS)
+    return fail("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", -1, rc);
+  auto n = device_count();
+  if (!n) return n.error();
+  for (int i = 0; i < *n; ++i) {
+    auto h = handle(i);
+    if (h && *h == static_cast<void*>(parent)) return i;
+  }
+  last_error_ = NVML_ERROR_NOT_FOUND;
+  return Error{mig_uuid + ": its GPU is not among the " + std::to_string(*n) + " NVML lists"};
 }
 
 }  // namespace hami::nvml

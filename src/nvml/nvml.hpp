@@ -36,6 +36,17 @@
 //   auto links = (*nvml)->nvlinks(0);              // empty on a GPU without NVLink
 //   auto p2p = (*nvml)->p2p_status(0, 1, kP2pRead);  // kP2pOk
 //
+// MIG, read only (nothing here creates or destroys an instance): a GPU's MIG
+// mode, and the MIG devices (compute instances) it is partitioned into, each
+// with its UUID, profile, memory, GPU/compute instance IDs and SMs. A GPU
+// without MIG, or a driver without the MIG functions, answers MIG off; a
+// MIG-capable GPU with MIG off has no MIG devices.
+//
+//   auto mode = (*nvml)->mig_mode(0);          // {current, pending}
+//   auto migs = (*nvml)->mig_devices(0);       // empty with MIG off
+//   for (auto& m : *migs) use(m.uuid, m.profile, m.memory_total, m.gpu_instance_id);
+//   auto parent = (*nvml)->mig_parent("MIG-…");  // the GPU's NVML index
+//
 // Not thread-safe: one thread (the sampler, the health checker) owns a Library.
 
 #include <chrono>
@@ -43,6 +54,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.hpp"
@@ -143,6 +155,32 @@ struct NvLink {
   int remote_type = kNvLinkRemoteUnknown;  // a GPU, an NVSwitch, or unknown (old driver)
 };
 
+// nvmlDeviceGetMigMode: what the GPU runs in now and after its next reset.
+struct MigMode {
+  bool current = false;
+  bool pending = false;
+  bool operator==(const MigMode&) const = default;
+};
+
+// One MIG device (a compute instance) of a MIG-enabled GPU.
+struct MigDevice {
+  int parent_index = 0;  // the GPU's NVML index
+  int mig_index = 0;     // nvmlDeviceGetMigDeviceHandleByIndex's index on that GPU
+  std::string uuid;      // "MIG-xxxxxxxx-..."
+  std::string name;      // "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
+  std::string profile;   // "1g.10gb" (from the name, else from the slices and memory)
+  uint64_t memory_total = 0;
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+  unsigned sm_count = 0;             // 0: the driver cannot say
+  unsigned gpu_instance_slices = 0;  // compute slices of its GPU instance; 0: unknown
+  unsigned compute_instance_slices = 0;
+};
+
+// The profile in a MIG device's NVML name: "NVIDIA H200 MIG 3g.71gb" ->
+// "3g.71gb", "… MIG 1c.3g.71gb" -> "1c.3g.71gb"; "" when the name has none.
+std::string mig_profile_from_name(std::string_view name);
+
 class Library {
  public:
   // dlopen(path), resolve the symbols, nvmlInit_v2. The Error says which
@@ -186,6 +224,20 @@ class Library {
   // nvmlDeviceGetP2PStatus for one kP2p* capability: a P2P status (kP2pOk...).
   Result<int> p2p_status(int a, int b, int caps_index);
 
+  // nvmlDeviceGetMigMode. MIG off where the GPU has no MIG
+  // (NVML_ERROR_NOT_SUPPORTED) or the driver lacks the function; an Error
+  // for anything else (a lost GPU).
+  Result<MigMode> mig_mode(int index);
+  // nvmlDeviceGetMaxMigDeviceCount: 0 with MIG off or without MIG.
+  Result<int> max_mig_devices(int index);
+  // The MIG device at `mig_index` (0 .. max_mig_devices - 1): nullopt where
+  // that index holds none (NVML_ERROR_NOT_FOUND). An Error with MIG off.
+  Result<std::optional<MigDevice>> mig_device(int index, int mig_index);
+  // Every MIG device of the GPU, by index; empty with MIG off or without MIG.
+  Result<std::vector<MigDevice>> mig_devices(int index);
+  // The NVML index of the GPU a MIG device (by UUID) belongs to.
+  Result<int> mig_parent(const std::string& mig_uuid);
+
   // The raw nvmlReturn_t behind the last Error returned (kSuccess if none
   // yet), for callers that mark devices unhealthy.
   int last_error() const { return last_error_; }
@@ -199,6 +251,7 @@ class Library {
   Library(std::string path, void* handle, std::unique_ptr<Api> api);
   // The handle of device `index`, cached after the first lookup.
   Result<void*> handle(int index);
+  Result<MemoryInfo> memory_of(void* device, int index);
   // Records a failed call's code and describes it: "<call>(device N): <name> (<rc>, <text>)".
   Error fail(const char* call, int index, int rc);
 

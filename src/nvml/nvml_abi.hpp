@@ -329,6 +329,19 @@ struct nvmlComputeInstanceInfo_t {
   nvmlComputeInstancePlacement_t placement;
 };
 
+// nvmlDeviceGetAttributes_v2: what a MIG device (or a GPU) is made of.
+struct nvmlDeviceAttributes_t {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;  // MiB
+};
+
 }  // namespace hami::nvml::abi
 
 // libvgpu.so spells these names hami::cuda::, beside the CUDA driver's.

@@ -176,6 +176,7 @@ SAME(nvmlDeviceGetComputeInstanceId, Dev, unsigned*)
 SAME(nvmlDeviceGetMaxMigDeviceCount, Dev, unsigned*)
 SAME(nvmlDeviceGetMigDeviceHandleByIndex, Dev, unsigned, Dev*)
 SAME(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, Dev, Dev*)
+SAME(nvmlDeviceGetAttributes_v2, Dev, h::nvmlDeviceAttributes_t*)
 #undef SAME
 static_assert(std::is_same_v<h::nvmlGpuInstance_t, ::nvmlGpuInstance_t>);
 static_assert(std::is_same_v<h::nvmlComputeInstance_t, ::nvmlComputeInstance_t>);
@@ -354,6 +355,11 @@ SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, gpuInstance)
 SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, id)
 SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, profileId)
 SAME_FIELD(nvmlComputeInstanceInfo_t, nvmlComputeInstanceInfo_t, placement)
+static_assert(sizeof(h::nvmlDeviceAttributes_t) == sizeof(::nvmlDeviceAttributes_t));
+SAME_FIELD(nvmlDeviceAttributes_t, nvmlDeviceAttributes_t, multiprocessorCount)
+SAME_FIELD(nvmlDeviceAttributes_t, nvmlDeviceAttributes_t, gpuInstanceSliceCount)
+SAME_FIELD(nvmlDeviceAttributes_t, nvmlDeviceAttributes_t, computeInstanceSliceCount)
+SAME_FIELD(nvmlDeviceAttributes_t, nvmlDeviceAttributes_t, memorySizeMB)
 #undef SAME_FIELD
 
 }  // namespace

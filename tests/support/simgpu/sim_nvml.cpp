@@ -1340,6 +1340,31 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t h, unsigned int in
   return NVML_SUCCESS;
 }
 
+// A MIG device: its CI's SMs, its GI's and CI's compute slices and its
+// memory; a GPU: all of its SMs and memory, no slices (what a real driver
+// answers with MIG off).
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t h, nvmlDeviceAttributes_t* a) {
+  int dev = 0;
+  if (nvmlReturn_t rc = enter_any("nvmlDeviceGetAttributes_v2", h, &dev); rc != NVML_SUCCESS)
+    return rc;
+  if (a == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *a = {};
+  a->multiprocessorCount = mig::sm_count(dev);
+  a->memorySizeMB = simgpu::device_total(dev) >> 20;
+  if (simgpu::is_mig_device(dev)) {
+    const int gpu = simgpu::gpu_of(dev);
+    const simgpu::MigCi& c = simgpu::state().mig[gpu].cis[dev - simgpu::mig_device(gpu, 0)];
+    if (const mig::GiProfile* p = mig::gi_profile_of(dev)) {
+      a->gpuInstanceSliceCount = p->slices;
+      a->sharedCopyEngineCount = p->copy_engines;
+      a->sharedDecoderCount = p->decoders;
+      a->sharedJpegCount = p->jpegs;
+    }
+    a->computeInstanceSliceCount = c.size;
+  }
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t h, nvmlDevice_t* parent) {
   int dev = 0;
   if (nvmlReturn_t rc = enter_any("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", h, &dev);
