@@ -194,20 +194,33 @@ Result<void> apply_filter(PluginConfig& cfg, const YAML::Node& f, const std::str
   return {};
 }
 
-// A sharing mode; `what` names the node or GPU it is for. "hami-core" is
+// An operating mode: a sharing mode, or mig.
+struct ModeChoice {
+  SharingMode sharing = SharingMode::kTimeslice;
+  bool mig = false;
+};
+
+// An operating mode; `what` names the node or GPU it is for. "hami-core" is
 // upstream's word for timeslice, kept so upstream's config.json reads as is.
-Result<SharingMode> as_mode(const YAML::Node& n, const Where& w, const std::string& what) {
+Result<ModeChoice> as_mode(const YAML::Node& n, const Where& w, const std::string& what) {
   if (n.IsScalar()) {
     const std::string s = lower(n.Scalar());
-    if (s.empty() || s == "timeslice" || s == "hami-core") return SharingMode::kTimeslice;
-    if (s == "mps") return SharingMode::kMps;
-    if (s == "mig") {
-      return Error{w.str() + what + ": mig is not supported by this device plugin (MIG is not " +
-                   "implemented); accepted: timeslice (also written hami-core) or mps"};
-    }
+    if (s.empty() || s == "timeslice" || s == "hami-core") return ModeChoice{};
+    if (s == "mps") return ModeChoice{SharingMode::kMps, false};
+    if (s == "mig") return ModeChoice{SharingMode::kTimeslice, true};
   }
-  return Error{w.str() + what + ": expected timeslice (also written hami-core) or mps, got " +
+  return Error{w.str() + what + ": expected timeslice (also written hami-core), mps or mig, got " +
                shown(n)};
+}
+
+Result<MigStrategy> as_mig_strategy(const YAML::Node& n, const Where& w) {
+  if (n.IsScalar()) {
+    const std::string s = lower(n.Scalar());
+    if (s.empty() || s == "none") return MigStrategy::kNone;
+    if (s == "single") return MigStrategy::kSingle;
+    if (s == "mixed") return MigStrategy::kMixed;
+  }
+  return Error{w.str() + "expected none, single or mixed, got " + shown(n)};
 }
 
 // devicemodes: [{uuid: GPU-..., operatingmode: mps}, {index: 1, operatingmode: timeslice}]
@@ -246,12 +259,13 @@ Result<void> apply_device_modes(PluginConfig& cfg, const YAML::Node& list,
     const Where w{source, at, entry};
     if (o.uuid.empty() == (o.index < 0))
       return Error{w.str() + "name the GPU by exactly one of uuid or index"};
-    if (!mode) return Error{w.str() + "operatingmode missing (timeslice or mps)"};
+    if (!mode) return Error{w.str() + "operatingmode missing (timeslice, mps or mig)"};
     const std::string gpu =
         "GPU " + (o.uuid.empty() ? std::to_string(o.index) : o.uuid) + " on node " + node_name;
     auto m = as_mode(*mode, Where{source, at + ".operatingmode", *mode}, gpu);
     if (!m) return m.error();
-    o.mode = *m;
+    o.mode = m->sharing;
+    o.mig = m->mig;
     cfg.gpu_modes.push_back(std::move(o));
   }
   return {};
@@ -268,16 +282,15 @@ Result<void> apply_node_entry(PluginConfig& cfg, const YAML::Node& entry, const 
     if (!node_key) return node_key.error();
     if (*node_key || key == "name") continue;
     if (key == "migstrategy") {
-      // Upstream's per-node --mig-strategy: as on the command line, only none.
-      if (!v.IsScalar() || (v.Scalar() != "none" && !v.Scalar().empty())) {
-        return Error{w.str() +
-                     "not supported by this build: MIG is not implemented; only none, got " +
-                     shown(v)};
-      }
+      // Upstream's per-node --mig-strategy (parsed there, unused); ours applies it.
+      auto r = as_mig_strategy(v, w);
+      if (!r) return r.error();
+      cfg.mig_strategy = *r;
     } else if (key == "operatingmode") {
       auto r = as_mode(v, w, "node " + node_name);
       if (!r) return r.error();
-      cfg.sharing_mode = *r;
+      cfg.sharing_mode = r->sharing;
+      cfg.mig_mode = r->mig;
     } else if (key == "devicemodes") {
       auto r = apply_device_modes(cfg, v, source, w.key, node_name);
       if (!r) return r.error();
@@ -344,6 +357,25 @@ SharingMode PluginConfig::mode_of(const std::string& uuid, int index) const {
   return sharing_mode;
 }
 
+bool PluginConfig::mig_of(const std::string& uuid, int index) const {
+  for (auto it = gpu_modes.rbegin(); it != gpu_modes.rend(); ++it) {
+    if (it->uuid.empty() ? it->index == index : it->uuid == uuid) return it->mig;
+  }
+  return mig_mode;
+}
+
+const char* mig_strategy_name(MigStrategy s) {
+  switch (s) {
+    case MigStrategy::kSingle:
+      return "single";
+    case MigStrategy::kMixed:
+      return "mixed";
+    case MigStrategy::kNone:
+      break;
+  }
+  return "none";
+}
+
 const char* sharing_mode_name(SharingMode m) {
   return m == SharingMode::kMps ? "mps" : "timeslice";
 }
@@ -362,11 +394,12 @@ std::string PluginConfig::describe() const {
       " enableGetPreferredAllocation=" + (enable_get_preferred_allocation ? "true" : "false") +
       " resourceCountName=" + resource_count_name +
       " resourcePriorityName=" + resource_priority_name;
-  s += std::string(" operatingMode=") + sharing_mode_name(sharing_mode);
+  s += std::string(" operatingMode=") + (mig_mode ? "mig" : sharing_mode_name(sharing_mode));
   for (const auto& o : gpu_modes) {
     s += " GPU " + (o.uuid.empty() ? std::to_string(o.index) : o.uuid) + "=" +
-         sharing_mode_name(o.mode);
+         (o.mig ? "mig" : sharing_mode_name(o.mode));
   }
+  s += std::string(" migStrategy=") + mig_strategy_name(mig_strategy);
   if (lib_cuda_log_level) s += " libCudaLogLevel=" + std::to_string(*lib_cuda_log_level);
   if (!filter_uuids.empty() || !filter_indices.empty()) {
     s += " filterdevices=";

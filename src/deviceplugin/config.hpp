@@ -41,12 +41,22 @@ const char* sharing_mode_name(SharingMode m);
 const char* registered_mode(SharingMode m);
 
 // One GPU's mode, set apart from the node's: by UUID when uuid is set, else
-// by NVML index.
+// by NVML index. `mig`: operatingmode mig (docs/mig.md), the GPU is served as
+// the MIG devices it is partitioned into; `mode` is then unused.
 struct GpuModeOverride {
   std::string uuid;
   int index = -1;
   SharingMode mode = SharingMode::kTimeslice;
+  bool mig = false;
 };
+
+// --mig-strategy (NVIDIA's device plugin's flag, docs/mig.md). None and
+// single: a MIG-enabled GPU's MIG devices are nvidia.com/gpu devices,
+// registered for the scheduler with mode "mig". Mixed: they are advertised as
+// nvidia.com/mig-<profile> resources that kubelet counts, as NVIDIA's plugin
+// does, and are not registered for the scheduler.
+enum class MigStrategy : uint8_t { kNone, kSingle, kMixed };
+const char* mig_strategy_name(MigStrategy s);
 
 struct PluginConfig {
   // May be overridden per node.
@@ -59,7 +69,9 @@ struct PluginConfig {
   std::vector<std::string> filter_uuids;  // GPUs hidden from kubelet and the scheduler
   std::vector<int> filter_indices;
   SharingMode sharing_mode = SharingMode::kTimeslice;  // nodeconfig operatingmode
+  bool mig_mode = false;                               // nodeconfig operatingmode: mig
   std::vector<GpuModeOverride> gpu_modes;              // nodeconfig devicemodes
+  MigStrategy mig_strategy = MigStrategy::kNone;       // --mig-strategy, nodeconfig migstrategy
 
   bool disable_core_limit = false;  // GPU_CORE_UTILIZATION_POLICY=disable in every container
   std::string resource_count_name = protocol::kResourceCount;
@@ -75,6 +87,8 @@ struct PluginConfig {
   // The GPU's sharing mode: the last devicemodes entry naming it, else the
   // node's operatingmode.
   SharingMode mode_of(const std::string& uuid, int index) const;
+  // Whether the GPU's operatingmode is mig, by the same rule.
+  bool mig_of(const std::string& uuid, int index) const;
   // One line for the log: every effective value.
   std::string describe() const;
 };

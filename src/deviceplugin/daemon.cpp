@@ -234,7 +234,7 @@ int run_daemon(const DaemonOptions& o) {
               g.index, g.uuid.c_str(), g.name.c_str(),
               static_cast<unsigned long long>(g.memory_total >> 20),
               g.numa ? std::to_string(*g.numa).c_str() : "unknown", cfg.device_split_count,
-              sharing_mode_name(g.mode));
+              g.mig ? "mig" : sharing_mode_name(g.mode));
   }
   DeviceState state(std::move(*gpus));
 
@@ -272,7 +272,7 @@ int run_daemon(const DaemonOptions& o) {
   mps_options.root = join(o.hook_path, "vgpu");
   std::vector<std::string> mps_gpus;
   for (const Gpu& g : state.gpus())
-    if (g.mode == SharingMode::kMps) mps_gpus.push_back(g.uuid);
+    if (g.mode == SharingMode::kMps && !g.mig) mps_gpus.push_back(g.uuid);
   mps_options.gpu_uuids = mps_capable(**nvml, state, mps_gpus);
   MpsSupervisor mps(std::move(mps_options),
                     [&state](const std::string& uuid, bool up, const std::string& reason) {

@@ -31,15 +31,17 @@ std::optional<int> sysfs_numa(const std::string& sysfs_pci, std::string bus_id) 
 
 // Fills every GPU's peers from NVML's view of each pair.
 void read_peers(nvml::Library& nvml, std::vector<Gpu>& gpus) {
-  if (gpus.size() < 2) return;
+  // MIG devices have no peer-to-peer links of their own: whole GPUs only.
   std::vector<int> indices;
   for (const Gpu& g : gpus)
-    indices.push_back(g.index);
+    if (!g.mig) indices.push_back(g.index);
+  if (indices.size() < 2) return;
   const nvml::Topology t = nvml::read_topology(nvml, indices);
   for (const std::string& p : t.problems)
     log::warn("GPU topology: %s; that fact counts as unknown", p.c_str());
   auto by_index = [&](int index) -> Gpu& {
-    return *std::find_if(gpus.begin(), gpus.end(), [&](const Gpu& g) { return g.index == index; });
+    return *std::find_if(gpus.begin(), gpus.end(),
+                         [&](const Gpu& g) { return !g.mig && g.index == index; });
   };
   for (const nvml::PairLink& p : t.pairs) {
     Gpu& a = by_index(p.a);
@@ -80,6 +82,44 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
     g.memory_total = info->memory_total;
     g.numa = info->numa_node ? info->numa_node : sysfs_numa(sysfs_pci, info->pci_bus_id);
     g.mode = cfg.mode_of(g.uuid, i);
+    const bool want_mig = cfg.mig_of(g.uuid, i);
+    auto mig = nvml.mig_mode(i);
+    if (!mig) {
+      log::warn("GPU %d (%s): cannot read its MIG mode (%s); taken as MIG off", i, g.uuid.c_str(),
+                mig.error().message.c_str());
+    } else if (mig->pending != mig->current) {
+      log::warn("GPU %d (%s): MIG is %s now and %s after the GPU is reset; served as it is now", i,
+                g.uuid.c_str(), mig->current ? "on" : "off", mig->pending ? "on" : "off");
+    }
+    if (mig && mig->current) {
+      auto layout = nvml.mig_devices(i);
+      if (!layout) {
+        log::error("GPU %d (%s) left out: MIG is on and its MIG devices cannot be read: %s", i,
+                   g.uuid.c_str(), layout.error().message.c_str());
+        continue;
+      }
+      if (!want_mig) {
+        log::info("GPU %d (%s) has MIG on: served as its MIG devices whatever its operatingmode", i,
+                  g.uuid.c_str());
+      }
+      if (layout->empty()) {
+        log::warn(
+            "GPU %d (%s) has MIG on but no MIG devices: nothing of it is advertised; create "
+            "them (nvidia-smi mig -cgi <profiles> -C) and restart the plugin",
+            i, g.uuid.c_str());
+      }
+      for (Gpu& m : mig_devices_of(g, *layout, cfg))
+        gpus.push_back(std::move(m));
+      continue;
+    }
+    if (want_mig) {
+      log::error(
+          "GPU %d (%s) left out: its operatingmode is mig but MIG is off on it; this build "
+          "serves GPUs already partitioned (static MIG): enable MIG and create its instances, "
+          "or give it another operatingmode",
+          i, g.uuid.c_str());
+      continue;
+    }
     gpus.push_back(std::move(g));
   }
   read_peers(nvml, gpus);
@@ -95,6 +135,36 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
     }
   }
   return gpus;
+}
+
+std::vector<Gpu> mig_devices_of(const Gpu& parent, const std::vector<nvml::MigDevice>& layout,
+                                const PluginConfig& cfg) {
+  std::vector<Gpu> out;
+  for (const nvml::MigDevice& d : layout) {
+    if (cfg.filtered(d.uuid, -1)) {
+      log::info("MIG device %s of GPU %d left out: filterdevices in the config", d.uuid.c_str(),
+                parent.index);
+      continue;
+    }
+    Gpu m;
+    m.index = parent.index;
+    m.uuid = d.uuid;
+    // The driver's name says the profile ("NVIDIA H200 MIG 3g.71gb"); one
+    // that does not is given it, so the registered type always does.
+    m.name = d.name.empty() || nvml::mig_profile_from_name(d.name).empty()
+                 ? parent.name + " MIG " + d.profile
+                 : d.name;
+    m.memory_total = d.memory_total;
+    m.numa = parent.numa;
+    m.healthy = parent.healthy;
+    m.mig = MigSlice{parent.uuid, d.profile, d.gpu_instance_id, d.compute_instance_id, d.sm_count};
+    log::info("GPU %d MIG device %d: %s %s, %llu MiB, GPU instance %u, compute instance %u, %u SMs",
+              parent.index, d.mig_index, m.uuid.c_str(), d.profile.c_str(),
+              static_cast<unsigned long long>(d.memory_total >> 20), d.gpu_instance_id,
+              d.compute_instance_id, d.sm_count);
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 bool HealthChecker::watch_xids() {

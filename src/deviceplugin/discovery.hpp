@@ -5,6 +5,9 @@
 // its NUMA node from NVML or, where the driver cannot say, from
 // /sys/bus/pci/devices/<bus id>/numa_node as upstream reads it (negative:
 // unknown). A GPU NVML cannot describe is left out with an error in the log.
+// A GPU with MIG on is served as its MIG devices (mig_devices_of); one whose
+// operatingmode is mig but whose MIG is off is left out, said in the log
+// (this build serves GPUs already partitioned: static MIG, docs/mig.md).
 // With two GPUs or more, each pair's connection is read once (nvml/topology.hpp)
 // into Gpu::peers, logged per pair; what NVML cannot answer is logged and
 // scores as unknown.
@@ -48,6 +51,15 @@ namespace hami::deviceplugin {
 
 Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& cfg,
                                        const std::string& sysfs_pci = "/sys/bus/pci/devices");
+
+// The devices a MIG-enabled GPU is served as: one per MIG device of `layout`
+// (nvml::Library::mig_devices), each with the GPU's index and NUMA node and
+// its own UUID, name, memory and instance IDs; those `cfg` filters out
+// (filterdevices by MIG UUID) are left out. Static MIG calls it with the
+// layout NVML reads at start; dynamic MIG, which changes the layout, is to
+// call it again with the new one (docs/mig.md).
+std::vector<Gpu> mig_devices_of(const Gpu& parent, const std::vector<nvml::MigDevice>& layout,
+                                const PluginConfig& cfg);
 
 class HealthChecker {
  public:

@@ -108,7 +108,10 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
 
   // NVIDIA's device plugin's flags, each with its environment variable as there.
   const std::string& upstream = start.upstream_group();
-  app.add_option("--mig-strategy", f.mig_strategy, "Only none: MIG is not in this build")
+  app.add_option("--mig-strategy", f.mig_strategy,
+                 "none or single: the MIG devices of MIG-enabled GPUs are nvidia.com/gpu "
+                 "devices placed by the scheduler (docs/mig.md); mixed is not in this build (a "
+                 "node's migstrategy in the config is applied too)")
       ->envname("MIG_STRATEGY")
       ->check(CLI::IsMember({"none", "single", "mixed"}))
       ->capture_default_str()
@@ -138,11 +141,6 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
 
 Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   using goflags::not_supported;
-  if (f.mig_strategy != "none") {
-    return Error{not_supported("--mig-strategy=" + f.mig_strategy,
-                               "MIG is not implemented; use --mig-strategy=none (upstream's "
-                               "chart: devicePlugin.migStrategy=none)")};
-  }
   const std::string& dls = f.device_list_strategy;
   for (size_t start = 0; start <= dls.size();) {
     const size_t comma = dls.find(',', start);
@@ -175,6 +173,9 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   if (f.split) cfg.device_split_count = *f.split;
   if (f.mem_scaling) cfg.device_memory_scaling = *f.mem_scaling;
   if (f.core_scaling) cfg.device_core_scaling = *f.core_scaling;
+  cfg.mig_strategy = f.mig_strategy == "single"  ? MigStrategy::kSingle
+                     : f.mig_strategy == "mixed" ? MigStrategy::kMixed
+                                                 : MigStrategy::kNone;
   if (f.disable_core_limit) cfg.disable_core_limit = true;
   if (f.resource_name) cfg.resource_count_name = *f.resource_name;
   if (!f.config_file.empty()) {
@@ -184,6 +185,13 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   if (!f.node_config_file.empty() &&
       !(default_node_config && !std::filesystem::exists(f.node_config_file))) {
     if (auto r = apply_config_file(cfg, f.node_config_file, o.node_name); !r) return r.error();
+  }
+  // The flag or this node's migstrategy.
+  if (cfg.mig_strategy == MigStrategy::kMixed) {
+    return Error{not_supported("--mig-strategy=mixed",
+                               "nvidia.com/mig-<profile> resources are not in this build; "
+                               "single (or none) serves the MIG devices as nvidia.com/gpu, "
+                               "placed by gpumem (docs/mig.md)")};
   }
   const std::string& res = cfg.resource_count_name;
   if (res.find('/') == std::string::npos || res.back() == '/') {

@@ -27,6 +27,10 @@ std::string physical_uuid(std::string_view id) {
   return std::string(id.substr(0, dash));
 }
 
+const char* registered_mode(const Gpu& gpu) {
+  return gpu.mig ? protocol::kModeMig : registered_mode(gpu.mode);
+}
+
 std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginConfig& cfg) {
   std::vector<NodeDevice> out;
   out.reserve(gpus.size());
@@ -35,12 +39,15 @@ std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginC
     d.id = g.uuid;
     d.index = g.index;
     d.count = cfg.device_split_count;
-    const double mib = static_cast<double>(g.memory_total >> 20) * cfg.device_memory_scaling;
+    // A MIG device's memory and SMs are the hardware's: as upstream does in
+    // MIG mode, neither is scaled.
+    const double scale = g.mig ? 1.0 : cfg.device_memory_scaling;
+    const double mib = static_cast<double>(g.memory_total >> 20) * scale;
     d.devmem = static_cast<int32_t>(std::min(mib, 2147483647.0));
-    d.devcore = static_cast<int32_t>(std::lround(cfg.device_core_scaling * 100));
+    d.devcore = g.mig ? 100 : static_cast<int32_t>(std::lround(cfg.device_core_scaling * 100));
     d.type = device_type(g.name);
     d.numa = g.numa.value_or(0);
-    d.mode = registered_mode(g.mode);
+    d.mode = registered_mode(g);
     d.health = g.healthy;
     out.push_back(std::move(d));
   }

@@ -9,6 +9,10 @@
 //   physical_uuid("GPU-abc-3");                       // "GPU-abc"
 //   auto entries = node_devices(gpus, cfg);           // for hami.io/node-nvidia-register
 //   auto links = device_links(gpus);                  // for hami.io/node-nvidia-score, -p2p
+//
+// A MIG-enabled GPU is not a Gpu here: each of its MIG devices is (mig set),
+// split and registered like a GPU with its slice's memory, mode "mig" and
+// type "<model> MIG <profile>" (docs/mig.md).
 
 #include <cstdint>
 #include <optional>
@@ -21,10 +25,20 @@
 
 namespace hami::deviceplugin {
 
+// What makes a Gpu a MIG device (docs/mig.md): a compute instance of a
+// MIG-enabled GPU, which containers get by its MIG-<uuid> as they get a GPU.
+struct MigSlice {
+  std::string parent_uuid;  // the GPU's "GPU-…"
+  std::string profile;      // "3g.40gb"
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+  unsigned sm_count = 0;  // 0: unknown
+};
+
 struct Gpu {
-  int index = 0;  // NVML index on the host
-  std::string uuid;
-  std::string name;  // NVML name, "NVIDIA H100 80GB HBM3"
+  int index = 0;     // NVML index on the host (a MIG device: its GPU's)
+  std::string uuid;  // "GPU-…"; a MIG device's "MIG-…"
+  std::string name;  // NVML name, "NVIDIA H100 80GB HBM3" ("… MIG 3g.40gb")
   uint64_t memory_total = 0;
   std::optional<int> numa;  // unknown: no TopologyInfo
   bool healthy = true;
@@ -33,7 +47,12 @@ struct Gpu {
   // How it reaches each of the node's other GPUs (discovery, from NVML):
   // upstream's pair score and the P2P read status. Empty on a one-GPU node.
   std::vector<protocol::PeerLink> peers;
+  std::optional<MigSlice> mig;  // set: a MIG device, registered with mode "mig"
 };
+
+// The mode a device registers with the scheduler: "mig" for a MIG device,
+// else its sharing mode's ("hami-core" or "mps").
+const char* registered_mode(const Gpu& gpu);
 
 std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count);
 // The GPU UUID of a virtual ID: the text before the last "-<digits>"; an ID

@@ -43,5 +43,7 @@ inline constexpr const char* kHandshakeReported = "Reported_";
 inline constexpr const char* kModeHamiCore = "hami-core";
 // A GPU shared through its MPS server (docs/sharing-modes.md).
 inline constexpr const char* kModeMps = "mps";
+// A MIG device (docs/mig.md): upstream's mode word for MIG.
+inline constexpr const char* kModeMig = "mig";
 
 }  // namespace hami::protocol

@@ -320,7 +320,6 @@ TEST_F(UpstreamChart, FeaturesThisBuildLacksAreRefusedByName) {
   const std::vector<Refusal> cases = {
       {"devices.ascend.enabled=true", "vgpu-scheduler-extender", "--enable-ascend=true"},
       {"devices.iluvatar.enabled=true", "vgpu-scheduler-extender", "--enable-iluvatar=true"},
-      {"devicePlugin.migStrategy=single", "device-plugin", "--mig-strategy=single"},
       {"devicePlugin.migStrategy=mixed", "device-plugin", "--mig-strategy=mixed"},
       {"devicePlugin.deviceListStrategy=cdi-annotations", "device-plugin",
        "--device-list-strategy=cdi-annotations"},

@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include "support/temp_dir.hpp"
 
@@ -156,13 +158,30 @@ TEST(Config, UpstreamConfigJsonFileAppliesOverTheYaml) {
   EXPECT_THAT(c.sources[1], HasSubstr("config.json (nodeconfig[0], node gpu-7)"));
 }
 
-TEST(Config, MigModeIsRefusedClearly) {
+TEST(Config, MigModePerNodeAndPerGpu) {
   PluginConfig c;
-  auto r = apply_config_text(c, R"({"nodeconfig":[{"name":"n","operatingmode":"mig"}]})",
-                             "config.json", "n");
-  ASSERT_FALSE(r);
-  EXPECT_THAT(r.error().message,
-              HasSubstr("nodeconfig[0].operatingmode: node n: mig is not supported"));
+  EXPECT_FALSE(c.mig_of("GPU-a", 0));
+  ASSERT_TRUE(apply_config_text(c, R"({"nodeconfig":[{"name":"n","operatingmode":"mig"}]})",
+                                "config.json", "n"));
+  EXPECT_TRUE(c.mig_of("GPU-a", 0));
+  EXPECT_EQ(c.mode_of("GPU-a", 0), SharingMode::kTimeslice);
+  // Point 4 of MIG: one GPU apart from the node's mode, either way.
+  ASSERT_TRUE(apply_config_text(c,
+                                "nodeconfig:\n- name: n\n  devicemodes:\n  - index: 1\n"
+                                "    operatingmode: mps\n  - uuid: GPU-c\n    operatingmode: "
+                                "timeslice\n",
+                                "f.yaml", "n"));
+  EXPECT_TRUE(c.mig_of("GPU-a", 0));
+  EXPECT_FALSE(c.mig_of("GPU-b", 1));
+  EXPECT_EQ(c.mode_of("GPU-b", 1), SharingMode::kMps);
+  EXPECT_FALSE(c.mig_of("GPU-c", 2));
+  EXPECT_THAT(c.describe(), HasSubstr("operatingMode=mig GPU 1=mps GPU GPU-c=timeslice"));
+  PluginConfig d;
+  ASSERT_TRUE(apply_config_text(
+      d, "nodeconfig:\n- name: n\n  devicemodes:\n  - index: 0\n    operatingmode: mig\n", "f.yaml",
+      "n"));
+  EXPECT_TRUE(d.mig_of("GPU-a", 0));
+  EXPECT_FALSE(d.mig_of("GPU-b", 1));
 }
 
 TEST(Config, SharingModeIsTimesliceUnlessTheNodeSaysMps) {
@@ -221,18 +240,16 @@ TEST(Config, BadSharingModesNameTheNodeOrGpuAndTheAcceptedValues) {
   } cases[] = {
       {"nodeconfig:\n- name: n\n  operatingmode: spatial\n",
        "f.yaml:3: nodeconfig[0].operatingmode: node n: expected timeslice (also written "
-       "hami-core) or mps, got 'spatial'"},
+       "hami-core), mps or mig, got 'spatial'"},
       {"nodeconfig:\n- name: n\n  devicemodes:\n  - index: 2\n    operatingmode: fast\n",
        "f.yaml:5: nodeconfig[0].devicemodes[0].operatingmode: GPU 2 on node n: expected "
-       "timeslice (also written hami-core) or mps, got 'fast'"},
-      {"nodeconfig:\n- name: n\n  devicemodes:\n  - uuid: GPU-z\n    operatingmode: mig\n",
-       "nodeconfig[0].devicemodes[0].operatingmode: GPU GPU-z on node n: mig is not supported"},
+       "timeslice (also written hami-core), mps or mig, got 'fast'"},
       {"nodeconfig:\n- name: n\n  devicemodes:\n  - operatingmode: mps\n",
        "nodeconfig[0].devicemodes[0]: name the GPU by exactly one of uuid or index"},
       {"nodeconfig:\n- name: n\n  devicemodes:\n  - {index: 1, uuid: GPU-z, operatingmode: mps}\n",
        "nodeconfig[0].devicemodes[0]: name the GPU by exactly one of uuid or index"},
       {"nodeconfig:\n- name: n\n  devicemodes:\n  - index: 1\n",
-       "nodeconfig[0].devicemodes[0]: operatingmode missing (timeslice or mps)"},
+       "nodeconfig[0].devicemodes[0]: operatingmode missing (timeslice, mps or mig)"},
       {"nodeconfig:\n- name: n\n  devicemodes: mps\n",
        "nodeconfig[0].devicemodes: expected a list, got 'mps'"},
       {"nodeconfig:\n- name: n\n  devicemodes:\n  - index: -1\n    operatingmode: mps\n",
@@ -247,15 +264,22 @@ TEST(Config, BadSharingModesNameTheNodeOrGpuAndTheAcceptedValues) {
   }
 }
 
-TEST(Config, MigStrategyOtherThanNoneIsRefusedClearly) {
+TEST(Config, MigStrategyPerNode) {
   PluginConfig c;
-  EXPECT_TRUE(apply_config_text(c, R"({"nodeconfig":[{"name":"n","migstrategy":"none"}]})",
-                                "config.json", "n"));
-  auto r = apply_config_text(c, R"({"nodeconfig":[{"name":"n","migstrategy":"mixed"}]})",
+  EXPECT_EQ(c.mig_strategy, MigStrategy::kNone);
+  for (auto [text, want] :
+       {std::pair{"single", MigStrategy::kSingle}, std::pair{"mixed", MigStrategy::kMixed},
+        std::pair{"none", MigStrategy::kNone}}) {
+    const std::string json =
+        std::string(R"({"nodeconfig":[{"name":"n","migstrategy":")") + text + "\"}]}";
+    ASSERT_TRUE(apply_config_text(c, json, "config.json", "n")) << text;
+    EXPECT_EQ(c.mig_strategy, want) << text;
+  }
+  auto r = apply_config_text(c, R"({"nodeconfig":[{"name":"n","migstrategy":"all"}]})",
                              "config.json", "n");
   ASSERT_FALSE(r);
   EXPECT_THAT(r.error().message,
-              HasSubstr("nodeconfig[0].migstrategy: not supported by this build: MIG"));
+              HasSubstr("nodeconfig[0].migstrategy: expected none, single or mixed, got 'all'"));
 }
 
 TEST(Config, MissingFileSaysWhich) {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -95,7 +97,8 @@ class DevicePluginTest : public ::testing::Test {
       std::fprintf(stderr, "--- hami-device-plugin log ---\n%s", r.err.c_str());
   }
 
-  void start_plugin(std::vector<std::string> extra = {}, bool scripted = true) {
+  void start_plugin(std::vector<std::string> extra = {}, bool scripted = true,
+                    const test::Env& sim_env = {}) {
     std::vector<std::string> argv = {DEVICE_PLUGIN_BINARY,
                                      "--node-name=" + std::string(kNode),
                                      "--kubeconfig=" + kubeconfig_,
@@ -107,14 +110,21 @@ class DevicePluginTest : public ::testing::Test {
                                      "--register-interval=200ms",
                                      "-v4"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    plugin_.emplace(test::Child::spawn(
-        argv, {{"SIMGPU_STATE", root_.file("gpu.state")},
-               {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
-               {"SIMGPU_NUMA", "0,1"},
-               {"SIMGPU_NVML_SCRIPT", scripted ? root_.file("nvml.script") : test::kUnset},
-               {"SIMGPU_FAIL", test::kUnset},
-               {"DP_DISABLE_HEALTHCHECKS", test::kUnset},
-               {"KUBECONFIG", test::kUnset}}));
+    test::Env env = {{"SIMGPU_STATE", root_.file("gpu.state")},
+                     {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
+                     {"SIMGPU_NUMA", "0,1"},
+                     {"SIMGPU_NAMES", test::kUnset},
+                     {"SIMGPU_MIG", test::kUnset},
+                     {"SIMGPU_NVML_SCRIPT", scripted ? root_.file("nvml.script") : test::kUnset},
+                     {"SIMGPU_FAIL", test::kUnset},
+                     {"DP_DISABLE_HEALTHCHECKS", test::kUnset},
+                     {"KUBECONFIG", test::kUnset}};
+    // The simulated node's own settings (SIMGPU_NAMES, SIMGPU_MIG) replace the defaults.
+    for (const auto& [k, v] : sim_env) {
+      auto it = std::find_if(env.begin(), env.end(), [&](const auto& e) { return e.first == k; });
+      if (it != env.end()) it->second = v;
+    }
+    plugin_.emplace(test::Child::spawn(argv, env));
   }
 
   // Replaced in one step (a new inode), as the simulated NVML asks.
@@ -543,6 +553,81 @@ TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
   EXPECT_EQ(annotation(pod("p1"), "hami.io/vgpu-devices-allocated"),
             std::string(kB) + ",NVIDIA,3000,30:;");
   EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
+}
+
+// Static MIG (docs/mig.md): GPU A, an H100 80GB, partitioned 3g.40gb and
+// 1g.10gb; GPU B an H100 with MIG off, time-sliced beside it. A's MIG devices
+// are split and registered like GPUs, with their slice's memory and mode
+// "mig"; a pod the scheduler placed on one gets it by its MIG UUID, with the
+// library's memory limit inside the slice.
+TEST_F(DevicePluginTest, StaticMigDevicesAreAdvertisedRegisteredAndAllocated) {
+  start_plugin({}, true,
+               {{"SIMGPU_NAMES", "NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3"},
+                {"SIMGPU_MIG", "0:3g.40gb,1g.10gb"}});
+  ASSERT_TRUE(kubelet_->wait_for_registrations(1)) << "the plugin never registered";
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
+    return l.devices_size() == 30;
+  })) << "no device list of 3 x 10 devices";
+  std::vector<protocol::NodeDevice> reg;
+  ASSERT_TRUE(wait_until([&] {
+    auto d = protocol::decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
+    if (!d) return false;
+    reg = *d;
+    return reg.size() == 3;
+  })) << annotation(node(), "hami.io/node-nvidia-register");
+  const protocol::NodeDevice& big = reg[0];
+  const protocol::NodeDevice& small = reg[1];
+  EXPECT_THAT(big.id, StartsWith("MIG-"));
+  EXPECT_EQ(big.index, 0);
+  EXPECT_EQ(big.count, 10);
+  EXPECT_EQ(big.devmem, 40192);
+  EXPECT_EQ(big.devcore, 100);
+  EXPECT_EQ(big.type, "NVIDIA H100 80GB HBM3 MIG 3g.40gb");
+  EXPECT_EQ(big.mode, "mig");
+  EXPECT_TRUE(big.health);
+  EXPECT_EQ(small.devmem, 9984);
+  EXPECT_EQ(small.type, "NVIDIA H100 80GB HBM3 MIG 1g.10gb");
+  EXPECT_EQ(small.mode, "mig");
+  EXPECT_EQ(reg[2].id, kB);
+  EXPECT_EQ(reg[2].mode, "hami-core");
+  EXPECT_EQ(reg[2].index, 1);
+  // kubelet's IDs: the MIG UUID split like a GPU's.
+  const v1beta1::ListAndWatchResponse listed = kubelet_->devices(kRes);
+  EXPECT_EQ(listed.devices(10).id(), small.id + "-0");
+
+  scheduled_pod("m1", small.id + ",NVIDIA,5000,100:;",
+                json::array({container("main", {{"nvidia.com/gpu", "1"},
+                                                {"nvidia.com/gpumem", "5000"},
+                                                {"nvidia.com/gpucores", "100"}})}));
+  lock_node(lock_for("default", "m1"));
+  const std::string uid = (*pod("m1"))["metadata"]["uid"];
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st = kubelet_->allocate(kRes, {{small.id + "-3"}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 1);
+  const auto env = envs(resp.container_responses(0));
+  EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), small.id);
+  EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "5000m");
+  const std::string limits = slurp(hook_ + "/vgpu/limits/" + uid + "_main/limits");
+  EXPECT_THAT(limits, HasSubstr("VGPU_DEVICE_UUID_0=" + small.id + "\n"));
+  EXPECT_EQ(annotation(pod("m1"), "hami.io/bind-phase"), "success");
+}
+
+TEST_F(DevicePluginTest, AMigModeGpuWithMigOffIsLeftOut) {
+  // GPU B's operatingmode is mig, but its MIG is off: not advertised as a
+  // whole GPU behind the operator's back.
+  std::ofstream(root_.file("config.json"))
+      << R"({"nodeconfig":[{"name":"node-1","devicemodes":[{"index":1,"operatingmode":"mig"}]}]})";
+  start_plugin({"--node-config-file=" + root_.file("config.json")}, true,
+               {{"SIMGPU_NAMES", "NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3"}});
+  ASSERT_TRUE(kubelet_->wait_for_registrations(1)) << "the plugin never registered";
+  ASSERT_TRUE(kubelet_->wait_for_devices(kRes, [](const auto& l) {
+    return l.devices_size() == 10;
+  })) << "no device list of GPU A alone";
+  ASSERT_TRUE(wait_until([&] {
+    auto d = protocol::decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
+    return d && d->size() == 1 && (*d)[0].id == kA && (*d)[0].mode == "hami-core";
+  })) << annotation(node(), "hami.io/node-nvidia-register");
 }
 
 TEST_F(DevicePluginTest, AllocateServesInitAndAppContainersInOrder) {

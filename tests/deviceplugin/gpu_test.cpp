@@ -49,6 +49,35 @@ TEST(Gpu, EachGpuRegistersItsOwnSharingMode) {
   EXPECT_EQ((*back)[1].mode, "mps");
 }
 
+// Point 4 of MIG (docs/mig.md): one node, a MIG device beside a time-sliced
+// and an MPS GPU, each registered with its own mode. A MIG device's memory
+// and cores are the slice's, never scaled.
+TEST(Gpu, MigDevicesRegisterBesideTimeslicedAndMpsGpus) {
+  PluginConfig cfg;
+  cfg.device_split_count = 4;
+  cfg.device_memory_scaling = 2;
+  cfg.device_core_scaling = 1.5;
+  Gpu mig{0, "MIG-11", "NVIDIA H200 MIG 3g.71gb", 71424ull << 20, 1, true, ""};
+  mig.mig = MigSlice{"GPU-p", "3g.71gb", 2, 0, 60};
+  Gpu ts{1, "GPU-t", "NVIDIA H200", 143771ull << 20, 1, true, "", SharingMode::kTimeslice};
+  Gpu mps{2, "GPU-m", "NVIDIA H200", 143771ull << 20, 1, true, "", SharingMode::kMps};
+  const auto d = node_devices({mig, ts, mps}, cfg);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0], (protocol::NodeDevice{"MIG-11", 0, 4, 71424, 100, "NVIDIA H200 MIG 3g.71gb", 1,
+                                        "mig", true}));
+  EXPECT_EQ(d[1].mode, "hami-core");
+  EXPECT_EQ(d[1].devmem, 143771 * 2);
+  EXPECT_EQ(d[1].devcore, 150);
+  EXPECT_EQ(d[2].mode, "mps");
+  EXPECT_STREQ(registered_mode(mig), "mig");
+  // kubelet's IDs of a MIG device come back to its UUID.
+  for (const auto& id : virtual_ids(mig, 4))
+    EXPECT_EQ(physical_uuid(id), "MIG-11");
+  auto back = protocol::decode_node_devices(protocol::encode_node_devices(d));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, d);
+}
+
 TEST(Gpu, DeviceLinksOnlyWhenSomeGpuKnowsItsPeers) {
   Gpu a{0, "GPU-a", "NVIDIA H100", 80ull << 30, 0, true, ""};
   Gpu b{1, "GPU-b", "NVIDIA H100", 80ull << 30, 0, true, ""};
