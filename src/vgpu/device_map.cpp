@@ -8,7 +8,18 @@
 namespace hami::vgpu {
 namespace {
 constexpr int kUnknown = -2;
+
+// Whether two UUID strings name one device: equal, or the same 16 bytes
+// written as GPU- (format_gpu_uuid, from CUDA's bytes) and MIG- (NVML's
+// and the limits file's name of a MIG device).
+bool same_device(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  auto prefixed = [](const std::string& s) {
+    return s.size() > 4 && (s.compare(0, 4, "GPU-") == 0 || s.compare(0, 4, "MIG-") == 0);
+  };
+  return a.size() == b.size() && prefixed(a) && prefixed(b) && a.compare(4, a.npos, b, 4) == 0;
 }
+}  // namespace
 
 std::string format_gpu_uuid(const cuda::CUuuid& u) {
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
@@ -85,7 +96,7 @@ void DeviceMap::fill_from_nvml() {
 int DeviceMap::lookup_or_add(const std::string& uuid) {
   if (!trusted_.empty()) {
     for (size_t i = 0; i < trusted_.size(); ++i) {
-      if (trusted_[i] == uuid) return static_cast<int>(i);
+      if (same_device(trusted_[i], uuid)) return static_cast<int>(i);
     }
     static std::atomic<bool> logged{false};
     if (!logged.exchange(true)) {
@@ -97,14 +108,14 @@ int DeviceMap::lookup_or_add(const std::string& uuid) {
   fill_from_nvml();
   const int n = static_cast<int>(std::min<uint64_t>(region_.device_count(), region::kMaxDevices));
   for (int i = 0; i < n; ++i) {
-    if (region_.device_uuid(i) == uuid) return i;
+    if (same_device(region_.device_uuid(i), uuid)) return i;
   }
   // Not recorded (no NVML, or a device NVML did not list): append it.
   auto lock = region_.lock_registry();
   if (!lock) return -1;
   const int now = static_cast<int>(std::min<uint64_t>(region_.device_count(), region::kMaxDevices));
   for (int i = n; i < now; ++i) {
-    if (region_.device_uuid(i) == uuid) return i;
+    if (same_device(region_.device_uuid(i), uuid)) return i;
   }
   if (now >= region::kMaxDevices) {
     log::error("%s: more than 16 GPUs; %s is not accounted", region_.path().c_str(), uuid.c_str());
@@ -160,10 +171,36 @@ int DeviceMap::index_for_nvml(cuda::nvmlDevice_t device) noexcept {
   }
   std::lock_guard lock(mu_);
   try {
+    // The GPU a trusted MIG device is on stands for it: NVML in a MIG
+    // container lists that GPU, not the MIG device.
+    if (const int i = mig_parent_index(device); i >= 0) return i;
     return lookup_or_add(uuid);
   } catch (...) {
     return -1;
   }
+}
+
+int DeviceMap::mig_parent_index(cuda::nvmlDevice_t device) {
+  for (const auto& [h, i] : mig_parents_)
+    if (h == device) return i;
+  const RealNvml& nv = real_nvml();
+  if (nv.nvmlDeviceGetHandleByUUID == nullptr ||
+      nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle == nullptr)
+    return -1;
+  int found = -1;
+  for (size_t i = 0; i < trusted_.size() && found < 0; ++i) {
+    if (trusted_[i].compare(0, 4, "MIG-") != 0) continue;
+    cuda::nvmlDevice_t mig = nullptr;
+    cuda::nvmlDevice_t parent = nullptr;
+    if (nv.nvmlDeviceGetHandleByUUID(trusted_[i].c_str(), &mig) == cuda::NVML_SUCCESS &&
+        nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, &parent) == cuda::NVML_SUCCESS &&
+        parent == device) {
+      found = static_cast<int>(i);
+    }
+  }
+  // Only a hit is remembered: NVML may not have been initialised yet.
+  if (found >= 0) mig_parents_.emplace_back(device, found);
+  return found;
 }
 
 }  // namespace hami::vgpu

@@ -4,7 +4,10 @@
 // NVML order, which every process of the container agrees on whatever its own
 // CUDA_VISIBLE_DEVICES says; limits named CUDA_DEVICE_MEMORY_LIMIT_<i> refer to
 // that order. A process maps its ordinals through the driver's own UUIDs, so
-// every form of CUDA_VISIBLE_DEVICES (indices, GPU-<uuid>) lands right.
+// every form of CUDA_VISIBLE_DEVICES (indices, GPU-<uuid>, MIG-<uuid>) lands
+// right. A MIG device (docs/mig.md) is the table's MIG-<uuid>: CUDA reports it
+// with the same bytes as a GPU UUID, and NVML inside the container lists the
+// GPU it is on, which maps to it too.
 // When the limits file lists the container's GPUs (set_trusted), that list is
 // the table: the state file only mirrors it, so a tenant rewriting the file's
 // table cannot move its charges onto another index or off every limit.
@@ -16,6 +19,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nvml/nvml_abi.hpp"
@@ -55,6 +59,10 @@ class DeviceMap {
   std::array<std::atomic<int>, kMaxOrdinals> ordinal_cache_;
   bool nvml_tried_ = false;
   std::vector<std::string> trusted_;  // set once, before any lookup
+  // NVML handles of the GPUs the trusted MIG devices are on, and the index
+  // each maps to; filled on first lookup of each handle (under mu_).
+  std::vector<std::pair<cuda::nvmlDevice_t, int>> mig_parents_;
+  int mig_parent_index(cuda::nvmlDevice_t device);
 };
 
 }  // namespace hami::vgpu
