@@ -303,7 +303,7 @@ std::optional<Extender::Seen> Extender::recall(const std::string& uid) {
 
 std::string Extender::reserve(const std::string& uid, const BindRequest& r,
                               const std::string& node_name, const SchedulingRequest& req,
-                              std::string* encoded) {
+                              std::string* encoded, std::vector<std::string>* keys) {
   std::string fit_error;
   cache_.with_exclusive([&](ClusterCache& c) {
     if (const PodCharge* old = c.pod_unlocked(uid); old && old->bound && !old->reserved) {
@@ -323,6 +323,7 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
       return 0;
     }
     fit::PodDevices devices = fit::to_pod_devices(*node, *req.prepared, placement);
+    if (keys != nullptr) *keys = allocation_keys(devices);
     auto text = protocol::encode_pod_devices(devices);
     if (!text) {
       fit_error = text.error().message;
@@ -422,14 +423,43 @@ Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fi
   return out;
 }
 
+std::string Extender::reserve_for(const std::string& uid, const BindRequest& r,
+                                  const std::string& node, const SchedulingRequest& req,
+                                  std::optional<k8s::TimePoint> created, std::string* encoded,
+                                  std::optional<InFlightPod>* flight) {
+  std::vector<std::string> keys;
+  if (std::string e = reserve(uid, r, node, req, encoded, &keys); !e.empty()) return e;
+  flight->reset();
+  if (!matches_pods_ || !matches_pods_(node)) return "";
+  InFlightPod p{.node = node, .uid = uid, .who = r.ns + "/" + r.name, .keys = std::move(keys)};
+  if (created) {
+    p.created_s =
+        std::chrono::duration_cast<std::chrono::seconds>(created->time_since_epoch()).count();
+  }
+  *flight = std::move(p);
+  return "";
+}
+
 std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid,
                                     const std::string& node, const std::string& encoded,
+                                    const std::optional<InFlightPod>& flight,
                                     std::chrono::milliseconds wait, bool* contended) {
   const std::string who = r.ns + "/" + r.name;
   *contended = false;
-  // Where the device plugin matches pods itself, the reservation in the
-  // cache is all that keeps two binds apart: no lock, no wait.
-  const bool lock = !matches_pods_ || !matches_pods_(node);
+  // Where the device plugin matches pods itself, no lock: the cache's
+  // reservation keeps two binds off the same room, and the in-flight record
+  // keeps two pods the plugin could confuse from being allocated at once.
+  const bool lock = !flight;
+  if (flight) {
+    if (std::string other = in_flight_.claim(*flight, wait); !other.empty()) {
+      cache_.remove_reservation(uid, node);
+      *contended = true;
+      return "pod " + other + ", which asks for as many GPUs, is still being allocated on node " +
+             node +
+             " and its device plugin could not tell the two apart (created in the same "
+             "second, or bound in the other order)";
+    }
+  }
   if (lock) {
     if (auto locked = backend_->lock_node(node, r.ns, r.name, wait); !locked) {
       cache_.remove_reservation(uid, node);
@@ -456,9 +486,11 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
   }
   if (auto b = backend_->bind(r.ns, r.name, uid, node, annotations); !b) {
     if (lock) backend_->unlock_node(node, r.ns, r.name);
+    if (flight) in_flight_.release(uid);
     cache_.remove_reservation(uid, node);
     return "bind pod " + who + ": " + b.error().message;
   }
+  if (flight) in_flight_.written(uid);
   return "";
 }
 
@@ -576,7 +608,10 @@ BindOutcome Extender::place(const BindRequest& r) {
                                              : "after " + first_error);
     }
     std::string encoded;
-    if (std::string e = reserve(uid, r, node, *req, &encoded); !e.empty()) {
+    std::optional<InFlightPod> flight;
+    if (std::string e =
+            reserve_for(uid, r, node, *req, pod.meta.creation_timestamp, &encoded, &flight);
+        !e.empty()) {
       if (chosen) first_error = std::move(e);
       others_no_fit += !chosen;
       return std::nullopt;
@@ -598,7 +633,7 @@ BindOutcome Extender::place(const BindRequest& r) {
     }
     waited = waited || wait.count() > 0;
     bool contended = false;
-    std::string e = lock_and_bind(r, uid, node, encoded, wait, &contended);
+    std::string e = lock_and_bind(r, uid, node, encoded, flight, wait, &contended);
     slot.reset();
     if (e.empty()) return bound(node, moved_because);
     if (!contended) return fail("BindFailed", e);
@@ -632,9 +667,12 @@ BindOutcome Extender::place(const BindRequest& r) {
       !(waited && locked.front() == r.node) && left().count() > 0) {
     const std::string& node = locked.front();
     std::string encoded;
-    if (std::string e = reserve(uid, r, node, *req, &encoded); e.empty()) {
+    std::optional<InFlightPod> flight;
+    if (std::string e =
+            reserve_for(uid, r, node, *req, pod.meta.creation_timestamp, &encoded, &flight);
+        e.empty()) {
       bool contended = false;
-      e = lock_and_bind(r, uid, node, encoded, std::min(config_.node_lock_wait, left()),
+      e = lock_and_bind(r, uid, node, encoded, flight, std::min(config_.node_lock_wait, left()),
                         &contended);
       if (e.empty()) return bound(node, "NodeLock");
       if (!contended) return fail("BindFailed", e);

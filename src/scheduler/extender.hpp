@@ -39,6 +39,7 @@
 #include "scheduler/cache.hpp"
 #include "scheduler/config.hpp"
 #include "scheduler/events.hpp"
+#include "scheduler/in_flight.hpp"
 #include "scheduler/metrics.hpp"
 #include "scheduler/parallel.hpp"
 #include "scheduler/pod_request.hpp"
@@ -143,6 +144,10 @@ class Extender {
   void set_matches_pods(std::function<bool(const std::string& node)> f) {
     matches_pods_ = std::move(f);
   }
+  // The pod watch's events, for the pods in flight on nodes whose plugin
+  // matches pods (in_flight.hpp).
+  void pod_seen(const nlohmann::json& pod) { in_flight_.observe(pod); }
+  void pod_gone(const nlohmann::json& pod) { in_flight_.forget(pod); }
   // Wall clock for vgpu-time/bind-time; tests inject one.
   void set_clock(std::function<std::chrono::system_clock::time_point()> f) { now_ = std::move(f); }
 
@@ -179,8 +184,15 @@ class Extender {
   std::optional<Seen> recall(const std::string& uid);
   // Fits `req` on `node` and reserves it for `uid`; the error, or "" with
   // the allocation annotation in `encoded`.
+  // `keys`: the reservation's allocation_keys.
   std::string reserve(const std::string& uid, const BindRequest& r, const std::string& node,
-                      const SchedulingRequest& req, std::string* encoded);
+                      const SchedulingRequest& req, std::string* encoded,
+                      std::vector<std::string>* keys = nullptr);
+  // reserve(), and on a node whose plugin matches pods the pod's in-flight
+  // record in `flight` (nullopt elsewhere).
+  std::string reserve_for(const std::string& uid, const BindRequest& r, const std::string& node,
+                          const SchedulingRequest& req, std::optional<k8s::TimePoint> created,
+                          std::string* encoded, std::optional<InFlightPod>* flight);
   // The nodes of `fitting` other than `chosen` where `prepared` fits now,
   // best first under the pod's node policy by the cache's current scores,
   // those the node watch shows locked by another pod after the rest; at
@@ -195,9 +207,11 @@ class Extender {
   Alternatives alternatives(const std::vector<std::string>& fitting, const std::string& chosen,
                             const fit::PreparedPod& prepared, const std::string& who, size_t limit);
   // Locks `node` and binds there with the annotations; "" or the error.
+  // With `flight` (a node whose plugin matches pods) no lock: the pod's
+  // in-flight claim instead, waiting at most `wait` for either.
   std::string lock_and_bind(const BindRequest& r, const std::string& uid, const std::string& node,
-                            const std::string& encoded, std::chrono::milliseconds wait,
-                            bool* contended);
+                            const std::string& encoded, const std::optional<InFlightPod>& flight,
+                            std::chrono::milliseconds wait, bool* contended);
 
   ClusterCache& cache_;
   const SchedulerConfig& config_;
@@ -209,6 +223,7 @@ class Extender {
   std::function<bool()> is_leader_;
   std::function<std::string(const std::string&)> lock_holder_;
   std::function<bool(const std::string&)> matches_pods_;
+  InFlightAllocations in_flight_;
   std::function<std::chrono::system_clock::time_point()> now_;
   ScoreMemo memo_;  // filter's scores for the prioritize that follows
   void filter_event(const k8s::Pod& pod, const FilterResult& out);

@@ -111,17 +111,20 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
                                                     feed.pod_changed(p);
                                                     stale.pod_seen(p);
                                                     resizes.notify(p);
+                                                    extender.pod_seen(p);
                                                   },
                                               .on_update =
                                                   [&](const json&, const json& p) {
                                                     feed.pod_changed(p);
                                                     stale.pod_seen(p);
                                                     resizes.notify(p);
+                                                    extender.pod_seen(p);
                                                   },
                                               .on_delete =
                                                   [&](const json& p) {
                                                     feed.pod_deleted(p);
                                                     stale.pod_gone(p);
+                                                    extender.pod_gone(p);
                                                   }});
   // Namespace quotas on gpumem/gpucores (limits.nvidia.com/gpumem, ...).
   k8s::Reflector resource_quotas(

@@ -46,6 +46,19 @@ class ExtenderTest : public ::testing::Test {
     return p;
   }
 
+  json add_created(const std::string& name, std::map<std::string, std::string> limits,
+                   const std::string& created) {
+    json p = test::bindable_pod(name, limits, "u-" + name, {});
+    p["metadata"]["creationTimestamp"] = created;
+    backend.add_pod(p);
+    return p;
+  }
+  // The device plugin's answer as the pod watch brings it.
+  void allocated(const std::string& name) {
+    json p = backend.pod("default", name);
+    p["metadata"]["annotations"]["hami.io/bind-phase"] = "success";
+    ext.pod_seen(p);
+  }
   ClusterCache cache;
   CacheFeed feed{cache};
   SchedulerConfig config;
@@ -521,8 +534,10 @@ TEST_F(ExtenderTest, NodesWhosePluginMatchesPodsAreBoundWithoutTheLock) {
   backend.set_lock("a", "default/other");
   const std::map<std::string, std::string> limits{{"nvidia.com/gpu", "1"},
                                                   {"nvidia.com/gpumem", "8000"}};
+  int second = 0;
   for (const char* name : {"p1", "p2", "p3", "p4"}) {
-    json p = add(name, limits, std::string("u-") + name);
+    // Created a second apart: the plugin and kubelet order them alike.
+    json p = add_created(name, limits, "2026-11-28T08:00:0" + std::to_string(second++) + "Z");
     ASSERT_FALSE(ext.filter(pod_of(p), std::vector<std::string>{"a"}).nodes.empty()) << name;
     EXPECT_EQ(ext.bind({"default", name, std::string("u-") + name, "a"}), "") << name;
   }
@@ -539,6 +554,38 @@ TEST_F(ExtenderTest, NodesWhosePluginMatchesPodsAreBoundWithoutTheLock) {
   EXPECT_EQ(ext.bind({"default", "q", "u-q", "b"}), "");
   EXPECT_EQ(backend.lock_calls(), 1);
   EXPECT_EQ(backend.lock_holder("b"), "default/q");
+}
+
+// Pods the plugin could not tell apart (as many GPUs, created in the same
+// second) are never in flight together on one node: the second waits until
+// the watch shows the first allocated. A pod created a second later, or of
+// another size, does not wait.
+TEST_F(ExtenderTest, PodsThePluginCouldConfuseAreNeverInFlightTogether) {
+  config.node_lock_wait = std::chrono::milliseconds(200);
+  ext.set_matches_pods([](const std::string&) { return true; });
+  const std::map<std::string, std::string> one{{"nvidia.com/gpu", "1"},
+                                               {"nvidia.com/gpumem", "1000"}};
+  const std::map<std::string, std::string> two{{"nvidia.com/gpu", "2"},
+                                               {"nvidia.com/gpumem", "1000"}};
+  const std::vector<std::string> only_a{"a"};
+  std::vector<json> pods = {add_created("p1", one, "2026-11-28T08:00:00Z"),
+                            add_created("p2", one, "2026-11-28T08:00:00Z"),
+                            add_created("p3", one, "2026-11-28T08:00:01Z"),
+                            add_created("q", two, "2026-11-28T08:00:00Z")};
+  for (const json& p : pods)
+    ASSERT_FALSE(ext.filter(pod_of(p), only_a).nodes.empty());
+  EXPECT_EQ(ext.bind({"default", "p1", "u-p1", "a"}), "");
+  const std::string e = ext.bind({"default", "p2", "u-p2", "a"});
+  EXPECT_NE(e.find("could not tell the two apart"), std::string::npos) << e;
+  EXPECT_EQ(ext.bind({"default", "p3", "u-p3", "a"}), "");
+  EXPECT_EQ(ext.bind({"default", "q", "u-q", "a"}), "");
+  EXPECT_EQ(backend.binds(), 3);
+  allocated("p1");
+  allocated("p3");
+  json p2 = backend.pod("default", "p2");
+  ASSERT_FALSE(ext.filter(pod_of(p2), only_a).nodes.empty());
+  EXPECT_EQ(ext.bind({"default", "p2", "u-p2", "a"}), "");
+  EXPECT_EQ(backend.lock_calls(), 0);
 }
 
 TEST(BindDeadline, IsAThirdOfTheExtenderTimeoutAtMostTenSeconds) {
