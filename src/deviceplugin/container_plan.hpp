@@ -79,6 +79,10 @@ struct MountSpec {
 struct ContainerPlan {
   std::map<std::string, std::string> envs;
   std::vector<MountSpec> mounts;
+  // CDI device list strategies only (cdi.hpp): the response's annotations
+  // and its fully qualified cdi_devices.
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;
   // Host side, for prepare_host (host_files.hpp).
   std::string vgpu_dir;       // <hook_path>/vgpu
   std::string library;        // <vgpu_dir>/libvgpu.so, must exist

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -69,11 +70,55 @@ std::vector<std::string> mps_capable(nvml::Library& nvml, DeviceState& state,
   return out;
 }
 
+// The CDI spec's GPUs: each one's device node from NVML (read before the
+// health thread owns it). MIG devices are refused: their spec entries would
+// need the MIG capability nodes this build does not describe.
+Result<std::vector<cdi::SpecGpu>> cdi_gpus(nvml::Library& nvml, const std::vector<Gpu>& gpus) {
+  std::vector<cdi::SpecGpu> out;
+  for (const Gpu& g : gpus) {
+    if (g.uuid.rfind("MIG-", 0) == 0) {
+      return Error{"CDI: " + g.uuid +
+                   " is a MIG device, which this build's CDI spec does not describe; use "
+                   "--device-list-strategy=envvar on nodes with MIG"};
+    }
+    auto info = nvml.device(g.index);
+    if (!info || !info->minor) {
+      return Error{"CDI: NVML does not say GPU " + std::to_string(g.index) + "'s minor number " +
+                   "(/dev/nvidia<minor>)" + (info ? "" : ": " + info.error().message)};
+    }
+    out.push_back({g.uuid, *info->minor});
+  }
+  return out;
+}
+
+bool write_cdi_spec(const cdi::Options& c, const std::vector<cdi::SpecGpu>& gpus) {
+  auto path = cdi::refresh_spec(c, gpus);
+  if (!path) {
+    log::error("%s", path.error().message.c_str());
+    return false;
+  }
+  log::info("CDI spec for %zu GPUs written to %s (kind %s)", gpus.size(), path->c_str(),
+            cdi::kind().c_str());
+  return true;
+}
+
+// Allocate's plans with the CDI device list strategies applied. A failure
+// here cannot happen for a GPU the spec was written for (the same name rules).
+Result<std::vector<ContainerPlan>> with_device_list(Result<std::vector<ContainerPlan>> plans,
+                                                    const cdi::Options& c) {
+  if (!plans || !c.strategy.cdi()) return plans;
+  for (ContainerPlan& p : *plans) {
+    if (auto r = cdi::apply_device_list(p, c.strategy, c.annotation_prefix); !r) return r.error();
+  }
+  return plans;
+}
+
 // Serves, registers and re-registers until a terminating signal.
 class Supervisor {
  public:
-  Supervisor(const DaemonOptions& o, PluginServer& server, int signal_fd)
-      : o_(o), server_(server), signal_fd_(signal_fd) {
+  Supervisor(const DaemonOptions& o, PluginServer& server, int signal_fd,
+             std::function<void()> on_reload)
+      : o_(o), server_(server), signal_fd_(signal_fd), on_reload_(std::move(on_reload)) {
     socket_name_ = o.socket_name;
     socket_path_ = join(o.device_plugin_dir, socket_name_);
     kubelet_socket_ =
@@ -113,6 +158,7 @@ class Supervisor {
         if (::read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
           if (si.ssi_signo == SIGHUP) {
             log::info("SIGHUP: serving and registering again");
+            if (on_reload_) on_reload_();
             need_start_ = need_register_ = true;
             retry_now();
           } else {
@@ -188,6 +234,7 @@ class Supervisor {
   const DaemonOptions& o_;
   PluginServer& server_;
   int signal_fd_;
+  std::function<void()> on_reload_;
   std::string socket_name_;
   std::string socket_path_;
   std::string kubelet_socket_;
@@ -237,6 +284,16 @@ int run_daemon(const DaemonOptions& o) {
               g.mig ? "mig" : sharing_mode_name(g.mode));
   }
   DeviceState state(std::move(*gpus));
+  std::vector<cdi::SpecGpu> spec_gpus;
+  if (o.cdi.strategy.cdi()) {
+    auto sg = cdi_gpus(**nvml, state.gpus());
+    if (!sg) {
+      log::error("%s", sg.error().message.c_str());
+      return 1;
+    }
+    spec_gpus = std::move(*sg);
+    if (!write_cdi_spec(o.cdi, spec_gpus)) return 1;
+  }
 
   auto kcfg = k8s::Config::auto_detect(o.kubeconfig);
   if (!kcfg) {
@@ -260,9 +317,10 @@ int run_daemon(const DaemonOptions& o) {
       *client, cfg, {o.node_name, o.hook_path, o.lock_dir, {o.decisions, cfg.resource_count_name}},
       [&state] { return state.gpus(); });
   NodeRegistrar registrar(*client, cfg, state, o.node_name, o.match_pods);
-  PluginServer server(state, cfg,
-                      {[&allocator](const auto& r) { return allocator.allocate(r); },
-                       [&allocator](const auto& r) { return allocator.preferred(r); }});
+  PluginServer server(
+      state, cfg,
+      {[&](const auto& r) { return with_device_list(allocator.allocate(r), o.cdi); },
+       [&allocator](const auto& r) { return allocator.preferred(r); }});
 
   // One MPS control daemon per GPU in MPS mode, in <hook-path>/vgpu/mps/<uuid>
   // (Allocate mounts the pipe directory from there); the GPU is Unhealthy
@@ -304,7 +362,11 @@ int run_daemon(const DaemonOptions& o) {
                                         const nlohmann::json& p) { follower.pod_changed(p); }});
   pods.start();
 
-  const int rc = Supervisor(o, server, sfd.get()).run();
+  // SIGHUP writes the spec again: one removed or edited by hand comes back.
+  auto rewrite_spec = [&] {
+    if (o.cdi.strategy.cdi()) write_cdi_spec(o.cdi, spec_gpus);
+  };
+  const int rc = Supervisor(o, server, sfd.get(), rewrite_spec).run();
   pods.stop();
   mps.stop();
   server.stop();

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "deviceplugin/cdi.hpp"
 #include "deviceplugin/config.hpp"
 #include "protocol/decision.hpp"
 
@@ -35,6 +36,9 @@ struct DaemonOptions {
   PluginConfig config;  // flags and config files already applied
   // Whose GPU decisions Allocate serves (--decision-key-file, --trusted-schedulers).
   protocol::DecisionTrust decisions;
+  // --device-list-strategy and the CDI spec's settings: with a cdi-*
+  // strategy the spec is written at start and on SIGHUP (cdi.hpp).
+  cdi::Options cdi;
 };
 
 int run_daemon(const DaemonOptions& options);

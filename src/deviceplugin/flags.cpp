@@ -89,10 +89,9 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
   app.add_option("--resource-name", f.resource_name,
                  "Resource advertised to kubelet (default nvidia.com/gpu)");
   app.add_option("--allocate-protocol", f.allocate_protocol,
-                 "lock: our scheduler takes upstream's node lock for each pod bound here; "
                  "match-pods: the node is registered as matching each Allocate to its pod, and "
-                 "binds take no lock (docs/scheduler-protocol.md: two pods of one size on the "
-                 "same GPUs may then be swapped)")
+                 "our scheduler binds here without the node lock (docs/scheduler-protocol.md); "
+                 "lock: our scheduler takes upstream's node lock for each pod bound here")
       ->check(CLI::IsMember({"lock", "match-pods"}))
       ->capture_default_str();
 
@@ -117,10 +116,25 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
       ->capture_default_str()
       ->group(upstream);
   app.add_option("--device-list-strategy", f.device_list_strategy,
-                 "Only envvar (NVIDIA_VISIBLE_DEVICES), what this build does")
+                 "How Allocate names the GPUs to the runtime, comma-separated: envvar "
+                 "(NVIDIA_VISIBLE_DEVICES), cdi-annotations, cdi-cri (CDI, docs/cdi.md)")
       ->envname("DEVICE_LIST_STRATEGY")
       ->capture_default_str()
       ->group(upstream);
+  app.add_option("--cdi-annotation-prefix", f.cdi.annotation_prefix,
+                 "Key prefix of the cdi-annotations annotation")
+      ->envname("CDI_ANNOTATION_PREFIX")
+      ->capture_default_str()
+      ->group(upstream);
+  app.add_option("--driver-root-ctr-path", f.cdi.driver_root_ctr_path,
+                 "Where this container sees --nvidia-driver-root, read for the CDI spec "
+                 "(absent: --nvidia-driver-root itself)")
+      ->envname("DRIVER_ROOT_CTR_PATH")
+      ->capture_default_str()
+      ->group(upstream);
+  app.add_option("--cdi-spec-dir", f.cdi.spec_dir,
+                 "Where the CDI spec is written (cdi-* strategies)")
+      ->capture_default_str();
   app.add_flag("--pass-device-specs", f.pass_device_specs,
                "Only false: the container runtime adds the device nodes")
       ->envname("PASS_DEVICE_SPECS")
@@ -130,28 +144,31 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
       ->group(upstream);
   app.add_flag("--gds-enabled", f.gds, "Only false")->envname("GDS_ENABLED")->group(upstream);
   app.add_flag("--mofed-enabled", f.mofed, "Only false")->envname("MOFED_ENABLED")->group(upstream);
-  app.add_option("--nvidia-driver-root", f.driver_root,
-                 "Accepted; used only for device specs and CDI, which this build does not do")
+  app.add_option("--nvidia-driver-root", f.cdi.driver_root,
+                 "The driver's root on the host: prefix of the CDI spec's host paths")
       ->envname("NVIDIA_DRIVER_ROOT")
+      ->capture_default_str()
       ->group(upstream);
-  app.add_option("--nvidia-cdi-hook-path", f.cdi_hook_path, "Accepted; CDI only, not used")
+  app.add_option("--nvidia-cdi-hook-path", f.cdi.hook_path,
+                 "nvidia-cdi-hook on the host: the CDI spec runs its update-ldcache (unset: no "
+                 "hook)")
       ->envname("NVIDIA_CDI_HOOK_PATH")
       ->group(upstream);
 }
 
 Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   using goflags::not_supported;
-  const std::string& dls = f.device_list_strategy;
-  for (size_t start = 0; start <= dls.size();) {
-    const size_t comma = dls.find(',', start);
-    const std::string one = dls.substr(start, comma - start);
-    if (one != "envvar") {
-      return Error{not_supported("--device-list-strategy=" + one,
-                                 "only envvar (NVIDIA_VISIBLE_DEVICES) is implemented")};
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  auto strategy = cdi::parse_strategy(f.device_list_strategy);
+  if (!strategy) return strategy.error();
+  if (auto r = cdi::check_annotation_prefix(f.cdi.annotation_prefix); !r) return r.error();
+  for (auto [path, name] : {std::pair{&f.cdi.driver_root, "--nvidia-driver-root"},
+                            std::pair{&f.cdi.driver_root_ctr_path, "--driver-root-ctr-path"},
+                            std::pair{&f.cdi.spec_dir, "--cdi-spec-dir"}}) {
+    if (path->empty() || (*path)[0] != '/')
+      return Error{std::string(name) + " '" + *path + "' is not an absolute path"};
   }
+  if (!f.cdi.hook_path.empty() && f.cdi.hook_path[0] != '/')
+    return Error{"--nvidia-cdi-hook-path '" + f.cdi.hook_path + "' is not an absolute path"};
   if (f.pass_device_specs) {
     return Error{not_supported("--pass-device-specs=true (PASS_DEVICE_SPECS)",
                                "Allocate returns no device nodes; the NVIDIA container runtime "
@@ -169,6 +186,8 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   }
 
   DaemonOptions o = f.options;
+  o.cdi = f.cdi;
+  o.cdi.strategy = *strategy;
   PluginConfig& cfg = o.config;
   if (f.split) cfg.device_split_count = *f.split;
   if (f.mem_scaling) cfg.device_memory_scaling = *f.mem_scaling;
@@ -218,8 +237,15 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
 }
 
 std::string summary(const DaemonOptions& o) {
+  std::string list;
+  for (auto [on, name] : {std::pair{o.cdi.strategy.envvar, "envvar"},
+                          std::pair{o.cdi.strategy.annotations, "cdi-annotations"},
+                          std::pair{o.cdi.strategy.cri, "cdi-cri"}}) {
+    if (on) list += (list.empty() ? "" : ",") + std::string(name);
+  }
+  if (o.cdi.strategy.cdi()) list += " (CDI spec in " + o.cdi.spec_dir + ")";
   return "node " + o.node_name + ", socket " + o.device_plugin_dir + "/" + o.socket_name +
-         ", hook path " + o.hook_path;
+         ", hook path " + o.hook_path + ", device list " + list;
 }
 
 }  // namespace hami::deviceplugin

@@ -37,12 +37,15 @@ struct PluginFlags {
   std::optional<std::string> resource_name;
   std::string decision_key_file;
   std::optional<std::string> trusted_schedulers;
-  std::string allocate_protocol = "lock";
+  std::string allocate_protocol = "match-pods";
   // NVIDIA's device plugin's flags: accepted where this build does the same.
   std::string mig_strategy = "none";
   std::string device_list_strategy = "envvar";
   bool pass_device_specs = false, gdrcopy = false, gds = false, mofed = false;
-  std::string driver_root = "/", cdi_hook_path;
+  // CDI (docs/cdi.md): --cdi-annotation-prefix, --nvidia-driver-root,
+  // --driver-root-ctr-path, --nvidia-cdi-hook-path, --cdi-spec-dir; the
+  // strategy is read from device_list_strategy.
+  cdi::Options cdi;
 };
 
 // Adds every flag to start.app(); upstream's go in its upstream group.

@@ -102,6 +102,10 @@ grpc::Status PluginService::Allocate(grpc::ServerContext*, const v1beta1::Alloca
       mount->set_host_path(m.host_path);
       mount->set_read_only(m.read_only);
     }
+    for (const auto& [k, v] : p.annotations)
+      (*c->mutable_annotations())[k] = v;
+    for (const std::string& name : p.cdi_devices)
+      c->add_cdi_devices()->set_name(name);
   }
   return grpc::Status::OK;
 }

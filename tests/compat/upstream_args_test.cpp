@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -316,13 +317,32 @@ struct Refusal {
   std::string message;  // the named flag (and value) in the error
 };
 
+// CDI (docs/cdi.md): upstream's chart sets DEVICE_LIST_STRATEGY, and with
+// nvidiaDriverRoot and nvidiaHookPath NVIDIA_DRIVER_ROOT and
+// NVIDIA_CDI_HOOK_PATH; it mounts the driver root at /driver-root (our
+// --driver-root-ctr-path default) and /var/run/cdi (where the spec goes).
+TEST_F(UpstreamChart, CdiStrategiesAreAccepted) {
+  for (const char* strategy : {"cdi-annotations", "cdi-cri", "envvar\\,cdi-cri"}) {
+    SCOPED_TRACE(strategy);
+    const Render r = render({std::string("devicePlugin.deviceListStrategy=") + strategy,
+                             "devicePlugin.nvidiaDriverRoot=/run/nvidia/driver",
+                             "devicePlugin.nvidiaHookPath=/usr/bin/nvidia-cdi-hook"});
+    ProcessResult d = run(r, "device-plugin");
+    EXPECT_EQ(d.exit_code, 0) << last_command_ << "\n" << d.err;
+    std::string want = strategy;
+    want.erase(std::remove(want.begin(), want.end(), '\\'), want.end());
+    EXPECT_NE(d.out.find("device list " + want + " (CDI spec in /var/run/cdi)"), std::string::npos)
+        << d.out;
+  }
+}
+
 TEST_F(UpstreamChart, FeaturesThisBuildLacksAreRefusedByName) {
   const std::vector<Refusal> cases = {
       {"devices.ascend.enabled=true", "vgpu-scheduler-extender", "--enable-ascend=true"},
       {"devices.iluvatar.enabled=true", "vgpu-scheduler-extender", "--enable-iluvatar=true"},
       {"devicePlugin.migStrategy=mixed", "device-plugin", "--mig-strategy=mixed"},
-      {"devicePlugin.deviceListStrategy=cdi-annotations", "device-plugin",
-       "--device-list-strategy=cdi-annotations"},
+      {"devicePlugin.deviceListStrategy=volume-mounts", "device-plugin",
+       "--device-list-strategy=volume-mounts"},
       {"devicePlugin.passDeviceSpecsEnabled=true", "device-plugin",
        "--pass-device-specs=true (PASS_DEVICE_SPECS)"},
       {"devicePlugin.gdrcopyEnabled=true", "device-plugin",
