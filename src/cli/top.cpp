@@ -93,12 +93,19 @@ std::string render_top(const monitor::NodeView& v) {
     by_gpu.erase(it);
   };
   for (const monitor::GpuSample& g : v.gpus) {
-    std::string title = "GPU " + std::to_string(g.index) + "  " + g.name + "  " + g.uuid;
+    // A MIG device (docs/mig.md) is a section of its own after its GPU; NVML
+    // gives no utilisation for it.
+    std::string title = "GPU " + std::to_string(g.index);
+    if (g.mig) {
+      title += " MIG " + g.mig->profile + " (GI " + std::to_string(g.mig->gpu_instance_id) +
+               ", CI " + std::to_string(g.mig->compute_instance_id) + ")";
+    }
+    title += "  " + g.name + "  " + g.uuid;
     if (!g.error.empty()) {
       title += "  (" + g.error + ")";
     } else {
-      title += "  memory " + format_bytes(g.memory_used) + " / " + format_bytes(g.memory_total) +
-               "  util " + percent(g.utilization);
+      title += "  memory " + format_bytes(g.memory_used) + " / " + format_bytes(g.memory_total);
+      if (!g.mig) title += "  util " + percent(g.utilization);
     }
     section(title, g.uuid.substr(0, std::min<size_t>(g.uuid.size(), 40)));
   }

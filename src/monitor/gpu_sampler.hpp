@@ -21,6 +21,18 @@ struct GpuProcess {
   unsigned sm = 0;  // SM utilisation over the last period, percent
 };
 
+// What makes a sample a MIG device's (docs/mig.md): the GPU it is on and
+// which instance it is.
+struct MigOf {
+  std::string parent_uuid;
+  std::string profile;  // "3g.40gb"
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+};
+
+// A GPU, or a MIG device of a MIG-enabled GPU (mig set: listed after its
+// GPU, with the GPU's index, its own UUID, memory and processes; NVML gives
+// no utilisation for it).
 struct GpuSample {
   int index = 0;
   std::string uuid;
@@ -31,6 +43,7 @@ struct GpuSample {
   unsigned memory_utilization = 0;  // memory controller, percent
   std::vector<GpuProcess> processes;
   std::string error;  // non-empty: this GPU could not be sampled this period
+  std::optional<MigOf> mig;
 };
 
 class GpuSampler {

@@ -25,6 +25,12 @@ std::string view_json(const NodeView& v) {
               {"memory_utilization", g.memory_utilization},
               {"processes", procs}};
     if (!g.error.empty()) o["error"] = g.error;
+    if (g.mig) {
+      o["mig"] = {{"parent_uuid", g.mig->parent_uuid},
+                  {"profile", g.mig->profile},
+                  {"gpu_instance_id", g.mig->gpu_instance_id},
+                  {"compute_instance_id", g.mig->compute_instance_id}};
+    }
     gpus.push_back(std::move(o));
   }
   json containers = json::array();

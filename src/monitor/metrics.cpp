@@ -37,7 +37,8 @@ void host_metrics(PrometheusText& out, const NodeView& v, bool legacy) {
   };
   std::vector<Row> rows;
   for (const GpuSample& g : v.gpus) {
-    if (!g.error.empty()) continue;
+    // A MIG device's memory is part of its GPU's: hami_mig_device_info names it.
+    if (!g.error.empty() || g.mig) continue;
     rows.push_back(Row{std::to_string(g.index), device_type(g), &g});
   }
   auto labels = [&](const Row& r) {
@@ -295,6 +296,41 @@ void agent_metrics(PrometheusText& out, const NodeView& v) {
   out.sample("hami_monitor_over_limit_kills_total", {}, k.over_limit_kills);
 }
 
+// Upstream's hami_mig_device_info: 1 per container device that is a MIG
+// device NVML lists on this node (device_uuid its GPU's, mig_uuid its own).
+void mig_metrics(PrometheusText& out, const NodeView& v) {
+  std::vector<const GpuSample*> migs;
+  for (const GpuSample& g : v.gpus)
+    if (g.mig) migs.push_back(&g);
+  out.family("hami_mig_device_info",
+             "A container's MIG device: its GPU, profile and GPU/compute instance IDs (value 1).");
+  if (migs.empty()) return;
+  for (const ContainerView& c : v.containers) {
+    const std::string_view pod = c.pod_name.empty() ? std::string_view(c.ref.pod_uid) : c.pod_name;
+    for (const ContainerDevice& d : c.devices) {
+      auto it = std::find_if(migs.begin(), migs.end(), [&](const GpuSample* g) {
+        return !d.uuid.empty() && g->uuid == d.uuid;
+      });
+      if (it == migs.end()) continue;
+      const MigOf& m = *(*it)->mig;
+      const std::string index = std::to_string(d.vdevice_index);
+      const std::string gi = std::to_string(m.gpu_instance_id);
+      const std::string ci = std::to_string(m.compute_instance_id);
+      out.sample("hami_mig_device_info",
+                 {{"namespace", c.pod_namespace},
+                  {"pod", pod},
+                  {"container", c.ref.container},
+                  {"vdevice_index", index},
+                  {"device_uuid", m.parent_uuid},
+                  {"mig_uuid", d.uuid},
+                  {"profile", m.profile},
+                  {"gpu_instance_id", gi},
+                  {"compute_instance_id", ci}},
+                 uint64_t{1});
+    }
+  }
+}
+
 }  // namespace
 
 std::string render_metrics(const NodeView& view, const MetricsOptions& options) {
@@ -305,6 +341,7 @@ std::string render_metrics(const NodeView& view, const MetricsOptions& options) 
   out.set_const_labels({{"zone", "vGPU"}});
   host_metrics(out, view, options.legacy);
   container_metrics(out, view, options.legacy);
+  mig_metrics(out, view);
   pod_metrics(out, view);
   agent_metrics(out, view);
   return out.take();

@@ -63,10 +63,13 @@ std::vector<GpuSample> NvmlSampler::sample() {
     } else {
       fail(m.error());
     }
+    // A MIG-enabled GPU has no utilisation to give (NOT_SUPPORTED): not an error.
+    auto mig = lib_->mig_mode(index);
+    const bool mig_on = mig && mig->current;
     if (auto u = lib_->utilization(index)) {
       g.utilization = u->gpu;
       g.memory_utilization = u->memory;
-    } else if (g.error.empty()) {
+    } else if (g.error.empty() && !(mig_on && lib_->last_error() == nvml::kNotSupported)) {
       fail(u.error());
     }
     std::unordered_map<uint32_t, size_t> at;
@@ -101,9 +104,40 @@ std::vector<GpuSample> NvmlSampler::sample() {
       }
     }
     if (g.error.empty()) logged_errors_[i].clear();
+    const std::string parent = g.uuid;
     out.push_back(std::move(g));
+    if (mig_on) add_mig_devices(index, parent, out);
   }
   return out;
+}
+
+void NvmlSampler::add_mig_devices(int index, const std::string& parent,
+                                  std::vector<GpuSample>& out) {
+  auto migs = lib_->mig_devices(index);
+  if (!migs) {
+    log::warn("GPU %d: its MIG devices cannot be listed: %s", index, migs.error().message.c_str());
+    return;
+  }
+  for (const nvml::MigDevice& d : *migs) {
+    GpuSample m;
+    m.index = index;
+    m.uuid = d.uuid;
+    m.name = d.name;
+    m.memory_total = d.memory_total;
+    m.mig = MigOf{parent, d.profile, d.gpu_instance_id, d.compute_instance_id};
+    if (auto mem = lib_->mig_memory(index, d.mig_index)) {
+      m.memory_used = mem->used;
+    } else {
+      m.error = mem.error().message;
+    }
+    if (auto procs = lib_->mig_processes(index, d.mig_index)) {
+      for (const nvml::ProcessMemory& p : *procs)
+        m.processes.push_back(GpuProcess{p.pid, p.used_bytes, 0});
+    } else if (m.error.empty()) {
+      m.error = procs.error().message;
+    }
+    out.push_back(std::move(m));
+  }
 }
 
 }  // namespace hami::monitor

@@ -445,7 +445,11 @@ Result<Utilization> Library::utilization(int index) {
 Result<std::vector<ProcessMemory>> Library::processes(int index) {
   auto hr = handle(index);
   if (!hr) return hr.error();
-  auto* h = static_cast<nvmlDevice_t>(*hr);
+  return processes_of(*hr, index);
+}
+
+Result<std::vector<ProcessMemory>> Library::processes_of(void* device, int index) {
+  auto* h = static_cast<nvmlDevice_t>(device);
   std::vector<ProcessMemory> listed;
   const int rc = api_->compute != nullptr ? list_processes(api_->compute, h, &listed)
                                           : list_processes(api_->compute_v1, h, &listed);
@@ -674,7 +678,7 @@ Result<int> Library::max_mig_devices(int index) {
   return static_cast<int>(n);
 }
 
-Result<std::optional<MigDevice>> Library::mig_device(int index, int mig_index) {
+Result<void*> Library::mig_handle(int index, int mig_index) {
   static constexpr const char* kCall = "nvmlDeviceGetMigDeviceHandleByIndex";
   if (api_->mig_by_index == nullptr) return fail(kCall, index, NVML_ERROR_FUNCTION_NOT_FOUND);
   if (mig_index < 0) {
@@ -684,10 +688,32 @@ Result<std::optional<MigDevice>> Library::mig_device(int index, int mig_index) {
   auto hr = handle(index);
   if (!hr) return hr.error();
   nvmlDevice_t m = nullptr;
-  nvmlReturn_t rc =
+  const nvmlReturn_t rc =
       api_->mig_by_index(static_cast<nvmlDevice_t>(*hr), static_cast<unsigned>(mig_index), &m);
-  if (rc == NVML_ERROR_NOT_FOUND) return std::optional<MigDevice>{};
   if (rc != NVML_SUCCESS) return fail(kCall, index, rc);
+  return static_cast<void*>(m);
+}
+
+Result<MemoryInfo> Library::mig_memory(int index, int mig_index) {
+  auto m = mig_handle(index, mig_index);
+  if (!m) return m.error();
+  return memory_of(*m, index);
+}
+
+Result<std::vector<ProcessMemory>> Library::mig_processes(int index, int mig_index) {
+  auto m = mig_handle(index, mig_index);
+  if (!m) return m.error();
+  return processes_of(*m, index);
+}
+
+Result<std::optional<MigDevice>> Library::mig_device(int index, int mig_index) {
+  auto mh = mig_handle(index, mig_index);
+  if (!mh) {
+    if (last_error_ == NVML_ERROR_NOT_FOUND) return std::optional<MigDevice>{};
+    return mh.error();
+  }
+  auto* m = static_cast<nvmlDevice_t>(*mh);
+  nvmlReturn_t rc = NVML_SUCCESS;
   MigDevice d;
   d.parent_index = index;
   d.mig_index = mig_index;

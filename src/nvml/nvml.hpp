@@ -237,6 +237,11 @@ class Library {
   Result<std::vector<MigDevice>> mig_devices(int index);
   // The NVML index of the GPU a MIG device (by UUID) belongs to.
   Result<int> mig_parent(const std::string& mig_uuid);
+  // The memory and processes of the MIG device at `mig_index`, for the node
+  // agent's sampling (a MIG device's processes are listed on it; the driver
+  // may not say their memory without permission: 0 then).
+  Result<MemoryInfo> mig_memory(int index, int mig_index);
+  Result<std::vector<ProcessMemory>> mig_processes(int index, int mig_index);
 
   // The raw nvmlReturn_t behind the last Error returned (kSuccess if none
   // yet), for callers that mark devices unhealthy.
@@ -252,6 +257,8 @@ class Library {
   // The handle of device `index`, cached after the first lookup.
   Result<void*> handle(int index);
   Result<MemoryInfo> memory_of(void* device, int index);
+  Result<void*> mig_handle(int index, int mig_index);
+  Result<std::vector<ProcessMemory>> processes_of(void* device, int index);
   // Records a failed call's code and describes it: "<call>(device N): <name> (<rc>, <text>)".
   Error fail(const char* call, int index, int rc);
 

@@ -63,6 +63,33 @@ TEST(Top, GroupsContainersUnderTheirGpu) {
   EXPECT_NE(frame.find("blocked"), std::string::npos) << frame;
 }
 
+TEST(Top, MigDevicesAreSectionsOfTheirOwn) {
+  monitor::NodeView v;
+  v.gpus.push_back(monitor::GpuSample{
+      .index = 0, .uuid = "GPU-p", .name = "NVIDIA H200", .memory_total = 141ull << 30});
+  monitor::GpuSample m{.index = 0,
+                       .uuid = "MIG-1",
+                       .name = "NVIDIA H200 MIG 3g.71gb",
+                       .memory_total = 70ull << 30,
+                       .memory_used = 2ull << 30};
+  m.mig = monitor::MigOf{"GPU-p", "3g.71gb", 2, 0};
+  v.gpus.push_back(m);
+  monitor::ContainerView c;
+  c.ref = {"uid-1", "main"};
+  c.pod_namespace = "ml";
+  c.pod_name = "infer-0";
+  c.devices.push_back(
+      {.vdevice_index = 0, .uuid = "MIG-1", .memory_limit = 4ull << 30, .used = 1ull << 30});
+  v.containers.push_back(c);
+  const std::string frame = render_top(v);
+  EXPECT_NE(frame.find("GPU 0 MIG 3g.71gb (GI 2, CI 0)  NVIDIA H200 MIG 3g.71gb  MIG-1  memory "
+                       "2 GiB / 70 GiB\n"),
+            std::string::npos)
+      << frame;
+  const size_t section = frame.find("MIG-1  memory");
+  EXPECT_NE(frame.find("ml/infer-0", section), std::string::npos) << frame;
+}
+
 TEST(Top, SpilledMemoryShowsBesideTheUsage) {
   monitor::NodeView v;
   monitor::ContainerView c;

@@ -217,5 +217,45 @@ TEST(Metrics, RendersValidTextWithUpstreamNames) {
   EXPECT_EQ(validate_exposition(modern), "");
 }
 
+// A MIG device (docs/mig.md): upstream's hami_mig_device_info for the
+// container on it; host series for GPUs only (a MIG device's memory is part
+// of its GPU's).
+TEST(Metrics, MigDevicesOfContainers) {
+  NodeView v;
+  v.node = "node-1";
+  v.gpus.push_back(
+      GpuSample{.index = 0, .uuid = "GPU-p", .name = "NVIDIA H200", .memory_total = 141ull << 30});
+  GpuSample m{.index = 0,
+              .uuid = "MIG-1",
+              .name = "NVIDIA H200 MIG 3g.71gb",
+              .memory_total = 71ull << 30,
+              .memory_used = 5};
+  m.mig = MigOf{"GPU-p", "3g.71gb", 2, 0};
+  v.gpus.push_back(m);
+  ContainerView c;
+  c.ref = {"uid-1", "main"};
+  c.pod_namespace = "ml";
+  c.pod_name = "p";
+  c.devices.push_back({.vdevice_index = 0, .uuid = "MIG-1", .memory_limit = 4ull << 30});
+  v.containers.push_back(c);
+  const std::string text = render_metrics(v, {.version = "1.0"});
+  EXPECT_EQ(validate_exposition(text), "") << text;
+  EXPECT_NE(text.find("hami_mig_device_info{namespace=\"ml\",pod=\"p\",container=\"main\","
+                      "vdevice_index=\"0\",device_uuid=\"GPU-p\",mig_uuid=\"MIG-1\","
+                      "profile=\"3g.71gb\",gpu_instance_id=\"2\",compute_instance_id=\"0\","
+                      "zone=\"vGPU\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hami_host_gpu_memory_total_bytes{node=\"node-1\",device_index=\"0\","
+                      "device_uuid=\"GPU-p\""),
+            std::string::npos);
+  EXPECT_EQ(text.find("hami_host_gpu_memory_total_bytes{node=\"node-1\",device_index=\"0\","
+                      "device_uuid=\"MIG-1\""),
+            std::string::npos);
+  EXPECT_NE(text.find("hami_vgpu_memory_limit_bytes{namespace=\"ml\",pod=\"p\",container=\"main\","
+                      "vdevice_index=\"0\",device_uuid=\"MIG-1\""),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace hami::monitor

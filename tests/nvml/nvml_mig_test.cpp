@@ -5,13 +5,15 @@
 // answers for a GPU with MIG on but empty, one with MIG off and one without
 // MIG. The node: GPU 0 an H100 80GB partitioned 3g.40gb, 2g.20gb, 1g.10gb;
 // GPU 1 an H200 with MIG on and no instance; GPU 2 an H100 with MIG off;
-// GPU 3 a T4 (no MIG).
+// GPU 3 a T4 (no MIG). Also the node agent's NVML sampler over that node.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "monitor/nvml_sampler.hpp"
 #include "nvml/nvml.hpp"
 #include "support/temp_dir.hpp"
 
@@ -140,6 +142,32 @@ TEST_F(NvmlMigTest, TheGpusThemselvesStillDescribeThemselves) {
   ASSERT_TRUE(info) << info.error().message;
   EXPECT_EQ(info->name, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(*lib_->device_count(), 4);
+}
+
+// The node agent's sampler: each MIG-enabled GPU, without an error for the
+// utilisation NVML cannot give it, followed by its MIG devices.
+TEST_F(NvmlMigTest, TheAgentSamplesMigDevicesAfterTheirGpu) {
+  auto sampler = monitor::NvmlSampler::open(SIMNVML);
+  ASSERT_TRUE(sampler) << sampler.error().message;
+  const std::vector<monitor::GpuSample> s = (*sampler)->sample();
+  // GPU 0 and its three MIG devices, GPU 1 (MIG on, empty), GPU 2, GPU 3.
+  ASSERT_EQ(s.size(), 7u);
+  EXPECT_EQ(s[0].uuid, "GPU-6b3e0000-0000-4000-8000-0000000000a0");
+  EXPECT_EQ(s[0].error, "");
+  EXPECT_FALSE(s[0].mig);
+  for (size_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(s[i].mig) << i;
+    EXPECT_EQ(s[i].index, 0);
+    EXPECT_THAT(s[i].uuid, StartsWith("MIG-"));
+    EXPECT_EQ(s[i].mig->parent_uuid, s[0].uuid);
+    EXPECT_EQ(s[i].error, "") << i;
+  }
+  EXPECT_EQ(s[1].mig->profile, "3g.40gb");
+  EXPECT_EQ(s[1].memory_total, 40192 * kMiB);
+  EXPECT_EQ(s[3].name, "NVIDIA H100 80GB HBM3 MIG 1g.10gb");
+  EXPECT_EQ(s[4].index, 1);
+  EXPECT_FALSE(s[4].mig);
+  EXPECT_EQ(s[6].index, 3);
 }
 
 }  // namespace
