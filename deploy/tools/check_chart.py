@@ -132,7 +132,8 @@ class Scenario:
 SCENARIOS = [
     Scenario("default", "chart defaults on Kubernetes 1.30"),
     Scenario("own-cert-spread-nodeport",
-             "bring-your-own TLS Secret, spread/binpack policies, NodePort Services, core limit off, legacy metrics, k3s version",
+             "bring-your-own TLS Secret, spread/binpack policies, NodePort Services, core limit off, legacy metrics, "
+             "k3s version, CDI (cdi-cri, a driver container's root, nvidia-cdi-hook)",
              kube="v1.29.4+k3s1", expect_kube_scheduler_tag="v1.29.4", expect_ca_bundle=FAKE_CA_BUNDLE,
              expect_client_secret=False,
              sets=["scheduler.tls.existingSecret=hami-webhook-cert",
@@ -141,7 +142,10 @@ SCENARIOS = [
                    "scheduler.defaultSchedulerPolicy.nodeSchedulerPolicy=spread",
                    "scheduler.defaultSchedulerPolicy.gpuSchedulerPolicy=binpack",
                    "scheduler.service.type=NodePort", "devicePlugin.service.type=NodePort",
-                   "devicePlugin.disablecorelimit=true", "legacyMetrics=true"]),
+                   "devicePlugin.disablecorelimit=true", "legacyMetrics=true",
+                   "devicePlugin.deviceListStrategy=cdi-cri",
+                   "devicePlugin.nvidiaDriverRoot=/run/nvidia/driver",
+                   "devicePlugin.nvidiaHookPath=/usr/local/nvidia/toolkit/nvidia-cdi-hook"]),
     Scenario("k8s-1.20-ha-observability",
              "Kubernetes 1.20 (the e2e control plane; config API v1beta1), 3 replicas, another release/namespace, "
              "a registry, node overrides, RuntimeClass, ServiceMonitors and the dashboard ConfigMap (a -f file)",
@@ -1879,7 +1883,7 @@ UPSTREAM_REFUSALS = [
     (["devicePlugin.preConfiguredDeviceMemory=131072"], "preConfiguredDeviceMemory is not supported"),
     (["devicePlugin.passDeviceSpecsEnabled=true"], "passDeviceSpecsEnabled=true is not supported"),
     (["devicePlugin.deviceListStrategy=volume-mounts"], "deviceListStrategy=volume-mounts is not supported"),
-    (["devicePlugin.nvidiaDriverRoot=/run/nvidia/driver"], "devicePlugin.nvidiaDriverRoot is not supported"),
+    (["devicePlugin.gdsEnabled=true"], "devicePlugin.gdsEnabled is not supported"),
     (["devicePlugin.libPath=/opt/vgpu"], "devicePlugin.libPath=/opt/vgpu"),
     (["devicePlugin.monitor.ctrPath=/opt/vgpu/containers"], "devicePlugin.monitor.ctrPath=/opt/vgpu/containers"),
     (["devicePlugin.hostPID=false"], "devicePlugin.hostPID=false is not supported"),

@@ -98,13 +98,9 @@ fails) by device-config.yaml.
 {{- if $dp.passDeviceSpecsEnabled }}{{ fail "devicePlugin.passDeviceSpecsEnabled=true is not supported: the device plugin hands GPUs to the NVIDIA runtime through NVIDIA_VISIBLE_DEVICES only" }}{{ end -}}
 {{- $notes = append $notes "devicePlugin.passDeviceSpecsEnabled: not used (false is this chart's behaviour)" -}}
 {{- end -}}
-{{- if hasKey $dp "deviceListStrategy" -}}
-{{- if ne (toString $dp.deviceListStrategy) "envvar" }}{{ fail (printf "devicePlugin.deviceListStrategy=%s is not supported: only envvar (NVIDIA_VISIBLE_DEVICES)" (toString $dp.deviceListStrategy)) }}{{ end -}}
-{{- $notes = append $notes "devicePlugin.deviceListStrategy: not used (envvar is this chart's behaviour)" -}}
-{{- end -}}
-{{- range list "nvidiaHookPath" "nvidiaDriverRoot" "gdrcopyEnabled" "gdsEnabled" "mofedEnabled" -}}
+{{- range list "gdrcopyEnabled" "gdsEnabled" "mofedEnabled" -}}
 {{- if and (hasKey $dp .) (not (kindIs "invalid" (get $dp .))) -}}
-{{- fail (printf "devicePlugin.%s is not supported (no CDI or driver-root options in this device plugin); remove it" .) -}}
+{{- fail (printf "devicePlugin.%s is not supported (no GDRCopy, GDS or MOFED in this device plugin); remove it" .) -}}
 {{- end -}}
 {{- end -}}
 {{- if hasKey $dp "libPath" -}}
