@@ -40,11 +40,20 @@ uint64_t DeviceState::version() const {
 }
 
 bool DeviceState::set_health(int index, bool healthy, const std::string& reason) {
+  return set_health_where([&](const Gpu& g) { return g.index == index; }, healthy, reason);
+}
+
+bool DeviceState::set_health(const std::string& uuid, bool healthy, const std::string& reason) {
+  return set_health_where([&](const Gpu& g) { return g.uuid == uuid; }, healthy, reason);
+}
+
+bool DeviceState::set_health_where(const std::function<bool(const Gpu&)>& which, bool healthy,
+                                   const std::string& reason) {
   {
     std::lock_guard lk(mu_);
     bool changed = false;
     for (Gpu& g : gpus_) {
-      if (g.index != index) continue;
+      if (!which(g)) continue;
       if (g.healthy != healthy) changed = true;
       g.healthy = healthy;
       g.unhealthy_reason = healthy ? std::string() : reason;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -28,8 +29,10 @@ class DeviceState {
 
   std::vector<Gpu> gpus() const;
   uint64_t version() const;
-  // True when the GPU's health changed (and the version moved).
+  // True when the GPU's health changed (and the version moved). By NVML
+  // index: the GPU, or every MIG device of it; by UUID: that device alone.
   bool set_health(int index, bool healthy, const std::string& reason);
+  bool set_health(const std::string& uuid, bool healthy, const std::string& reason);
   // The second source of health, for a GPU shared through MPS: its control
   // daemon (MpsSupervisor). gpus() reports a GPU healthy only when NVML and
   // its daemon both say so. True when that changed what gpus() reports.
@@ -41,6 +44,9 @@ class DeviceState {
   void wake_all();
 
  private:
+  bool set_health_where(const std::function<bool(const Gpu&)>& which, bool healthy,
+                        const std::string& reason);
+
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::vector<Gpu> gpus_;                        // health as NVML sees it

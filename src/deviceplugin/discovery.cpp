@@ -186,28 +186,29 @@ void HealthChecker::check() {
   for (const Gpu& g : state_.gpus()) {
     auto mem = nvml_.memory(g.index);
     if (!mem) {
-      if (state_.set_health(g.index, false, mem.error().message)) {
+      if (state_.set_health(g.uuid, false, mem.error().message)) {
         log::error("GPU %d (%s) is unhealthy: %s", g.index, g.uuid.c_str(),
                    mem.error().message.c_str());
       }
       continue;
     }
-    if (auto it = xid_until_.find(g.index); it != xid_until_.end()) {
+    if (auto it = xid_until_.find(g.uuid); it != xid_until_.end()) {
       if (now < it->second) continue;  // within its Xid window
       xid_until_.erase(it);
-      if (state_.set_health(g.index, true, {})) {
+      if (state_.set_health(g.uuid, true, {})) {
         log::info("GPU %d (%s) is healthy again: no critical Xid for %lld ms since Xid %llu",
                   g.index, g.uuid.c_str(), static_cast<long long>(policy_.recovery.count()),
-                  static_cast<unsigned long long>(last_xid_[g.index]));
+                  static_cast<unsigned long long>(last_xid_[g.uuid]));
       }
       continue;
     }
-    if (state_.set_health(g.index, true, {}))
+    if (state_.set_health(g.uuid, true, {}))
       log::info("GPU %d (%s) is healthy again", g.index, g.uuid.c_str());
   }
 }
 
-void HealthChecker::on_xid(int index, uint64_t xid) {
+void HealthChecker::on_xid(int index, uint64_t xid, std::optional<unsigned> gpu_instance,
+                           std::optional<unsigned> compute_instance) {
   const auto x = static_cast<unsigned long long>(xid);
   if (!policy_.critical(xid)) {
     log::info("GPU %d: Xid %llu ignored (an application error, or --ignore-xids)", index, x);
@@ -219,10 +220,14 @@ void HealthChecker::on_xid(int index, uint64_t xid) {
   bool known = false;
   for (const Gpu& g : state_.gpus()) {
     if (index >= 0 && g.index != index) continue;
+    if (g.mig && gpu_instance &&
+        (g.mig->gpu_instance_id != *gpu_instance ||
+         (compute_instance && g.mig->compute_instance_id != *compute_instance)))
+      continue;
     known = true;
-    xid_until_[g.index] = until;
-    last_xid_[g.index] = xid;
-    state_.set_health(g.index, false, reason);
+    xid_until_[g.uuid] = until;
+    last_xid_[g.uuid] = xid;
+    state_.set_health(g.uuid, false, reason);
     if (policy_.recovery.count() == 0) {
       log::error(
           "GPU %d (%s) is unhealthy: critical Xid %llu; it stays so until the plugin "
@@ -257,7 +262,9 @@ void HealthChecker::wait_xids(Clock::time_point deadline) {
       return;
     }
     wait_failing_ = false;
-    if (*ev) on_xid((*ev)->index, (*ev)->xid);
+    if (*ev) {
+      on_xid((*ev)->index, (*ev)->xid, (*ev)->gpu_instance_id, (*ev)->compute_instance_id);
+    }
   }
 }
 

@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,17 +81,22 @@ class HealthChecker {
   // to notice shutdown.
   void wait_xids(Clock::time_point deadline);
   // What one Xid event does: logs it; a critical one marks its GPU (every GPU
-  // for index -1) unhealthy until its window ends.
-  void on_xid(int index, uint64_t xid);
+  // for index -1) unhealthy until its window ends. On a MIG-enabled GPU, an
+  // Xid the driver places in a GPU instance (and compute instance) marks only
+  // the MIG devices there, as NVIDIA's plugin matches them; one it does not
+  // place marks every MIG device of the GPU.
+  void on_xid(int index, uint64_t xid, std::optional<unsigned> gpu_instance = std::nullopt,
+              std::optional<unsigned> compute_instance = std::nullopt);
 
  private:
   nvml::Library& nvml_;
   DeviceState& state_;
   XidPolicy policy_;
   bool watching_ = false;
-  bool wait_failing_ = false;                   // logged once until a wait succeeds
-  std::map<int, Clock::time_point> xid_until_;  // GPU index -> end of its Xid window
-  std::map<int, uint64_t> last_xid_;
+  bool wait_failing_ = false;  // logged once until a wait succeeds
+  // By device UUID (a GPU's or a MIG device's): the end of its Xid window.
+  std::map<std::string, Clock::time_point> xid_until_;
+  std::map<std::string, uint64_t> last_xid_;
 };
 
 }  // namespace hami::deviceplugin

@@ -635,6 +635,8 @@ Result<std::optional<XidEvent>> Library::wait_xid(std::chrono::milliseconds time
   if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<XidEvent>{};
   XidEvent ev;
   ev.xid = data.eventData;
+  if (data.gpuInstanceId != 0xFFFFFFFFu) ev.gpu_instance_id = data.gpuInstanceId;
+  if (data.computeInstanceId != 0xFFFFFFFFu) ev.compute_instance_id = data.computeInstanceId;
   const auto it = std::find(handles_.begin(), handles_.end(), static_cast<void*>(data.device));
   if (data.device != nullptr && it != handles_.end())
     ev.index = static_cast<int>(it - handles_.begin());

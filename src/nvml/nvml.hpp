@@ -123,6 +123,10 @@ struct ProcessSample {
 struct XidEvent {
   int index = -1;    // the device's NVML index; -1 when the driver did not say which
   uint64_t xid = 0;  // 999: an Xid the driver does not know
+  // On a MIG-enabled GPU, the GPU and compute instance it happened in, where
+  // the driver says (nvmlEventSetWait_v2); unset: the whole GPU.
+  std::optional<unsigned> gpu_instance_id;
+  std::optional<unsigned> compute_instance_id;
 };
 
 // nvmlGpuTopologyLevel_t: the closest PCIe ancestor two GPUs share, closest first.

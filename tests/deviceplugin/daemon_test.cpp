@@ -24,7 +24,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "deviceplugin/device_state.hpp"
+#include "deviceplugin/discovery.hpp"
 #include "k8s/objects.hpp"
+#include "nvml/nvml.hpp"
 #include "protocol/decision.hpp"
 #include "protocol/node_register.hpp"
 #include "region/control_file.hpp"
@@ -628,6 +631,43 @@ TEST_F(DevicePluginTest, AMigModeGpuWithMigOffIsLeftOut) {
     auto d = protocol::decode_node_devices(annotation(node(), "hami.io/node-nvidia-register"));
     return d && d->size() == 1 && (*d)[0].id == kA && (*d)[0].mode == "hami-core";
   })) << annotation(node(), "hami.io/node-nvidia-register");
+}
+
+// An Xid the driver places in a MIG device's GPU instance (and compute
+// instance) makes that MIG device alone unhealthy; one it does not place,
+// every MIG device of the GPU (the health checker itself, on the simulated
+// NVML, which it does not ask here).
+TEST(HealthCheckerMig, AnXidInAGpuInstanceMarksItsMigDevicesOnly) {
+  test::TempDir dir;
+  ::setenv("SIMGPU_STATE", dir.file("gpu.state").c_str(), 1);
+  ::setenv("SIMGPU_DEVICES", kA, 1);
+  auto nvml = nvml::Library::open(SIMNVML);
+  ASSERT_TRUE(nvml) << nvml.error().message;
+  auto mig = [](const char* uuid, unsigned gi, unsigned ci) {
+    Gpu g;
+    g.index = 0;
+    g.uuid = uuid;
+    g.mig = MigSlice{kA, "1g.10gb", gi, ci, 16};
+    return g;
+  };
+  Gpu other;
+  other.index = 1;
+  other.uuid = kB;
+  DeviceState state({mig("MIG-a", 3, 0), mig("MIG-b", 4, 0), mig("MIG-c", 4, 1), other});
+  HealthChecker health(**nvml, state, XidPolicy{});
+  auto unhealthy = [&] {
+    std::string out;
+    for (const Gpu& g : state.gpus())
+      if (!g.healthy) out += g.uuid + " ";
+    return out;
+  };
+  health.on_xid(0, 79, 4u, 1u);
+  EXPECT_EQ(unhealthy(), "MIG-c ");
+  health.on_xid(0, 79, 4u, std::nullopt);
+  EXPECT_EQ(unhealthy(), "MIG-b MIG-c ");
+  health.on_xid(0, 79);
+  EXPECT_EQ(unhealthy(), "MIG-a MIG-b MIG-c ");
+  EXPECT_TRUE(state.gpus()[3].healthy);
 }
 
 TEST_F(DevicePluginTest, AllocateServesInitAndAppContainersInOrder) {

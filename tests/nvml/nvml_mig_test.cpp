@@ -9,7 +9,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,15 +40,23 @@ struct SimEnv {
              1);
     ::setenv("SIMGPU_NAMES", "NVIDIA H100 80GB HBM3,NVIDIA H200,NVIDIA H100 80GB HBM3,Tesla T4", 1);
     ::setenv("SIMGPU_MIG", "0:3g.40gb,2g.20gb,1g.10gb;1:on", 1);
-    for (const char* v : {"SIMGPU_NVML_SCRIPT", "SIMGPU_FAIL", "CUDA_VISIBLE_DEVICES"})
+    // Empty until a test writes Xid lines (events need a script).
+    std::ofstream(dir.file("nvml.script")) << "";
+    ::setenv("SIMGPU_NVML_SCRIPT", dir.file("nvml.script").c_str(), 1);
+    for (const char* v : {"SIMGPU_FAIL", "CUDA_VISIBLE_DEVICES"})
       ::unsetenv(v);
   }
 };
 
+SimEnv& sim() {
+  static SimEnv env;
+  return env;
+}
+
 class NvmlMigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static SimEnv env;
+    sim();
     auto lib = Library::open(SIMNVML);
     ASSERT_TRUE(lib) << lib.error().message;
     lib_ = std::move(*lib);
@@ -142,6 +154,29 @@ TEST_F(NvmlMigTest, TheGpusThemselvesStillDescribeThemselves) {
   ASSERT_TRUE(info) << info.error().message;
   EXPECT_EQ(info->name, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(*lib_->device_count(), 4);
+}
+
+// An Xid in a MIG device's GPU and compute instance carries their IDs
+// (nvmlEventSetWait_v2); one on the whole GPU carries none.
+TEST_F(NvmlMigTest, XidEventsSayTheirMigInstance) {
+  auto watched = lib_->watch_xid_events();
+  ASSERT_TRUE(watched) << watched.error().message;
+  const std::string script = sim().dir.file("nvml.script");
+  std::ofstream(script + ".tmp") << "xid 0 79 2 0\nxid 0 48\n";
+  ASSERT_EQ(std::rename((script + ".tmp").c_str(), script.c_str()), 0);
+  auto a = lib_->wait_xid(std::chrono::milliseconds(2000));
+  ASSERT_TRUE(a && *a) << (a ? "no event" : a.error().message);
+  EXPECT_EQ((*a)->index, 0);
+  EXPECT_EQ((*a)->xid, 79u);
+  EXPECT_EQ((*a)->gpu_instance_id, std::optional<unsigned>(2));
+  EXPECT_EQ((*a)->compute_instance_id, std::optional<unsigned>(0));
+  auto b = lib_->wait_xid(std::chrono::milliseconds(2000));
+  ASSERT_TRUE(b && *b);
+  EXPECT_EQ((*b)->xid, 48u);
+  EXPECT_FALSE((*b)->gpu_instance_id);
+  EXPECT_FALSE((*b)->compute_instance_id);
+  std::ofstream(script + ".tmp") << "";
+  ASSERT_EQ(std::rename((script + ".tmp").c_str(), script.c_str()), 0);
 }
 
 // The node agent's sampler: each MIG-enabled GPU, without an error for the

@@ -95,9 +95,10 @@
 //       that NVML function returns NVML_ERROR_UNKNOWN (for that device only)
 //   gpu_lost <function-name> [<device-index>]
 //       the same with NVML_ERROR_GPU_IS_LOST
-//   xid <device-index> <code>
+//   xid <device-index> <code> [<gpu-instance-id> [<compute-instance-id>]]
 //       one Xid critical-error event (nvmlEventTypeXidCriticalError, eventData
-//       = code) for nvmlEventSetWait_v2 / nvmlEventSetWait, which poll the
+//       = code; _v2's MIG instance IDs as given, else 0xFFFFFFFF, "none") for
+//       nvmlEventSetWait_v2 / nvmlEventSetWait, which poll the
 //       script every 2 ms until their timeout (then NVML_ERROR_TIMEOUT). Lines
 //       are delivered once each, in file order, to the event set that waits
 //       first; each process counts the xid lines it has taken, so a rewritten

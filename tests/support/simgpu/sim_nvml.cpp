@@ -65,6 +65,8 @@ struct ScriptFailure {
 struct ScriptXid {
   int device;
   unsigned long long xid;
+  unsigned gi = 0xFFFFFFFFu;  // MIG: the GPU and compute instance it happened in
+  unsigned ci = 0xFFFFFFFFu;
 };
 // A fact about a pair of devices (topology, nvlink, p2p lines), either way round.
 struct ScriptPair {
@@ -152,6 +154,12 @@ Script parse_script(const std::string& path) {
       ScriptXid x{};
       ok = static_cast<bool>(words >> x.device >> x.xid) && x.device >= 0 &&
            x.device < simgpu::kMaxDevices;
+      // A failed extraction writes 0: put "none" back.
+      if (ok && !(words >> x.gi)) {
+        x.gi = 0xFFFFFFFFu;
+      } else if (ok && !(words >> x.ci)) {
+        x.ci = 0xFFFFFFFFu;
+      }
       if (ok) s.xids.push_back(x);
     } else {
       ok = parse_topology_line(kind, words, s);
@@ -1413,7 +1421,10 @@ nvmlReturn_t wait_event(const char* fn, nvmlEventSet_t set, nvmlEventData_t* dat
       data->device = reinterpret_cast<nvmlDevice_t>(&st.devices[x.device]);
       data->eventType = nvmlEventTypeXidCriticalError;
       data->eventData = x.xid;
-      if (v2) data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+      if (v2) {
+        data->gpuInstanceId = x.gi;
+        data->computeInstanceId = x.ci;
+      }
       return NVML_SUCCESS;
     }
     const auto now = std::chrono::steady_clock::now();
