@@ -115,6 +115,8 @@ build() {
   local name=$1 file=$2 context=$3 archive
   archive=$out/$(basename "${1%%:*}").tar
   log "building $name"
+  # The previous build's image goes, or each run would leave one behind.
+  BUILDAH rmi "localhost/$name" >/dev/null 2>&1 || true
   BUILDAH bud --isolation chroot --pull-never --layers=false --quiet \
     --build-arg DEBIAN_IMAGE="$BASE" -f "$file" -t "localhost/$name" "$context" >/dev/null
   rm -f "$archive"

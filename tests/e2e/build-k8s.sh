@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end tests need from Debian and builds
 # kube-apiserver, kube-scheduler and kubectl 1.20.2 (and kubelet, for a real
-# node) from Debian's source package `kubernetes`, once: the binaries are
+# node; kube-controller-manager, for the chart's Deployment and DaemonSet)
+# from Debian's source package `kubernetes`, once: the binaries are
 # cached outside the clone so a second run on the same machine skips the
 # build, and a binary added later is built alone.
 #
 #   tests/e2e/build-k8s.sh                 install, build if the cache is stale
 #   tests/e2e/build-k8s.sh --with-kubelet  the same, kubelet included
+#   tests/e2e/build-k8s.sh --with-kubelet --with-controller-manager
+#                                          kubelet and kube-controller-manager too
 #   tests/e2e/build-k8s.sh --print         print the cached bin directory and exit
 #
 # HAMI_E2E_CACHE   cache directory (default ~/.cache/hami-e2e)
@@ -22,16 +25,20 @@ if [ "${1:-}" = "--print" ]; then
   exit 0
 fi
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 WANT=(kube-apiserver kube-scheduler kubectl)
-if [ "${1:-}" = "--with-kubelet" ]; then
-  WANT+=(kubelet)
-elif [ -n "${1:-}" ]; then
-  printf 'build-k8s: unknown argument %s (see --help)\n' "$1" >&2
-  exit 2
-fi
+for arg in "$@"; do
+  case $arg in
+  --with-kubelet) WANT+=(kubelet) ;;
+  --with-controller-manager) WANT+=(kube-controller-manager) ;;
+  *)
+    printf 'build-k8s: unknown argument %s (see --help)\n' "$arg" >&2
+    exit 2
+    ;;
+  esac
+done
 
 log() { printf 'build-k8s: %s\n' "$*" >&2; }
 
@@ -94,7 +101,7 @@ stamp="kubernetes=$src_version reflect2=$reflect2_version $go_version"
 # What is cached was built from this stamp; anything else is rebuilt.
 if [ ! -f "$BIN/STAMP" ] || [ "$(cat "$BIN/STAMP")" != "$stamp" ]; then
   rm -f "$BIN/STAMP"
-  for b in kube-apiserver kube-scheduler kubectl kubelet; do rm -f "$BIN/$b"; done
+  for b in kube-apiserver kube-scheduler kubectl kubelet kube-controller-manager; do rm -f "$BIN/$b"; done
 fi
 build=()
 for b in "${WANT[@]}"; do

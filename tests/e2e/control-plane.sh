@@ -20,6 +20,14 @@
 # HAMI_E2E_EXTENDER_PORT   where hami-scheduler will listen (default: a free port)
 # HAMI_E2E_SCHEDULER_QPS, HAMI_E2E_SCHEDULER_BURST   kube-scheduler's client
 #                  limits (clientConnection qps/burst; default: its own, 50/100)
+# HAMI_E2E_CHART=1 a cluster for our Helm chart instead (tests/e2e/chart.sh;
+#                  inside tests/e2e/netns.sh only): no extender, webhook or
+#                  RBAC of ours; ServiceAccount tokens; kube-controller-manager
+#                  (Deployments, DaemonSets, Endpoints, tokens, garbage
+#                  collection); the API server on port 443 of every address,
+#                  10.0.0.1 (the `kubernetes` Service's) added to loopback so
+#                  pods reach it without kube-proxy, and webhooks called at
+#                  their Service's endpoints (--enable-aggregator-routing)
 #
 # hami-scheduler itself is not started here: the tests start, kill and restart
 # it. By hand, start it with the line `start` prints.
@@ -31,6 +39,7 @@ BIN=${HAMI_E2E_BIN:-$("$HERE/build-k8s.sh" --print)}
 PIDS=$D/pids
 LOGS=$D/logs
 PKI=$D/pki
+CHART=${HAMI_E2E_CHART:-0}
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
 die() {
@@ -38,7 +47,7 @@ die() {
   exit 1
 }
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # free_port, spawn, live_pid, wait_for, stop_one, status.
 # shellcheck source=tests/e2e/processes.sh
@@ -196,6 +205,10 @@ leaderElection:
   leaderElect: false
 profiles:
 - schedulerName: default-scheduler
+EOF
+  # With the chart, its own kube-scheduler runs the hami-scheduler profile.
+  [ "$CHART" = 1 ] && return 0
+  cat >>"$D/kube-scheduler.yaml" <<EOF
 - schedulerName: hami-scheduler
 extenders:
 - urlPrefix: https://127.0.0.1:$EXTENDER_PORT
@@ -220,8 +233,10 @@ EOF
 }
 
 start() {
-  for b in kube-apiserver kube-scheduler kubectl; do
-    [ -x "$BIN/$b" ] || die "$BIN/$b missing: run tests/e2e/build-k8s.sh first"
+  local want=(kube-apiserver kube-scheduler kubectl)
+  [ "$CHART" = 1 ] && want+=(kube-controller-manager)
+  for b in "${want[@]}"; do
+    [ -x "$BIN/$b" ] || die "$BIN/$b missing: run tests/e2e/build-k8s.sh first (see its --help)"
   done
   command -v etcd >/dev/null || die "etcd missing: run tests/e2e/build-k8s.sh first"
   if [ -d "$PIDS" ]; then
@@ -242,6 +257,13 @@ start() {
   ETCD_PORT=$(free_port)
   ETCD_PEER_PORT=$(free_port)
   APISERVER_PORT=$(free_port)
+  local bind=127.0.0.1 chart_flags=(--disable-admission-plugins=ServiceAccount)
+  if [ "$CHART" = 1 ]; then
+    # In-cluster clients dial KUBERNETES_SERVICE_HOST:443 = 10.0.0.1:443.
+    APISERVER_PORT=443 bind=0.0.0.0
+    chart_flags=(--enable-aggregator-routing=true)
+    ip addr show dev lo | grep -qF ' 10.0.0.1/' || ip addr add 10.0.0.1/32 dev lo
+  fi
   SCHEDULER_PORT=$(free_port)
   EXTENDER_PORT=${HAMI_E2E_EXTENDER_PORT:-$(free_port)}
   METRICS_PORT=$(free_port)
@@ -276,9 +298,10 @@ EOF
 
   log "kube-apiserver on https://127.0.0.1:$APISERVER_PORT"
   # ServiceAccount admission waits for the token controller (part of the
-  # controller-manager, which does not run here); nothing here needs tokens.
+  # controller-manager, which runs only with the chart); nothing else here
+  # needs tokens.
   spawn kube-apiserver "$BIN/kube-apiserver" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --bind-address=$bind --advertise-address=127.0.0.1 \
     --secure-port="$APISERVER_PORT" --insecure-port=0 \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
@@ -290,7 +313,7 @@ EOF
     --service-account-issuer=https://kubernetes.default.svc \
     --service-cluster-ip-range=10.0.0.0/24 \
     --endpoint-reconciler-type=none \
-    --disable-admission-plugins=ServiceAccount \
+    "${chart_flags[@]}" \
     --allow-privileged=true \
     --event-ttl=1h \
     --kubelet-preferred-address-types=InternalIP \
@@ -299,7 +322,7 @@ EOF
     -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$APISERVER_PORT/readyz"
   wait_for kube-apiserver 30 KUBECTL get namespace default
 
-  apply_rbac_and_webhook
+  if [ "$CHART" = 1 ]; then start_controller_manager; else apply_rbac_and_webhook; fi
   cat >"$D/ports" <<EOF
 APISERVER_PORT=$APISERVER_PORT
 SCHEDULER_PORT=$SCHEDULER_PORT
@@ -331,6 +354,20 @@ EOF
   cat "$D/env"
 }
 
+# The controllers the chart's workloads need, as the admin (this cluster has
+# no kube-controller-manager user); health on loopback, plain HTTP.
+start_controller_manager() {
+  local port
+  port=$(free_port)
+  log "kube-controller-manager (health on http://127.0.0.1:$port/healthz)"
+  spawn kube-controller-manager "$BIN/kube-controller-manager" \
+    --kubeconfig="$D/admin.kubeconfig" --leader-elect=false \
+    --controllers=deployment,replicaset,daemonset,endpoint,serviceaccount,serviceaccount-token,garbagecollector \
+    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+    --address=127.0.0.1 --port="$port" --secure-port=0 -v=1
+  wait_for kube-controller-manager 60 curl -sf "http://127.0.0.1:$port/healthz"
+}
+
 start_scheduler() {
   write_scheduler_config
   log "kube-scheduler (health on http://127.0.0.1:$SCHEDULER_PORT/healthz)"
@@ -357,11 +394,11 @@ stop() {
   for f in "$PIDS"/*.pid; do
     [ -e "$f" ] || continue
     case "$(basename "$f" .pid)" in
-    etcd | kube-apiserver | kube-scheduler) ;;
+    etcd | kube-apiserver | kube-scheduler | kube-controller-manager) ;;
     *) names+=("$f") ;;
     esac
   done
-  names+=("$PIDS/kube-scheduler.pid" "$PIDS/kube-apiserver.pid" "$PIDS/etcd.pid")
+  names+=("$PIDS/kube-controller-manager.pid" "$PIDS/kube-scheduler.pid" "$PIDS/kube-apiserver.pid" "$PIDS/etcd.pid")
   for f in "${names[@]}"; do
     stop_one "$f"
   done

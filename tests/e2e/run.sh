@@ -8,6 +8,8 @@
 #   4. the scenarios on a real node (tests/e2e/node_scenarios.sh: kubelet,
 #      containerd, our daemons, in a network namespace with no way out), with
 #      the state directory $HAMI_E2E_DIR-node; needs root
+#   5. our Helm chart installed on a real node (tests/e2e/chart.sh: images
+#      built with buildah, `helm install`, a GPU pod), in $HAMI_E2E_DIR-chart
 # Prints the time each phase took.
 #
 #   tests/e2e/run.sh [gtest flags, e.g. --gtest_filter=*Spread*]
@@ -15,8 +17,9 @@
 # HAMI_E2E_JOBS   parallel build jobs (default 2)
 # HAMI_E2E_BUILD  build directory (default build/e2e; scripts/test.sh passes
 #                 build/release, which then also builds the e2e test)
-# HAMI_E2E_NODE   0: no real node (step 4), e.g. beside another run on this
-#                 machine: only one real node runs per machine
+# HAMI_E2E_NODE   0: no real node (steps 4 and 5), e.g. beside another run on
+#                 this machine: only one real node runs per machine
+# HAMI_E2E_CHART  0: not step 5
 # The rest: control-plane.sh --help
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,7 +38,7 @@ NODE=${HAMI_E2E_NODE:-1}
 if [ "$NODE" != 0 ]; then
   # Fail here, before any build, rather than skip the node in CI.
   tests/e2e/node_scenarios.sh --check-prerequisites
-  tests/e2e/build-k8s.sh --with-kubelet
+  tests/e2e/build-k8s.sh --with-kubelet --with-controller-manager
 else
   tests/e2e/build-k8s.sh
 fi
@@ -47,7 +50,8 @@ if [ "$NODE" != 0 ]; then
   # The node's CUDA client, simulated driver, libvgpu.so and node agent: in
   # CI build/release has them already.
   [ -f build/release/build.ninja ] || cmake --preset release >/dev/null
-  cmake --build build/release -j "$JOBS" --target cuda-client vgpu_lib simcuda simnvml hami-node-agent
+  cmake --build build/release -j "$JOBS" --target cuda-client vgpu_lib simcuda simnvml hami-node-agent \
+    hami-scheduler hami-device-plugin vgpu
 fi
 phase "our binaries"
 
@@ -75,4 +79,8 @@ if [ "$NODE" != 0 ]; then
   tests/e2e/control-plane.sh stop
   HAMI_E2E_DIR=$HAMI_E2E_DIR-node HAMI_E2E_BUILD=$BUILD tests/e2e/node_scenarios.sh
   phase "real node scenarios"
+  if [ "${HAMI_E2E_CHART:-1}" != 0 ]; then
+    HAMI_E2E_DIR=$HAMI_E2E_DIR-chart HAMI_E2E_BUILD=build/release tests/e2e/chart.sh
+    phase "the chart on the real node"
+  fi
 fi
