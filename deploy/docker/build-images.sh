@@ -15,6 +15,7 @@
 #   --kube-scheduler BIN   also an image of this kube-scheduler binary (the
 #                          chart's sidecar), tagged with the version it
 #                          prints under the chart's and upstream's names
+#                          (its archive is cached with the base)
 #   --tag TAG              tag of our images (default: the chart's appVersion)
 #
 # Writes DIR/<image>.tar (default DIR build/images) and DIR/images.txt, one
@@ -83,7 +84,9 @@ mirror=${mirror:-http://deb.debian.org/debian}
 
 # ---- the base: debootstrap --variant=minbase with the runtime packages,
 # cached as a tarball and, in buildah's storage, as an image tagged by key.
-key=$(printf '%s\n' "$SUITE" "$mirror" "${PACKAGES[@]}" | sha256sum | cut -c1-16)
+# RECIPE names how the tree is trimmed below; a new recipe makes a new base.
+RECIPE=slim1
+key=$(printf '%s\n' "$RECIPE" "$SUITE" "$mirror" "${PACKAGES[@]}" | sha256sum | cut -c1-16)
 base_tar=$CACHE/debian-$SUITE-minbase-$key.tar
 BASE=localhost/hami-debian-base:$key
 if [ ! -f "$base_tar" ]; then
@@ -96,8 +99,19 @@ if [ ! -f "$base_tar" ]; then
   )" "$SUITE" "$root" "$mirror" >"$CACHE/debootstrap.log" 2>&1 ||
     die "debootstrap failed; last lines of $CACHE/debootstrap.log: $(tail -5 "$CACHE/debootstrap.log")"
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/*.log
+  # As Debian's -slim images: no translations, manuals or docs but the
+  # copyright files (a third of the tree), now or from a later apt-get.
+  printf '%s\n' 'path-exclude /usr/share/locale/*' 'path-exclude /usr/share/man/*' \
+    'path-exclude /usr/share/info/*' 'path-exclude /usr/share/doc/*' \
+    'path-include /usr/share/doc/*/copyright' >"$root/etc/dpkg/dpkg.cfg.d/hami-slim"
+  find "$root/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete
+  rm -rf "$root"/usr/share/locale/* "$root"/usr/share/man/* "$root"/usr/share/info/*
   tar -C "$root" --numeric-owner -cf "$base_tar.part" .
   mv "$base_tar.part" "$base_tar"
+  # Older bases go, from the cache and from buildah's storage.
+  find "$CACHE" -maxdepth 1 -name "debian-$SUITE-minbase-*.tar" ! -name "$(basename "$base_tar")" -delete
+  BUILDAH images --format '{{.Name}}:{{.Tag}}' | grep '^localhost/hami-debian-base:' | grep -v ":$key\$" |
+    while read -r old; do BUILDAH rmi "$old" >/dev/null 2>&1 || true; done
   rm -rf "$root"
   trap - EXIT
 fi
@@ -168,19 +182,27 @@ for f in "${DOCKERFILES[@]}"; do
 done
 
 # kube-scheduler for the chart's sidecar: the version it reports, under the
-# chart's default registry and upstream's.
+# chart's default registry and upstream's. The binary seldom changes: its
+# archive is cached beside the base, keyed by the binary and the base.
 if [ -n "$kube_scheduler" ]; then
   version=$("$kube_scheduler" --version | awk '{print $2}')
-  ctx=$work/kube-scheduler
-  mkdir -p "$ctx"
-  cp -L "$kube_scheduler" "$ctx/kube-scheduler"
-  cat >"$ctx/Containerfile" <<'EOF'
+  name=registry.k8s.io/kube-scheduler:$version
+  cached=$CACHE/kube-scheduler-$key-$(sha256sum "$kube_scheduler" | cut -c1-16).tar
+  if [ ! -f "$cached" ]; then
+    ctx=$work/kube-scheduler
+    mkdir -p "$ctx"
+    cp -L "$kube_scheduler" "$ctx/kube-scheduler"
+    cat >"$ctx/Containerfile" <<'EOF'
 ARG DEBIAN_IMAGE
 FROM ${DEBIAN_IMAGE}
 COPY kube-scheduler /usr/local/bin/kube-scheduler
 ENTRYPOINT ["/usr/local/bin/kube-scheduler"]
 EOF
-  line=$(build "registry.k8s.io/kube-scheduler:$version" "$ctx/Containerfile" "$ctx")
-  echo "$line registry.cn-hangzhou.aliyuncs.com/google_containers/kube-scheduler:$version" >>"$out/images.txt"
+    build "$name" "$ctx/Containerfile" "$ctx" >/dev/null
+    rm -f "$CACHE"/kube-scheduler-*.tar
+    mv "$out/kube-scheduler.tar" "$cached"
+  fi
+  ln -f "$cached" "$out/kube-scheduler.tar" 2>/dev/null || cp "$cached" "$out/kube-scheduler.tar"
+  echo "$out/kube-scheduler.tar $name registry.cn-hangzhou.aliyuncs.com/google_containers/kube-scheduler:$version" >>"$out/images.txt"
 fi
 log "built in $((SECONDS - start))s: $(awk '{print $2}' "$out/images.txt" | tr '\n' ' ')"

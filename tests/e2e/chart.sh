@@ -65,12 +65,16 @@ for f in "$B/src/hami-scheduler" "$B/src/hami-device-plugin" "$B/src/hami-node-a
 done
 tests/e2e/build-k8s.sh --with-kubelet --with-controller-manager || exit 2
 HELM=$(scripts/setup-helm.sh) || exit 2
+# The images are built while the cluster starts (they meet at the import).
 IMAGES=$D-images
-deploy/docker/build-images.sh --build-dir "$B" --out "$IMAGES" --kube-scheduler "$BIN/kube-scheduler" || exit 1
-log "images built ($((SECONDS - start)) s)"
+rm -rf "$IMAGES"
+deploy/docker/build-images.sh --build-dir "$B" --out "$IMAGES" --kube-scheduler "$BIN/kube-scheduler" \
+  >"$IMAGES.log" 2>&1 &
+images_pid=$!
 
 teardown() {
   local rc=$?
+  kill "$images_pid" 2>/dev/null && wait "$images_pid"
   if ! "${NS[@]}" tests/e2e/node.sh stop >"$D.stop.log" 2>&1; then
     log "node.sh stop failed, the machine is not clean ($D.stop.log): $(tail -3 "$D.stop.log")"
     rc=1
@@ -92,6 +96,12 @@ trap 'exit 130' INT TERM
   log "node did not start: $(tail -3 "$D.start.log")"
   exit 1
 }
+log "control plane and node up ($((SECONDS - start)) s)"
+wait "$images_pid" || {
+  log "the images were not built: $(tail -3 "$IMAGES.log")"
+  exit 1
+}
+log "$(tail -1 "$IMAGES.log")"
 # shellcheck disable=SC1090
 source <(tests/e2e/node.sh env)
 NODE=$HAMI_E2E_NODE_NAME
@@ -103,7 +113,7 @@ while read -r archive name more; do
 done <"$IMAGES/images.txt"
 "${NS[@]}" tests/e2e/node.sh client-image "$R/$B" >>"$D.start.log" 2>&1 || exit 1
 K label node "$NODE" gpu=on --overwrite >/dev/null
-log "cluster up, images imported ($((SECONDS - start)) s)"
+log "images imported, node labelled ($((SECONDS - start)) s)"
 
 # The simulated driver where the plugin and agent see it: the node's hook
 # directory, which the chart mounts into both (global.gpuHookPath).
@@ -200,6 +210,13 @@ EOF
     log "[$label] pods, events and logs in $f"
   fi
   K delete pod gpu-pod --wait=false >/dev/null
+  if [ "$label" = "$LAST" ]; then
+    # The teardown stops what is left; waiting for it here adds nothing.
+    local rc=0
+    "${NS[@]}" "$HELM" uninstall hami -n kube-system --kubeconfig "$D/admin.kubeconfig" >/dev/null 2>&1 || rc=$?
+    check "$([ $rc = 0 ] && echo ok)" "[$label] helm uninstall ($((SECONDS - t0)) s for this install)"
+    return
+  fi
   "${NS[@]}" "$HELM" uninstall hami -n kube-system --kubeconfig "$D/admin.kubeconfig" --wait --timeout 60s >/dev/null 2>&1
   gone() { [ -z "$(K -n kube-system get pod -l app.kubernetes.io/instance=hami -o name 2>/dev/null)" ] &&
     [ -z "$(K get pod gpu-pod -o name 2>/dev/null)" ]; }
@@ -207,6 +224,8 @@ EOF
   check "$(gone && echo ok)" "[$label] helm uninstall: the pods are gone ($((SECONDS - t0)) s for this install)"
 }
 
+LAST="chart's values"
+[ -f "$UPSTREAM/values.yaml" ] && LAST="upstream v2.10 values"
 install "chart's values"
 if [ -f "$UPSTREAM/values.yaml" ]; then
   # Upstream's images are projecthami/hami; ours are two: an operator names them.
