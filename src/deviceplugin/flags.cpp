@@ -205,8 +205,9 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
       !(default_node_config && !std::filesystem::exists(f.node_config_file))) {
     if (auto r = apply_config_file(cfg, f.node_config_file, o.node_name); !r) return r.error();
   }
-  // The flag or this node's migstrategy.
-  if (cfg.mig_strategy == MigStrategy::kMixed) {
+  // The flag or this node's migstrategy (a node's none, as in upstream's
+  // example config.json, does not hide a mixed flag).
+  if (f.mig_strategy == "mixed" || cfg.mig_strategy == MigStrategy::kMixed) {
     return Error{not_supported("--mig-strategy=mixed",
                                "nvidia.com/mig-<profile> resources are not in this build; "
                                "single (or none) serves the MIG devices as nvidia.com/gpu, "
