@@ -22,6 +22,22 @@ std::string encode_node_devices(const std::vector<NodeDevice>& devices) {
     if (d.numa != 0) o["numa"] = d.numa;
     if (!d.mode.empty()) o["mode"] = d.mode;
     if (d.health) o["health"] = true;
+    if (!d.mig_profiles.empty()) {
+      nlohmann::ordered_json ps = nlohmann::ordered_json::array();
+      for (const MigProfileInfo& p : d.mig_profiles) {
+        nlohmann::ordered_json po = nlohmann::ordered_json::object();
+        po["name"] = p.name;
+        po["memory"] = p.memory;
+        po["core"] = p.core;
+        po["sliceCount"] = p.slice_count;
+        nlohmann::ordered_json pl = nlohmann::ordered_json::array();
+        for (const MigPlacement& x : p.placements)
+          pl.push_back({{"start", x.start}, {"size", x.size}});
+        po["placements"] = std::move(pl);
+        ps.push_back(std::move(po));
+      }
+      o["migProfiles"] = std::move(ps);
+    }
     arr.push_back(std::move(o));
   }
   return arr.dump();
@@ -50,6 +66,50 @@ Result<void> read_string(const nlohmann::json& o, const char* key, std::string& 
   return {};
 }
 
+Result<void> read_placement(const nlohmann::json& o, MigPlacement& out, const std::string& where) {
+  if (!o.is_object()) return Error{where + ": expected an object"};
+  int64_t v[2] = {0, 0};
+  const char* keys[2] = {"start", "size"};
+  for (int k = 0; k < 2; ++k) {
+    if (auto r = read_int(o, keys[k], v[k], where); !r) return r;
+    if (v[k] < 0 || v[k] > 0xFFFF)
+      return Error{where + "." + keys[k] + ": " + std::to_string(v[k]) + " is out of range"};
+  }
+  if (v[1] == 0) return Error{where + ": no size"};
+  out = {static_cast<unsigned>(v[0]), static_cast<unsigned>(v[1])};
+  return {};
+}
+
+Result<void> read_mig_profiles(const nlohmann::json& o, std::vector<MigProfileInfo>& out,
+                               const std::string& where) {
+  auto it = o.find("migProfiles");
+  if (it == o.end() || it->is_null()) return {};
+  if (!it->is_array()) return Error{where + ".migProfiles: expected an array"};
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto& po = (*it)[i];
+    const std::string at = where + ".migProfiles[" + std::to_string(i) + "]";
+    if (!po.is_object()) return Error{at + ": expected an object"};
+    MigProfileInfo p;
+    for (auto r :
+         {read_string(po, "name", p.name, at), read_int(po, "memory", p.memory, at),
+          read_int(po, "core", p.core, at), read_int(po, "sliceCount", p.slice_count, at)}) {
+      if (!r) return r.error();
+    }
+    if (p.name.empty()) return Error{at + ": no name"};
+    if (auto pl = po.find("placements"); pl != po.end() && !pl->is_null()) {
+      if (!pl->is_array()) return Error{at + ".placements: expected an array"};
+      for (size_t k = 0; k < pl->size(); ++k) {
+        MigPlacement x;
+        if (auto r = read_placement((*pl)[k], x, at + ".placements[" + std::to_string(k) + "]"); !r)
+          return r.error();
+        p.placements.push_back(x);
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text) {
@@ -72,6 +132,7 @@ Result<std::vector<NodeDevice>> decode_node_devices(std::string_view json_text) 
       if (!h->is_boolean()) return Error{where + ".health: expected true or false"};
       d.health = h->get<bool>();
     }
+    if (auto r = read_mig_profiles(o, d.mig_profiles, where); !r) return r.error();
     if (d.id.empty()) return Error{where + ": no id"};
     out.push_back(std::move(d));
   }

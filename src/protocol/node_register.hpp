@@ -8,6 +8,8 @@
 //   [{"id":"GPU-…","index":1,"count":10,"devmem":32768,"devcore":100,
 //     "type":"NVIDIA-Tesla V100-PCIE-32GB","numa":1,"mode":"hami-core","health":true}]
 //
+// A GPU in dynamic MIG mode adds "migProfiles" (MigProfileInfo below).
+//
 //   std::string v = hami::protocol::encode_node_devices(devices);
 //   auto back = hami::protocol::decode_node_devices(v);   // Result, says what is wrong
 //
@@ -33,8 +35,23 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::protocol {
+
+// One MIG profile a GPU in dynamic MIG mode offers (docs/mig.md): upstream's
+// MIGProfiles carry a profile's memory, core percent, slice count and NVML
+// placements; the JSON names are ours, as upstream's are not recorded here:
+//   {"name":"3g.40gb","memory":40192,"core":42,"sliceCount":3,
+//    "placements":[{"start":0,"size":4},{"start":4,"size":4}]}
+struct MigProfileInfo {
+  std::string name;
+  int32_t memory = 0;  // MiB
+  int32_t core = 0;    // percent of the GPU's SMs
+  int32_t slice_count = 0;
+  std::vector<MigPlacement> placements;
+  bool operator==(const MigProfileInfo&) const = default;
+};
 
 struct NodeDevice {
   std::string id;       // the GPU UUID
@@ -46,6 +63,8 @@ struct NodeDevice {
   int numa = 0;
   std::string mode;  // "hami-core"
   bool health = false;
+  // Dynamic MIG (mode "mig" on a GPU not yet cut): the allowed profiles.
+  std::vector<MigProfileInfo> mig_profiles;
   bool operator==(const NodeDevice&) const = default;
 };
 

@@ -23,6 +23,33 @@ TEST(NodeRegister, EncodesUpstreamFieldOrderAndOmitempty) {
   EXPECT_EQ(encode_node_devices({}), "[]");
 }
 
+TEST(NodeRegister, DynamicMigGpuCarriesItsProfiles) {
+  NodeDevice d{"GPU-m", 0, 7, 81920, 100, "NVIDIA H100 80GB HBM3", 0, "mig", true};
+  d.mig_profiles = {{"1g.10gb", 9984, 14, 1, {{0, 1}, {1, 1}}},
+                    {"7g.80gb", 80896, 100, 7, {{0, 8}}}};
+  const std::string text = encode_node_devices({d});
+  EXPECT_EQ(text, R"([{"id":"GPU-m","count":7,"devmem":81920,"devcore":100,)"
+                  R"("type":"NVIDIA H100 80GB HBM3","mode":"mig","health":true,"migProfiles":[)"
+                  R"({"name":"1g.10gb","memory":9984,"core":14,"sliceCount":1,)"
+                  R"("placements":[{"start":0,"size":1},{"start":1,"size":1}]},)"
+                  R"({"name":"7g.80gb","memory":80896,"core":100,"sliceCount":7,)"
+                  R"("placements":[{"start":0,"size":8}]}]}])");
+  auto back = decode_node_devices(text);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(*back, std::vector<NodeDevice>{d});
+
+  auto err = [](const std::string& profiles) {
+    auto r = decode_node_devices(R"([{"id":"GPU-m","migProfiles":)" + profiles + "}]");
+    return r ? std::string("accepted") : r.error().message;
+  };
+  EXPECT_THAT(err("{}"), HasSubstr("migProfiles: expected an array"));
+  EXPECT_THAT(err(R"([{"memory":1}])"), HasSubstr("no name"));
+  EXPECT_THAT(err(R"([{"name":"1g","placements":[{"start":0}]}])"), HasSubstr("no size"));
+  EXPECT_THAT(err(R"([{"name":"1g","placements":[{"start":-1,"size":1}]}])"),
+              HasSubstr("out of range"));
+  EXPECT_THAT(err(R"([{"name":"1g","placements":{}}])"), HasSubstr("expected an array"));
+}
+
 TEST(NodeRegister, DecodeRoundTripsAndReadsUpstreamText) {
   std::vector<NodeDevice> d = {{"GPU-a", 2, 10, 1000, 150, "NVIDIA A30", 1, "hami-core", true}};
   auto back = decode_node_devices(encode_node_devices(d));
