@@ -21,7 +21,9 @@
 # Writes DIR/<image>.tar (default DIR build/images) and DIR/images.txt, one
 # line "<archive> <name> [<more names>...]" per image. The base is cached as
 # a tarball in $HAMI_IMAGE_CACHE (default ~/.cache/hami-e2e/images), keyed by
-# its suite, mirror and package list: the runtime stages' apt-get packages.
+# its suite, mirror and package list: the runtime stages' apt-get packages;
+# buildah keeps its storage there too (buildah-overlay/), apart from the
+# machine's. Two builds at once must use two caches.
 # Needs root (debootstrap; buildah's chroot isolation) and Debian's buildah
 # and debootstrap (installed when missing). Exit 0 built, 1 failed, 2 usage.
 set -euo pipefail
@@ -61,9 +63,12 @@ out=$(cd "$out" && pwd)
 start=$SECONDS
 
 scripts/setup.sh buildah debootstrap >/dev/null
-# overlay where the kernel has it, else vfs (slower, works anywhere).
-STORAGE=(--storage-driver overlay)
-grep -qw overlay /proc/filesystems || STORAGE=(--storage-driver vfs)
+# buildah's own storage under the cache, not the machine's
+# /var/lib/containers: overlay where the kernel has it, else vfs (slower,
+# works anywhere).
+driver=overlay
+grep -qw overlay /proc/filesystems || driver=vfs
+STORAGE=(--root "$CACHE/buildah-$driver" --runroot "$CACHE/buildah-run" --storage-driver "$driver")
 BUILDAH() { buildah "${STORAGE[@]}" "$@"; }
 
 # The runtime stage of a Dockerfile: from its last FROM to the end.

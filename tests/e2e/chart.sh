@@ -73,16 +73,17 @@ deploy/docker/build-images.sh --build-dir "$B" --out "$IMAGES" --kube-scheduler 
 images_pid=$!
 
 teardown() {
-  local rc=$?
+  local rc=$? t0=$SECONDS
   kill "$images_pid" 2>/dev/null && wait "$images_pid"
   if ! "${NS[@]}" tests/e2e/node.sh stop >"$D.stop.log" 2>&1; then
     log "node.sh stop failed, the machine is not clean ($D.stop.log): $(tail -3 "$D.stop.log")"
     rc=1
   fi
+  log "node stopped in $((SECONDS - t0)) s"
   "${NS[@]}" tests/e2e/control-plane.sh stop >/dev/null 2>&1
   tests/e2e/netns.sh delete
   rm -rf "$IMAGES"
-  log "total $((SECONDS - start)) s"
+  log "stopped in $((SECONDS - t0)) s; total $((SECONDS - start)) s"
   exit $rc
 }
 trap teardown EXIT
@@ -174,6 +175,8 @@ install() {
   check "$(ready scheduler && echo ok)" "[$label] scheduler Deployment: pod Ready ($(K -n kube-system get pod -l app.kubernetes.io/component=scheduler --no-headers 2>&1 | head -1))"
   wait_until 120 ready device-plugin
   check "$(ready device-plugin && echo ok)" "[$label] device-plugin DaemonSet: pod Ready on $NODE; images: $images"
+  check "$(cmp -s "$HOOK/vgpu/libvgpu.so" "$B/src/libvgpu.so" && echo ok)" \
+    "[$label] the init container put the image's libvgpu.so in $HOOK/vgpu"
   gpus() { [ "$(K get node "$NODE" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" = 10 ]; }
   wait_until 60 gpus
   check "$(gpus && echo ok)" "[$label] the plugin pod registered with kubelet: nvidia.com/gpu 10"
