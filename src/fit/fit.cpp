@@ -122,12 +122,34 @@ Reason check_after_numa(const GpuDevice& d, const DeviceUsage& u, uint8_t eligib
     want = int64_t{d.total_mem_mib} * c.mem_percent / 100;
   }
   if (int64_t{d.total_mem_mib} - u.mem_mib < want) return Reason::kCardInsufficientMemory;
+  mem = static_cast<int32_t>(want);
+  // A dynamic MIG GPU: cores are percent of the MIG device made for the
+  // container, not of the GPU; check_mig decides.
+  if (!d.mig_profiles.empty()) return kPass;
   if (int64_t{d.total_cores} - u.cores < cores) return Reason::kCardInsufficientCore;
   if (d.total_cores == 100 && cores == 100 && u.tenants > 0) {
     return Reason::kExclusiveDeviceAllocateConflict;
   }
   if (u.cores == d.total_cores && cores == 0) return Reason::kCardComputeUnitsExhausted;
-  mem = static_cast<int32_t>(want);
+  return kPass;
+}
+
+// Upstream's last check on a dynamic MIG GPU: a MIG device of an allowed
+// profile that holds `mem` (0: any) at a placement free of instances,
+// reservations and this pod's earlier picks. Fills a's profile, placement
+// and, where the container gave no size, its memory (the whole MIG device).
+Reason check_mig(const GpuDevice& d, uint16_t i, FitScratch& s, Assignment& a) {
+  if (d.mig_profiles.empty()) return kPass;
+  s.mig_taken.assign(d.mig_taken.begin(), d.mig_taken.end());
+  for (const auto& [dev, pl] : s.mig_picks)
+    if (dev == i) s.mig_taken.push_back(pl);
+  auto pick = choose_mig(d.mig_profiles, s.mig_taken, a.mem_mib);
+  if (!pick) return Reason::kCardMigTopologyInfeasible;
+  for (size_t k = 0; k < d.mig_profiles.size(); ++k) {
+    if (d.mig_profiles[k].name == pick->profile) a.mig_profile = static_cast<int16_t>(k);
+  }
+  a.mig_placement = pick->placement;
+  if (a.mem_mib == 0) a.mem_mib = pick->memory_mib;
   return kPass;
 }
 
@@ -194,11 +216,13 @@ bool choose_unbound(const NodeDevices& node, const ContainerRequest& c, uint16_t
     Reason r = check_before_numa(d, s.eligible[i]);
     if (r == kPass)
       r = check_after_numa(d, usage[i], s.eligible[i], c, cores, o.gpu_policy.mutex, o.user, mem);
+    Assignment a{ci, i, mem, cores};
+    if (r == kPass) r = check_mig(d, i, s, a);
     if (r != kPass) {
       failure.add(r);
       continue;
     }
-    s.chosen.push_back({ci, i, mem, cores});
+    s.chosen.push_back(a);
   }
   const size_t passing = s.chosen.size();
   if (passing < static_cast<size_t>(c.nums)) {
@@ -266,11 +290,13 @@ bool choose_numa_bound(const NodeDevices& node, const ContainerRequest& c, uint1
     }
     int32_t mem = 0;
     r = check_after_numa(d, usage[i], s.eligible[i], c, cores, o.gpu_policy.mutex, o.user, mem);
+    Assignment a{ci, i, mem, cores};
+    if (r == kPass) r = check_mig(d, i, s, a);
     if (r != kPass) {
       failure.add(r);
       continue;
     }
-    s.chosen.push_back({ci, i, mem, cores});
+    s.chosen.push_back(a);
     if (--remaining == 0) return true;
   }
   if (!s.chosen.empty()) {
@@ -312,6 +338,7 @@ bool fit_container(const NodeDevices& node, const PreparedPod& pod, uint16_t ci,
     du.tenants += 1;
     du.mem_mib += a.mem_mib;
     du.cores += a.cores;
+    if (a.mig_profile >= 0) s.mig_picks.emplace_back(a.device, a.mig_placement);
     if (placement) placement->assignments.push_back(a);
   }
   return true;
@@ -387,6 +414,7 @@ NodeFit fit_pod(const NodeDevices& node, const PreparedPod& pod, FitScratch& s,
   s.vendors.resize(n);
   s.eligible.resize(n);
   s.state.resize(n);
+  s.mig_picks.clear();
   for (size_t i = 0; i < n; ++i) {
     const GpuDevice& d = node.devices[i];
     const FitScratch::TypeVerdict& v = verdict_for(d, pod, s);
@@ -430,6 +458,27 @@ PodDevices to_pod_devices(const NodeDevices& node, const PreparedPod& pod,
     if (a.container >= out.size() || a.device >= node.devices.size()) continue;
     out[a.container].push_back(
         {node.devices[a.device].uuid, containers[a.container].type, a.mem_mib, a.cores});
+  }
+  return out;
+}
+
+std::vector<protocol::MigAllocation> to_mig_allocations(const NodeDevices& node,
+                                                        const Placement& placement) {
+  std::vector<protocol::MigAllocation> out;
+  std::vector<int> per_container;
+  for (const Assignment& a : placement.assignments) {
+    if (a.container >= per_container.size()) per_container.resize(a.container + 1u, 0);
+    const int position = per_container[a.container]++;
+    if (a.mig_profile < 0 || a.device >= node.devices.size()) continue;
+    const GpuDevice& d = node.devices[a.device];
+    if (static_cast<size_t>(a.mig_profile) >= d.mig_profiles.size()) continue;
+    protocol::MigAllocation m;
+    m.container_index = a.container;
+    m.device_index = position;
+    m.gpu_uuid = d.uuid;
+    m.profile = d.mig_profiles[static_cast<size_t>(a.mig_profile)].name;
+    m.placement = a.mig_placement;
+    out.push_back(std::move(m));
   }
   return out;
 }

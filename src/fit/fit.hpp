@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/result.hpp"
@@ -40,6 +41,7 @@
 #include "fit/topology.hpp"
 #include "fit/types.hpp"
 #include "protocol/device_codec.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::fit {
 
@@ -78,6 +80,10 @@ struct Assignment {
   uint16_t device = 0;     // position in NodeDevices::devices
   int32_t mem_mib = 0;
   int32_t cores = 0;
+  // Dynamic MIG: the MIG device to make, as a position in the GPU's
+  // mig_profiles (-1: not a dynamic MIG GPU) and its placement.
+  int16_t mig_profile = -1;
+  protocol::MigPlacement mig_placement{};
 };
 
 // Every assignment of a fitted pod, by container, each container's GPUs in
@@ -116,6 +122,9 @@ struct FitScratch {
   std::vector<uint16_t> order;
   std::vector<Assignment> chosen;
   std::vector<Assignment> trial_chosen;
+  // Dynamic MIG placements this pod's earlier containers took, by device.
+  std::vector<std::pair<uint16_t, protocol::MigPlacement>> mig_picks;
+  std::vector<protocol::MigPlacement> mig_taken;
   size_t last_verdict = 0;
   // Choosing by topology (topology.hpp).
   std::vector<uint16_t> forced;
@@ -132,6 +141,12 @@ NodeFit fit_pod(const NodeDevices& node, const PreparedPod& pod, FitScratch& scr
 // container (empty where it asked for nothing), type = the request's vendor key.
 PodDevices to_pod_devices(const NodeDevices& node, const PreparedPod& pod,
                           const Placement& placement);
+
+// The dynamic MIG devices of the placement, for hami.io/vgpu-mig-allocations:
+// one per assignment to a GPU with mig_profiles, deviceIndex its position
+// among its container's devices. Empty when there are none.
+std::vector<protocol::MigAllocation> to_mig_allocations(const NodeDevices& node,
+                                                        const Placement& placement);
 
 // One-shot form for a single node (`vgpu run`, tests): the devices, or an
 // error whose message is describe(failure) prefixed with the node's name.

@@ -26,6 +26,8 @@ const char* reason_name(Reason r) {
       return "CardInsufficientCore";
     case Reason::kCardComputeUnitsExhausted:
       return "CardComputeUnitsExhausted";
+    case Reason::kCardMigTopologyInfeasible:
+      return "CardMigTopologyInfeasible";
     case Reason::kAllocatedCardsInsufficientRequest:
       return "AllocatedCardsInsufficientRequest";
     case Reason::kCount:

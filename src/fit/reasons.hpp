@@ -29,6 +29,7 @@ enum class Reason : uint8_t {
   kCardInsufficientMemory,
   kCardInsufficientCore,
   kCardComputeUnitsExhausted,
+  kCardMigTopologyInfeasible,  // dynamic MIG: no allowed profile has a free placement
   kAllocatedCardsInsufficientRequest,
   kCount,
 };

@@ -20,7 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "fit/mig_geometry.hpp"
 #include "protocol/device_codec.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::fit {
 
@@ -68,6 +70,13 @@ struct GpuDevice {
   // many nodes (the scheduler's cache) assigns them; 0 means "compare the
   // strings", always correct.
   uint32_t model_id = 0;
+  // Dynamic MIG (mode "mig", registered with migProfiles: docs/mig.md): the
+  // profiles the device config allows, and the placements held by instances
+  // and by pods' reservations. A container takes a new MIG device here,
+  // chosen by choose_mig (mig_geometry.hpp); its cores are percent of that
+  // device, so the GPU's core checks do not apply.
+  std::vector<MigProfileSpec> mig_profiles;
+  std::vector<protocol::MigPlacement> mig_taken;
 };
 
 // How well each pair of a node's GPUs is connected, by position in
