@@ -126,15 +126,54 @@ Result<bool> apply_node_key(PluginConfig& cfg, const std::string& key, const YAM
   return true;
 }
 
+// A list of names (models or profiles), each a non-empty scalar.
+Result<std::vector<std::string>> as_names(const YAML::Node& list, const Where& w) {
+  std::vector<std::string> out;
+  if (list.IsNull()) return out;
+  if (!list.IsSequence()) return Error{w.str() + "expected a list, got " + shown(list)};
+  for (const YAML::Node& item : list) {
+    if (!item.IsScalar() || item.Scalar().empty())
+      return Error{w.str() + "expected a name, got " + shown(item)};
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+// migProfileAllowlist: [{models: [...], profiles: [...]}, ...].
+Result<std::vector<fit::MigAllowEntry>> as_mig_allowlist(const YAML::Node& v, const Where& w,
+                                                         std::vector<std::string>& warnings) {
+  std::vector<fit::MigAllowEntry> out;
+  if (v.IsNull()) return out;
+  if (!v.IsSequence()) return Error{w.str() + "expected a list, got " + shown(v)};
+  for (const YAML::Node& entry : v) {
+    const Where ew{w.source, w.key + "[" + std::to_string(out.size()) + "]", entry};
+    if (!entry.IsMap()) return Error{ew.str() + "expected {models: [...], profiles: [...]}"};
+    fit::MigAllowEntry e;
+    for (auto it = entry.begin(); it != entry.end(); ++it) {
+      const std::string key = lower(it->first.Scalar());
+      const YAML::Node list = it->second;  // a copy: it-> yields a temporary
+      const Where lw{w.source, ew.key + "." + it->first.Scalar(), list};
+      if (key != "models" && key != "profiles") {
+        warnings.push_back(lw.str() + "unknown key, ignored");
+        continue;
+      }
+      auto names = as_names(list, lw);
+      if (!names) return names.error();
+      (key == "models" ? e.models : e.profiles) = std::move(*names);
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 Result<void> apply_nvidia(PluginConfig& cfg, const YAML::Node& block, const std::string& source) {
   if (block.IsNull()) return {};
   if (!block.IsMap()) return Error{Where{source, "nvidia", block}.str() + "expected a mapping"};
   // Read by the scheduler and webhook only; fine to find here.
-  static const char* const kSchedulerKeys[] = {"overwriteenv",       "defaultmemory",
-                                               "defaultcores",       "defaultgpunum",
-                                               "memoryfactor",       "gpucorepolicy",
-                                               "runtimeclassname",   "migprofileallowlist",
-                                               "knownmiggeometries", "preconfigureddevicememory"};
+  static const char* const kSchedulerKeys[] = {
+      "overwriteenv",     "defaultmemory",      "defaultcores",
+      "defaultgpunum",    "memoryfactor",       "gpucorepolicy",
+      "runtimeclassname", "knownmiggeometries", "preconfigureddevicememory"};
   for (auto it = block.begin(); it != block.end(); ++it) {
     const std::string name = it->first.Scalar();
     const std::string key = lower(name);
@@ -157,6 +196,10 @@ Result<void> apply_nvidia(PluginConfig& cfg, const YAML::Node& block, const std:
       auto r = as_bool(v, w);
       if (!r) return r.error();
       cfg.disable_core_limit = *r;
+    } else if (key == "migprofileallowlist") {
+      auto r = as_mig_allowlist(v, w, cfg.warnings);
+      if (!r) return r.error();
+      cfg.mig_profile_allowlist = std::move(*r);
     } else if (std::find(std::begin(kSchedulerKeys), std::end(kSchedulerKeys), key) ==
                std::end(kSchedulerKeys)) {
       cfg.warnings.push_back(w.str() + "unknown key, ignored");

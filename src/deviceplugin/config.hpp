@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/result.hpp"
+#include "fit/mig_geometry.hpp"
 #include "protocol/container_contract.hpp"
 
 namespace hami::deviceplugin {
@@ -72,6 +73,10 @@ struct PluginConfig {
   bool mig_mode = false;                               // nodeconfig operatingmode: mig
   std::vector<GpuModeOverride> gpu_modes;              // nodeconfig devicemodes
   MigStrategy mig_strategy = MigStrategy::kNone;       // --mig-strategy, nodeconfig migstrategy
+
+  // nvidia.migProfileAllowlist: the MIG profiles dynamic MIG may make, by
+  // GPU model (docs/mig-dynamic.md).
+  std::vector<fit::MigAllowEntry> mig_profile_allowlist;
 
   bool disable_core_limit = false;  // GPU_CORE_UTILIZATION_POLICY=disable in every container
   std::string resource_count_name = protocol::kResourceCount;

@@ -65,6 +65,37 @@ cambricon:
   EXPECT_TRUE(c.disable_core_limit);
   EXPECT_EQ(c.lib_cuda_log_level, 1);
   EXPECT_TRUE(c.warnings.empty()) << c.warnings[0];
+  ASSERT_EQ(c.mig_profile_allowlist.size(), 1u);
+  EXPECT_EQ(c.mig_profile_allowlist[0].models, std::vector<std::string>{"A100"});
+  EXPECT_EQ(c.mig_profile_allowlist[0].profiles, std::vector<std::string>{"1g.10gb"});
+}
+
+// Dynamic MIG's allowlist, as upstream's chart ships it, and what is refused.
+TEST(Config, MigProfileAllowlist) {
+  PluginConfig c;
+  auto r = apply_config_text(c, R"(nvidia:
+  migProfileAllowlist:
+  - models: [ "H100-PCIE-80GB", "H100-SXM5-80GB"]
+    profiles: [ "1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb" ]
+  - models: [ "H200 NVL", "H200-SXM5"]
+    profiles: [ "1g.18gb", "7g.141gb" ]
+    comment: x
+)",
+                             "f.yaml", "n");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(c.mig_profile_allowlist.size(), 2u);
+  EXPECT_EQ(c.mig_profile_allowlist[0].models.size(), 2u);
+  EXPECT_EQ(c.mig_profile_allowlist[0].profiles[3], "7g.80gb");
+  EXPECT_EQ(c.mig_profile_allowlist[1].models[0], "H200 NVL");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("nvidia.migProfileAllowlist[1].comment: unknown key"));
+  for (const char* bad :
+       {"nvidia:\n  migProfileAllowlist: 3\n", "nvidia:\n  migProfileAllowlist: [3]\n",
+        "nvidia:\n  migProfileAllowlist: [{models: A100}]\n",
+        "nvidia:\n  migProfileAllowlist: [{profiles: [[1]]}]\n"}) {
+    PluginConfig b;
+    EXPECT_FALSE(apply_config_text(b, bad, "f.yaml", "n")) << bad;
+  }
 }
 
 TEST(Config, UnknownKeysWarnWithTheirPlace) {
