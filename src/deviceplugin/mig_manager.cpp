@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,37 @@ bool MigApplyLock::held(const std::string& path) {
 
 MigApplyLock::~MigApplyLock() {
   if (!path_.empty()) ::unlink(path_.c_str());
+}
+
+MigRegistration mig_registration(std::string_view gpu_name,
+                                 const std::vector<nvml::GiProfile>& profiles,
+                                 const std::vector<fit::MigAllowEntry>& allowlist) {
+  std::vector<fit::MigProfileSpec> specs;
+  unsigned most_slices = 0;
+  for (const nvml::GiProfile& p : profiles) {
+    fit::MigProfileSpec f;
+    f.name = p.name;
+    f.memory_mib = static_cast<int32_t>(std::min<uint64_t>(p.memory_mib, INT32_MAX));
+    f.slices = static_cast<int32_t>(p.slices);
+    for (const nvml::GiPlacement& pl : p.placements)
+      f.placements.push_back({pl.start, pl.size});
+    specs.push_back(std::move(f));
+    most_slices = std::max(most_slices, p.slices);
+  }
+  MigRegistration out;
+  for (const fit::MigProfileSpec& f : fit::allowed_mig_profiles(gpu_name, allowlist, specs)) {
+    protocol::MigProfileInfo info;
+    info.name = f.name;
+    info.memory = f.memory_mib;
+    info.core = most_slices == 0 ? 0 : f.slices * 100 / static_cast<int32_t>(most_slices);
+    info.slice_count = f.slices;
+    info.placements = f.placements;
+    for (const nvml::GiProfile& p : profiles) {
+      if (p.name == f.name) out.count = std::max(out.count, static_cast<int32_t>(p.instances));
+    }
+    out.profiles.push_back(std::move(info));
+  }
+  return out;
 }
 
 namespace {

@@ -23,12 +23,15 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/result.hpp"
+#include "fit/mig_geometry.hpp"
 #include "nvml/mig_control.hpp"
 #include "protocol/mig_allocations.hpp"
+#include "protocol/node_register.hpp"
 
 namespace hami::deviceplugin {
 
@@ -50,6 +53,18 @@ class MigApplyLock {
   explicit MigApplyLock(std::string path) : path_(std::move(path)) {}
   std::string path_;
 };
+
+// What a GPU in dynamic MIG mode registers (upstream: MIGProfiles, and Count
+// the most instances any allowed profile can have): the profiles the
+// allowlist allows for its NVML name, each with its memory, its share of the
+// GPU's compute slices as core percent, its slices and NVML placements.
+struct MigRegistration {
+  std::vector<protocol::MigProfileInfo> profiles;
+  int32_t count = 0;
+};
+MigRegistration mig_registration(std::string_view gpu_name,
+                                 const std::vector<nvml::GiProfile>& profiles,
+                                 const std::vector<fit::MigAllowEntry>& allowlist);
 
 // GPU UUID -> NVML index, for the GPUs in MIG operating mode.
 using MigGpus = std::map<std::string, int>;

@@ -232,5 +232,32 @@ TEST_F(MigManagerTest, CleanupRemovesWhatNoPodNames) {
   EXPECT_EQ(live(1), 0u);
 }
 
+TEST_F(MigManagerTest, RegistersTheAllowedProfiles) {
+  auto profiles = control_->profiles(0);
+  ASSERT_TRUE(profiles) << profiles.error().message;
+  const std::vector<fit::MigAllowEntry> allow = {
+      {{"A100-SXM4-40GB"}, {"1g.5gb"}},
+      {{"H100-PCIE-80GB", "H100-SXM5-80GB"}, {"1g.10gb", "3g.40gb", "7g.80gb"}}};
+  MigRegistration reg = mig_registration("NVIDIA H100 80GB HBM3", *profiles, allow);
+  ASSERT_EQ(reg.profiles.size(), 3u);
+  EXPECT_EQ(reg.profiles[0].name, "1g.10gb");
+  EXPECT_EQ(reg.profiles[0].memory, 9984);
+  EXPECT_EQ(reg.profiles[0].core, 14);  // 1 of 7 slices
+  EXPECT_EQ(reg.profiles[0].placements.size(), 7u);
+  EXPECT_EQ(reg.profiles[1].name, "3g.40gb");
+  EXPECT_EQ(reg.profiles[1].core, 42);
+  EXPECT_EQ(reg.profiles[1].slice_count, 3);
+  EXPECT_EQ(reg.profiles[1].placements, (std::vector<protocol::MigPlacement>{{0, 4}, {4, 4}}));
+  EXPECT_EQ(reg.profiles[2].core, 100);
+  EXPECT_EQ(reg.count, 7);  // seven 1g.10gb
+  // Without 1g profiles allowed, at most two instances (3g.40gb).
+  reg = mig_registration("NVIDIA H100 80GB HBM3", *profiles,
+                         {{{"H100-SXM5-80GB"}, {"3g.40gb", "7g.80gb"}}});
+  EXPECT_EQ(reg.count, 2);
+  // A model the allowlist does not name: every profile the GPU has.
+  reg = mig_registration("NVIDIA H100 80GB HBM3", *profiles, {{{"B200"}, {"1g.23gb"}}});
+  EXPECT_EQ(reg.profiles.size(), profiles->size());
+}
+
 }  // namespace
 }  // namespace hami::deviceplugin
