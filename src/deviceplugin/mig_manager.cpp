@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,20 @@ bool running(pid_t pid) {
   return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
 }
 
+// A lock file without a PID is one being written this instant, or one
+// another writer (upstream's plugin) left without a PID: the first is held,
+// the second stale once it is older than any apply takes to start.
+constexpr auto kUnnamedLockFresh = std::chrono::seconds(10);
+
+bool held_by_someone(const std::string& path) {
+  const pid_t holder = lock_holder(path);
+  if (holder != 0) return running(holder);
+  std::error_code ec;
+  const auto mtime = std::filesystem::last_write_time(path, ec);
+  if (ec) return false;
+  return std::filesystem::file_time_type::clock::now() - mtime < kUnnamedLockFresh;
+}
+
 }  // namespace
 
 Result<MigApplyLock> MigApplyLock::take(const std::string& path) {
@@ -47,13 +62,12 @@ Result<MigApplyLock> MigApplyLock::take(const std::string& path) {
       return MigApplyLock(path);
     }
     if (errno != EEXIST) return Error{"cannot create " + path + ": " + std::strerror(errno)};
-    const pid_t holder = lock_holder(path);
-    // A holder that still runs is applying now; an empty file may be one
-    // being written this instant, so it is not taken over either.
-    if (holder == 0 || running(holder))
+    if (held_by_someone(path)) {
+      const pid_t holder = lock_holder(path);
       return Error{path + " is held" +
                    (holder != 0 ? " by PID " + std::to_string(holder) : std::string()) +
                    ": another MIG change is in progress"};
+    }
     ::unlink(path.c_str());  // stale: its holder died mid-apply
   }
   return Error{"cannot take " + path};
@@ -61,8 +75,7 @@ Result<MigApplyLock> MigApplyLock::take(const std::string& path) {
 
 bool MigApplyLock::held(const std::string& path) {
   if (::access(path.c_str(), F_OK) != 0) return false;
-  const pid_t holder = lock_holder(path);
-  return holder == 0 || running(holder);
+  return held_by_someone(path);
 }
 
 MigApplyLock::~MigApplyLock() {

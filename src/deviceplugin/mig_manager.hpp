@@ -38,7 +38,8 @@ namespace hami::deviceplugin {
 inline constexpr const char* kMigApplyLock = "/tmp/hami/hami-mig-apply.lock";
 
 // The apply lock: a file holding the holder's PID. Taken with O_EXCL; a file
-// whose PID no longer runs is stale (a plugin killed mid-apply) and taken over.
+// whose PID no longer runs is stale (a plugin killed mid-apply) and taken
+// over, as is one without a PID older than 10 s (left by another writer).
 class MigApplyLock {
  public:
   static Result<MigApplyLock> take(const std::string& path);

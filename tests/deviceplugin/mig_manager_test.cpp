@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -189,6 +191,16 @@ TEST_F(MigManagerTest, TheApplyLockExcludesAndIsTakenOverWhenStale) {
   std::ofstream(lock_) << child << "\n";
   EXPECT_FALSE(MigApplyLock::held(lock_));
   EXPECT_TRUE(mgr.realise({alloc(0, kGpu0, "1g.10gb", 0, 1)}, gpus_, recorder(&recorded)));
+  EXPECT_FALSE(MigApplyLock::held(lock_));
+  // A file without a PID: held while fresh (being written), stale when old,
+  // so a file another plugin left cannot stop this node for good.
+  std::ofstream(lock_).close();
+  EXPECT_TRUE(MigApplyLock::held(lock_));
+  EXPECT_FALSE(MigApplyLock::take(lock_));
+  std::filesystem::last_write_time(
+      lock_, std::filesystem::file_time_type::clock::now() - std::chrono::minutes(1));
+  EXPECT_FALSE(MigApplyLock::held(lock_));
+  EXPECT_TRUE(MigApplyLock::take(lock_));
   EXPECT_FALSE(MigApplyLock::held(lock_));
 }
 
