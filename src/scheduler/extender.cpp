@@ -38,6 +38,7 @@ Extender::Extender(ClusterCache& cache, const SchedulerConfig& config, BindBacke
       backend_(backend),
       metrics_(metrics),
       is_leader_([] { return true; }),
+      in_flight_(config.decisions),
       now_([] { return std::chrono::system_clock::now(); }) {}
 
 void Extender::drop_previous(const std::string& uid) {
@@ -386,10 +387,21 @@ bool Extender::locked_by_another(const std::string& node, const std::string& who
   return !holder.empty() && holder != who;
 }
 
+bool Extender::taken_by_another(const std::string& node, const std::string& who,
+                                const InFlightPod& probe) {
+  if (matches_pods_ && matches_pods_(node)) {
+    InFlightPod p = probe;
+    p.node = node;
+    return !in_flight_.blocker(p).empty();
+  }
+  return locked_by_another(node, who);
+}
+
 Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fitting,
                                               const std::string& chosen,
                                               const fit::PreparedPod& prepared,
-                                              const std::string& who, size_t limit) {
+                                              const std::string& who, const InFlightPod& probe,
+                                              size_t limit) {
   Alternatives out;
   const fit::NodePolicy policy = prepared.options().node_policy;
   // (locked, rank, index): unlocked first, then the best under the policy.
@@ -413,7 +425,7 @@ Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fi
     return 0;
   });
   for (auto& [locked, rank, i] : ranked)
-    locked = locked_by_another(fitting[i], who);
+    locked = taken_by_another(fitting[i], who, probe);
   // Ties keep filter's order (kube-scheduler's node order).
   const size_t n = std::min(limit, ranked.size());
   std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n), ranked.end());
@@ -579,6 +591,18 @@ BindOutcome Extender::place(const BindRequest& r) {
                             std::any_of(fitting.begin(), fitting.end(),
                                         [&](const std::string& n) { return n != r.node; });
   Alternatives more;
+  // This pod as the in-flight record would see it on any node.
+  InFlightPod probe{.uid = uid, .who = who};
+  for (const fit::ContainerRequest& c : req->prepared->request().containers) {
+    if (c.nums > 0) probe.keys.push_back(std::to_string(c.nums));
+  }
+  std::sort(probe.keys.begin(), probe.keys.end());
+  probe.keys.erase(std::unique(probe.keys.begin(), probe.keys.end()), probe.keys.end());
+  if (pod.meta.creation_timestamp) {
+    probe.created_s = std::chrono::duration_cast<std::chrono::seconds>(
+                          pod.meta.creation_timestamp->time_since_epoch())
+                          .count();
+  }
   std::string first_error;          // why kube-scheduler's choice was not used
   std::vector<std::string> locked;  // fitting, but another pod held the lock
   size_t others_no_fit = 0;
@@ -649,12 +673,13 @@ BindOutcome Extender::place(const BindRequest& r) {
     // Ranked only now: waiting for the chosen node's lock may have taken
     // seconds, in which other binds filled or locked the nodes that were
     // best before it.
-    more = alternatives(fitting, r.node, *req->prepared, who, kMaxBindNodes - 1);
+    more = alternatives(fitting, r.node, *req->prepared, who, probe, kMaxBindNodes - 1);
     for (const std::string& node : more.nodes) {
-      // One the node watch (or this process) shows locked by another pod
-      // is not tried: each try of a held lock costs reads of the node and
-      // its holder, and a bind trying many held worker threads for seconds.
-      if (locked_by_another(node, who)) {
+      // One the node watch (or this process) shows locked by another pod,
+      // or with a pod in flight this one could be mistaken for, is not
+      // tried: each try of a held lock costs reads of the node and its
+      // holder, and a bind trying many held worker threads for seconds.
+      if (taken_by_another(node, who, probe)) {
         locked.push_back(node);
         continue;
       }

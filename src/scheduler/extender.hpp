@@ -205,7 +205,11 @@ class Extender {
     size_t no_fit = 0;  // of those, where the pod no longer fits
   };
   Alternatives alternatives(const std::vector<std::string>& fitting, const std::string& chosen,
-                            const fit::PreparedPod& prepared, const std::string& who, size_t limit);
+                            const fit::PreparedPod& prepared, const std::string& who,
+                            const InFlightPod& probe, size_t limit);
+  // Locked by another pod (upstream's lock), or, where the plugin matches
+  // pods, with a pod in flight that `probe` could be mistaken for.
+  bool taken_by_another(const std::string& node, const std::string& who, const InFlightPod& probe);
   // Locks `node` and binds there with the annotations; "" or the error.
   // With `flight` (a node whose plugin matches pods) no lock: the pod's
   // in-flight claim instead, waiting at most `wait` for either.

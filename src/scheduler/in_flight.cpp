@@ -111,14 +111,12 @@ void InFlightAllocations::erase_unlocked(const std::string& uid) {
 
 void InFlightAllocations::observe(const nlohmann::json& pod) {
   if (!pod.is_object()) return;
-  const nlohmann::json meta = pod.value("metadata", nlohmann::json::object());
-  auto m = k8s::ObjectMeta::from_json(meta);
-  if (!m || m->uid.empty()) return;
-  const nlohmann::json spec = pod.value("spec", nlohmann::json::object());
-  const std::string node = spec.is_object() ? spec.value("nodeName", "") : std::string();
+  auto parsed = k8s::Pod::from_json(pod);
+  if (!parsed || parsed->meta.uid.empty()) return;
+  const k8s::ObjectMeta* m = &parsed->meta;
+  const std::string& node = parsed->node_name;
   if (node.empty()) return;  // not bound yet: a claim made for it stands
-  const nlohmann::json status = pod.value("status", nlohmann::json::object());
-  const std::string phase = status.is_object() ? status.value("phase", "Pending") : "Pending";
+  const std::string phase = parsed->phase.empty() ? "Pending" : parsed->phase;
   auto phase_it = m->annotations.find(protocol::kBindPhase);
   const bool allocating =
       phase_it != m->annotations.end() && phase_it->second == protocol::kPhaseAllocating;
@@ -132,8 +130,9 @@ void InFlightAllocations::observe(const nlohmann::json& pod) {
       it->second.writing = false;
     } else {
       auto text = m->annotations.find(protocol::kDevicesAllocated);
-      if (text == m->annotations.end()) text = m->annotations.find(protocol::kDevicesToAllocate);
       if (text == m->annotations.end()) return;
+      // Only decisions the scheduler made: the plugin serves no other.
+      if (!protocol::decision_refusal(*parsed, trust_).empty()) return;
       auto devices = protocol::decode_pod_devices(text->second);
       if (!devices) return;  // not ours to order: the plugin refuses it too
       InFlightPod p{.node = node,

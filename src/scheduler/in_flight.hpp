@@ -39,6 +39,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/decision.hpp"
 #include "protocol/device_codec.hpp"
 
 namespace hami::scheduler {
@@ -60,6 +61,10 @@ class InFlightAllocations {
  public:
   static constexpr std::chrono::minutes kStaleAfter{5};
 
+  // `trust`: which decisions the watch may teach (a forged pod, bound with
+  // bind-phase allocating, must not hold honest pods back).
+  explicit InFlightAllocations(protocol::DecisionTrust trust = {}) : trust_(std::move(trust)) {}
+
   // Records `p` as being bound, once no pod in flight on its node could be
   // mistaken for it, waiting at most `wait` for that. "" when recorded, else
   // who it could be mistaken for.
@@ -71,8 +76,9 @@ class InFlightAllocations {
   // The binding of `uid` failed: it is not in flight.
   void release(const std::string& uid);
   // A pod from the watch: in flight while bound, pending and
-  // bind-phase=allocating (a restarted scheduler learns them so); gone
-  // otherwise. A pod not bound yet says nothing (its claim stands).
+  // bind-phase=allocating with a decision `trust` honours (a restarted
+  // scheduler learns them so); gone otherwise. A pod not bound yet says
+  // nothing (its claim stands).
   void observe(const nlohmann::json& pod);
   void forget(const nlohmann::json& pod);
   size_t size() const;
@@ -86,6 +92,7 @@ class InFlightAllocations {
   const Entry* find_blocker(const InFlightPod& p, std::chrono::steady_clock::time_point now) const;
   void erase_unlocked(const std::string& uid);
 
+  const protocol::DecisionTrust trust_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::unordered_map<std::string, Entry> by_uid_;

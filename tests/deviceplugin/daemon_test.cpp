@@ -100,6 +100,9 @@ class DevicePluginTest : public ::testing::Test {
       std::fprintf(stderr, "--- hami-device-plugin log ---\n%s", r.err.c_str());
   }
 
+  // start_plugin adds --allocate-protocol=lock unless the test names one.
+  bool lock_unless_told_ = true;
+
   void start_plugin(std::vector<std::string> extra = {}, bool scripted = true,
                     const test::Env& sim_env = {}) {
     std::vector<std::string> argv = {DEVICE_PLUGIN_BINARY,
@@ -112,6 +115,13 @@ class DevicePluginTest : public ::testing::Test {
                                      "--health-interval=50ms",
                                      "--register-interval=200ms",
                                      "-v4"};
+    // Most tests follow upstream's lock, the protocol of an upstream
+    // scheduler; the default (match-pods) has its own.
+    if (lock_unless_told_ && std::none_of(extra.begin(), extra.end(), [](const std::string& a) {
+          return a.rfind("--allocate-protocol", 0) == 0;
+        })) {
+      argv.push_back("--allocate-protocol=lock");
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     test::Env env = {{"SIMGPU_STATE", root_.file("gpu.state")},
                      {"SIMGPU_DEVICES", std::string(kA) + ":80g," + kB + ":40g"},
@@ -729,21 +739,22 @@ TEST_F(DevicePluginTest, AllocateMapsEntriesWithoutInitSlotsToAppContainers) {
 // forge one. Without the lock, no pod is served.
 // The plugin tells the scheduler it matches pods itself: our scheduler then
 // binds there without the node lock (docs/scheduler-protocol.md).
-// By default the node keeps upstream's lock: no marker, and one left by an
-// earlier run with --allocate-protocol match-pods goes.
-TEST_F(DevicePluginTest, ByDefaultTheNodeIsLockedAsUpstreamsIs) {
+// With --allocate-protocol lock the node keeps upstream's lock: no marker,
+// and one left by an earlier run with match-pods goes.
+TEST_F(DevicePluginTest, WithTheLockProtocolTheNodeIsLockedAsUpstreamsIs) {
   json n = *node();
   n["metadata"]["annotations"]["hami.io/node-allocate-protocol"] = "match-pods/v1";
   api_.put("nodes", n);
-  start_plugin();
+  start_plugin({"--allocate-protocol=lock"});
   wait_registered();
   ASSERT_TRUE(test::wait_until(
       [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "<absent>"; }, 5s))
       << annotation(node(), "hami.io/node-allocate-protocol");
 }
 
-TEST_F(DevicePluginTest, RegistrationSaysThePluginMatchesPods) {
-  start_plugin({"--allocate-protocol=match-pods"});
+TEST_F(DevicePluginTest, ByDefaultRegistrationSaysThePluginMatchesPods) {
+  lock_unless_told_ = false;
+  start_plugin();
   wait_registered();
   ASSERT_TRUE(test::wait_until(
       [&] { return annotation(node(), "hami.io/node-allocate-protocol") == "match-pods/v1"; }, 5s));

@@ -39,6 +39,8 @@
 # 10. live resize: `kubectl annotate` past what the GPU has is refused with
 #    a ResizeRefused Event; to 4000 MiB, a pod's running process started at
 #    2000 MiB allocates 3500 MiB, its container not restarted;
+# 11. a burst of seven pods of one size, kubelet restarted in the middle:
+#    every container sees its own pod's limit (no plans swapped);
 # 12. static MIG: the plugin over a partitioned GPU registers its MIG
 #    devices; a pod with nvidia.com/vgpu-mode: mig runs on the one large
 #    enough, by its MIG UUID, limited inside it.
@@ -192,11 +194,14 @@ check "$(gpus_listed && echo ok)" "the device plugin registered with the real ku
 # How often the plugin has registered with a kubelet (its log says so each time).
 registrations() { grep -c "registered with kubelet at" "$LOGS/hami-device-plugin.log" 2>/dev/null || echo 0; }
 pod() {  # pod NAME MIB COMMAND...
+  pod_yaml "$@" | K create -f - >/dev/null
+}
+pod_yaml() {  # pod_yaml NAME MIB COMMAND...: pod's manifest
   local name=$1 mib=$2
   shift 2
   local cmd
   cmd=$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@")
-  K create -f - >/dev/null <<EOF
+  cat <<EOF
 apiVersion: v1
 kind: Pod
 metadata: {name: $name, namespace: default}
@@ -429,70 +434,66 @@ check "$([ -n "$grow_pid" ] && grown && [ "$restarts" = 0 ] && [ "$(phase grow)"
   "live resize 2000 -> 4000 MiB: process $grow_pid, running before, allocated 1500 + 2000 MiB (restartCount $restarts, $(phase grow)): $(K logs grow 2>/dev/null | grep -o "op=alloc:2000m rc=[0-9]*\|total=[0-9]*" | tr '\n' ' ')"
 K delete pod grow --wait=false >/dev/null
 
-# 12. Static MIG (issue 40, docs/mig.md): the plugin restarted over a GPU
-# partitioned 3g.40gb + 1g.10gb (an H100 80GB, simulated). Its two MIG
-# devices are registered with mode mig and advertised; a pod of 20000 MiB
-# with nvidia.com/vgpu-mode: mig goes to the 3g.40gb, gets it by its MIG UUID
-# and sees a 20000 MiB GPU inside it. The pod's simulated driver is
-# partitioned alike (same GPU, same creations: same MIG UUIDs); the runtime
-# would turn NVIDIA_VISIBLE_DEVICES into the devices the container sees, the
-# pod does it itself.
-stop_one "$PIDS/hami-device-plugin.pid" 10
-cat "$LOGS/hami-device-plugin.log" >>"$LOGS/hami-device-plugin.previous.log"
-SIM_ENV=(SIMGPU_STATE="$N/dp/gpu-mig.state" SIMGPU_DEVICES="$GPU:80g"
-  SIMGPU_NAMES="NVIDIA H100 80GB HBM3" SIMGPU_MIG="0:3g.40gb,1g.10gb")
-start_plugin
-allocatable() { K get node "$HAMI_E2E_NODE_NAME" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
-registered() { K get node "$HAMI_E2E_NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}'; }
-# "<profile>:<mode> ..." of the registered devices.
-registered_modes() {
-  registered | python3 -c 'import json, sys
-print(" ".join(d["type"].split(" MIG ")[-1] + ":" + d.get("mode", "") for d in json.load(sys.stdin)))'
+# 11. A burst onto the node (issue 39): seven pods of one size, each with
+# its own gpumem, created in pairs 0.4 s apart (those that share a creation
+# second are allocated one after another, the others may be in flight
+# together), kubelet restarted after the fourth. Each container prints what its GPU shows and
+# checks it is its own pod's limit. kubelet 1.20 may refuse a pod it admits
+# before the plugin has registered again (a status reason such as
+# UnexpectedAdmissionError; the pod never runs): such a pod is created
+# again, as its controller would.
+wait_until 30 eval '! K get pod grow >/dev/null 2>&1'
+burst_yaml() {  # burst_yaml NAME MIB
+  pod_yaml "$1" "$2" /bin/sh -c "out=\$(cuda-client init ctx:0 meminfo); echo \"\$out\"
+    echo \"\$out\" | grep -q total=$(($2 * 1048576))"
 }
-want_modes="3g.40gb:mig 1g.10gb:mig"
-wait_until 30 eval '[ "$(allocatable)" = $((2 * SPLIT)) ] && [ "$(registered_modes)" = "$want_modes" ]'
-check "$([ "$(allocatable)" = $((2 * SPLIT)) ] && [ "$(registered_modes)" = "$want_modes" ] && echo ok)" \
-  "static MIG: two MIG devices advertised ($(allocatable) IDs) and registered: $(registered_modes)"
-big_mig=$(registered | python3 -c 'import json, sys
-print(next((d["id"] for d in json.load(sys.stdin) if d["type"].endswith("3g.40gb")), "none"))')
-K create -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: mig
-  namespace: default
-  annotations: {nvidia.com/vgpu-mode: mig}
-spec:
-  restartPolicy: Never
-  dnsPolicy: Default
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: hami-e2e/cuda-client:1
-    imagePullPolicy: Never
-    command:
-    - /bin/sh
-    - -c
-    - |
-      echo "visible=\$NVIDIA_VISIBLE_DEVICES"
-      out=\$(CUDA_VISIBLE_DEVICES=\$NVIDIA_VISIBLE_DEVICES cuda-client init ctx:0 meminfo)
-      echo "\$out"
-      echo "\$out" | grep -q total=20971520000
-    env:
-    - {name: SIMGPU_DEVICES, value: "$GPU:80g"}
-    - {name: SIMGPU_NAMES, value: "NVIDIA H100 80GB HBM3"}
-    - {name: SIMGPU_MIG, value: "0:3g.40gb,1g.10gb"}
-    resources:
-      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 20000}
-EOF
-wait_until 60 ended mig
-mig_decided=$(K get pod mig -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}')
-mig_log=$(K logs mig 2>/dev/null)
-mig_seen=$(echo "$mig_log" | grep -o 'total=[0-9]*' | head -1)
-mig_visible=$(echo "$mig_log" | grep '^visible=' | head -1)
-check "$([ "$(phase mig)" = Succeeded ] && [[ "$mig_decided" == "$big_mig,NVIDIA,20000,"* ]] &&
-  [ "$mig_visible" = "visible=$big_mig" ] && echo ok)" \
-  "static MIG: a pod of 20000 MiB ran on the 3g.40gb $big_mig ($mig_decided), given $mig_visible, and saw $mig_seen ($(phase mig))"
+burst_pod() { burst_yaml "$@" | K create -f - >/dev/null; }
+final=()
+for i in 0 2 4 6; do
+  # Two pods in one request (created in the same second, as a controller
+  # creates them) but the last.
+  { burst_yaml "burst-$i" $((600 + 100 * i))
+    [ $i = 6 ] || { echo ---; burst_yaml "burst-$((i + 1))" $((700 + 100 * i)); }; } |
+    K create -f - >/dev/null
+  final+=("burst-$i")
+  [ $i = 6 ] || final+=("burst-$((i + 1))")
+  if [ $i = 2 ]; then
+    "${NS[@]}" tests/e2e/node.sh restart-kubelet >>"$D.start.log" 2>&1 &
+    restart_job=$!
+  fi
+  sleep 0.4
+done
+wait "$restart_job"
+for p in "${final[@]}"; do wait_until 120 ended "$p"; done
+refused=0
+for i in 0 1 2 3 4 5 6; do
+  # A pod kubelet refused has a status reason; a container that failed
+  # its own check has none.
+  reason=$(K get pod "burst-$i" -o jsonpath='{.status.reason}')
+  if [ -n "$reason" ]; then
+    log "burst-$i refused by kubelet: $reason: $(K get pod "burst-$i" -o jsonpath='{.status.message}')"
+    refused=$((refused + 1))
+    burst_pod "burst-$i-again" $((600 + 100 * i))
+    final[i]="burst-$i-again"
+    wait_until 120 ended "burst-$i-again"
+  fi
+done
+own=0
+swapped=0
+seconds=$(for p in "${final[@]}"; do K get pod "$p" -o jsonpath='{.metadata.creationTimestamp}{"\n"}'; done | sort -u | wc -l)
+for i in 0 1 2 3 4 5 6; do
+  p=${final[i]}
+  mib=$((600 + 100 * i))
+  decided=$(K get pod "$p" -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}')
+  seen=$(K logs "$p" 2>/dev/null | grep -o 'total=[0-9]*' | head -1)
+  if [ -n "$seen" ] && [ "$seen" != "total=$((mib * 1048576))" ]; then
+    swapped=$((swapped + 1))
+    log "$p (gpumem $mib) saw $seen"
+  fi
+  [ "$(phase "$p")" = Succeeded ] && [[ "$decided" == *",NVIDIA,$mib,"* ]] && own=$((own + 1))
+done
+check "$([ $own = 7 ] && [ $swapped = 0 ] && echo ok)" \
+  "burst of 7 pods (created in $seconds distinct seconds, kubelet restarted mid-burst, $refused refused by kubelet's admission and created again): $own of 7 ran with their own pod's limit, $swapped saw another's"
 
 if [ $failures -gt 0 ]; then
   log "$failures check(s) failed; logs in $N/logs and $D/logs"

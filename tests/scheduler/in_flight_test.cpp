@@ -28,8 +28,10 @@ json watched(const std::string& name, const std::string& node, const std::string
             {"uid", "u-" + name},
             {"creationTimestamp", "2026-11-28T08:00:00Z"},
             {"annotations",
-             {{"hami.io/bind-phase", phase}, {"hami.io/vgpu-devices-allocated", devices}}}}},
-          {"spec", {{"nodeName", node}}},
+             {{"hami.io/bind-phase", phase},
+              {"hami.io/vgpu-node", node},
+              {"hami.io/vgpu-devices-allocated", devices}}}}},
+          {"spec", {{"nodeName", node}, {"schedulerName", "hami-scheduler"}}},
           {"status", {{"phase", "Pending"}}}};
 }
 
@@ -106,6 +108,11 @@ TEST(InFlightAllocations, TheWatchTeachesPodsInFlightAndNeverUndoesAClaim) {
   EXPECT_EQ(f.blocker(pod("p4", {"2"}, 100)), "default/p3");
   // Bad annotations from the watch are nobody's: the plugin refuses them.
   f.observe(watched("p5", "a", "allocating", "not-a-decision"));
+  // Nor a decision no trusted scheduler made (a forged pod, spec.nodeName
+  // preset): it must not hold honest pods back.
+  json forged = watched("p6", "a", "allocating", "GPU-0,NVIDIA,1,1:;");
+  forged["spec"]["schedulerName"] = "nobody";
+  f.observe(forged);
   EXPECT_EQ(f.size(), 2u);  // p1 and p3
   f.observe(json("garbage"));
   f.observe(json::object());

@@ -302,7 +302,10 @@ TEST_F(HostileTenants, ForgedPendingPodGetsNoGpuAndNoHonestPodsSlice) {
         << "the honest pod got the forger's slice";
   }
   ASSERT_FALSE(st.ok()) << "served while an unplaced GPU pod waits on the node";
-  EXPECT_THAT(st.error_message(), HasSubstr("but pod default/slice also waits there"));
+  // Said as the node's protocol says it (match-pods, our plugin's default:
+  // "no pod gets a GPU until default/slice is gone"; the lock: "but pod
+  // default/slice also waits there").
+  EXPECT_THAT(st.error_message(), HasSubstr("default/slice"));
   EXPECT_THAT(st.error_message(), HasSubstr("is not trusted to decide unsigned"));
   EXPECT_NE(annotation(api_.get("pods", "default", "slice"), "hami.io/bind-phase"), "success");
   // kubelet refuses the forged pod; the honest one gets its own decision.
