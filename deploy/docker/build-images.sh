@@ -90,7 +90,7 @@ mirror=${mirror:-http://deb.debian.org/debian}
 # ---- the base: debootstrap --variant=minbase with the runtime packages,
 # cached as a tarball and, in buildah's storage, as an image tagged by key.
 # RECIPE names how the tree is trimmed below; a new recipe makes a new base.
-RECIPE=slim1
+RECIPE=slim2
 key=$(printf '%s\n' "$RECIPE" "$SUITE" "$mirror" "${PACKAGES[@]}" | sha256sum | cut -c1-16)
 base_tar=$CACHE/debian-$SUITE-minbase-$key.tar
 BASE=localhost/hami-debian-base:$key
@@ -110,6 +110,10 @@ if [ ! -f "$base_tar" ]; then
     'path-exclude /usr/share/info/*' 'path-exclude /usr/share/doc/*' \
     'path-include /usr/share/doc/*/copyright' >"$root/etc/dpkg/dpkg.cfg.d/hami-slim"
   find "$root/usr/share/doc" -mindepth 1 ! -name copyright ! -type d -delete
+  # And as theirs, apt keeps no package caches in a layer (--full's stages).
+  printf '%s\n' 'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' \
+    'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };' \
+    >"$root/etc/apt/apt.conf.d/hami-clean"
   rm -rf "$root"/usr/share/locale/* "$root"/usr/share/man/* "$root"/usr/share/info/*
   tar -C "$root" --numeric-owner -cf "$base_tar.part" .
   mv "$base_tar.part" "$base_tar"
