@@ -2,7 +2,9 @@
 # The real driver's answers to the read-only MIG queries the device plugin
 # makes (tests/gpu/mig_probe.cpp): MIG mode, maximum MIG device count, every
 # GPU-instance profile with its placements and remaining capacity, and any
-# MIG devices. Changes nothing on the GPU (no MIG mode change, no instance).
+# MIG devices; then the same through the plugin's own NVML code
+# (tests/gpu/mig_loader_probe.cpp). Changes nothing on the GPU (no MIG mode
+# change, no instance).
 #
 #   tests/gpu/mig_probe.sh [OUTDIR]
 #
@@ -19,3 +21,11 @@ bin=$(mktemp -d)
 g++ -O2 -std=c++20 -Wall -Wextra -Isrc tests/gpu/mig_probe.cpp -ldl -o "$bin/mig-probe" ||
   { echo "FAIL probe build"; exit 1; }
 "$bin/mig-probe"
+rc=$?
+# The same reads through the plugin's own code (src/nvml: the loader and the
+# MIG manager's read-only calls).
+g++ -O2 -std=c++20 -Wall -Wextra -Isrc tests/gpu/mig_loader_probe.cpp src/nvml/nvml.cpp \
+  src/nvml/mig_control.cpp src/common/*.cpp -ldl -lpthread -o "$bin/mig-loader-probe" ||
+  { echo "FAIL loader probe build"; exit 1; }
+"$bin/mig-loader-probe" || rc=1
+exit $rc
