@@ -304,7 +304,7 @@ std::optional<Extender::Seen> Extender::recall(const std::string& uid) {
 
 std::string Extender::reserve(const std::string& uid, const BindRequest& r,
                               const std::string& node_name, const SchedulingRequest& req,
-                              std::string* encoded, std::vector<std::string>* keys) {
+                              std::string* encoded) {
   std::string fit_error;
   cache_.with_exclusive([&](ClusterCache& c) {
     if (const PodCharge* old = c.pod_unlocked(uid); old && old->bound && !old->reserved) {
@@ -324,7 +324,6 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
       return 0;
     }
     fit::PodDevices devices = fit::to_pod_devices(*node, *req.prepared, placement);
-    if (keys != nullptr) *keys = allocation_keys(devices);
     auto text = protocol::encode_pod_devices(devices);
     if (!text) {
       fit_error = text.error().message;
@@ -437,18 +436,13 @@ Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fi
 
 std::string Extender::reserve_for(const std::string& uid, const BindRequest& r,
                                   const std::string& node, const SchedulingRequest& req,
-                                  std::optional<k8s::TimePoint> created, std::string* encoded,
+                                  const InFlightPod& probe, std::string* encoded,
                                   std::optional<InFlightPod>* flight) {
-  std::vector<std::string> keys;
-  if (std::string e = reserve(uid, r, node, req, encoded, &keys); !e.empty()) return e;
+  if (std::string e = reserve(uid, r, node, req, encoded); !e.empty()) return e;
   flight->reset();
   if (!matches_pods_ || !matches_pods_(node)) return "";
-  InFlightPod p{.node = node, .uid = uid, .who = r.ns + "/" + r.name, .keys = std::move(keys)};
-  if (created) {
-    p.created_s =
-        std::chrono::duration_cast<std::chrono::seconds>(created->time_since_epoch()).count();
-  }
-  *flight = std::move(p);
+  *flight = probe;
+  (*flight)->node = node;
   return "";
 }
 
@@ -591,7 +585,8 @@ BindOutcome Extender::place(const BindRequest& r) {
                             std::any_of(fitting.begin(), fitting.end(),
                                         [&](const std::string& n) { return n != r.node; });
   Alternatives more;
-  // This pod as the in-flight record would see it on any node.
+  // This pod as the in-flight record sees it, on whichever node: its keys
+  // are its containers' GPU counts (allocation_keys of any placement).
   InFlightPod probe{.uid = uid, .who = who};
   for (const fit::ContainerRequest& c : req->prepared->request().containers) {
     if (c.nums > 0) probe.keys.push_back(std::to_string(c.nums));
@@ -633,9 +628,7 @@ BindOutcome Extender::place(const BindRequest& r) {
     }
     std::string encoded;
     std::optional<InFlightPod> flight;
-    if (std::string e =
-            reserve_for(uid, r, node, *req, pod.meta.creation_timestamp, &encoded, &flight);
-        !e.empty()) {
+    if (std::string e = reserve_for(uid, r, node, *req, probe, &encoded, &flight); !e.empty()) {
       if (chosen) first_error = std::move(e);
       others_no_fit += !chosen;
       return std::nullopt;
@@ -693,9 +686,7 @@ BindOutcome Extender::place(const BindRequest& r) {
     const std::string& node = locked.front();
     std::string encoded;
     std::optional<InFlightPod> flight;
-    if (std::string e =
-            reserve_for(uid, r, node, *req, pod.meta.creation_timestamp, &encoded, &flight);
-        e.empty()) {
+    if (std::string e = reserve_for(uid, r, node, *req, probe, &encoded, &flight); e.empty()) {
       bool contended = false;
       e = lock_and_bind(r, uid, node, encoded, flight, std::min(config_.node_lock_wait, left()),
                         &contended);

@@ -184,14 +184,12 @@ class Extender {
   std::optional<Seen> recall(const std::string& uid);
   // Fits `req` on `node` and reserves it for `uid`; the error, or "" with
   // the allocation annotation in `encoded`.
-  // `keys`: the reservation's allocation_keys.
   std::string reserve(const std::string& uid, const BindRequest& r, const std::string& node,
-                      const SchedulingRequest& req, std::string* encoded,
-                      std::vector<std::string>* keys = nullptr);
+                      const SchedulingRequest& req, std::string* encoded);
   // reserve(), and on a node whose plugin matches pods the pod's in-flight
-  // record in `flight` (nullopt elsewhere).
+  // record in `flight`: `probe` on that node (nullopt elsewhere).
   std::string reserve_for(const std::string& uid, const BindRequest& r, const std::string& node,
-                          const SchedulingRequest& req, std::optional<k8s::TimePoint> created,
+                          const SchedulingRequest& req, const InFlightPod& probe,
                           std::string* encoded, std::optional<InFlightPod>* flight);
   // The nodes of `fitting` other than `chosen` where `prepared` fits now,
   // best first under the pod's node policy by the cache's current scores,
