@@ -41,6 +41,23 @@ Extender::Extender(ClusterCache& cache, const SchedulerConfig& config, BindBacke
       in_flight_(config.decisions),
       now_([] { return std::chrono::system_clock::now(); }) {}
 
+InFlightPod Extender::probe_of(const k8s::Pod& pod, const fit::PreparedPod& prepared) {
+  // Its keys are its containers' GPU counts (allocation_keys of any
+  // placement).
+  InFlightPod probe{.uid = pod.meta.uid, .who = pod.meta.ns + "/" + pod.meta.name};
+  for (const fit::ContainerRequest& c : prepared.request().containers) {
+    if (c.nums > 0) probe.keys.push_back(std::to_string(c.nums));
+  }
+  std::sort(probe.keys.begin(), probe.keys.end());
+  probe.keys.erase(std::unique(probe.keys.begin(), probe.keys.end()), probe.keys.end());
+  if (pod.meta.creation_timestamp) {
+    probe.created_s = std::chrono::duration_cast<std::chrono::seconds>(
+                          pod.meta.creation_timestamp->time_since_epoch())
+                          .count();
+  }
+  return probe;
+}
+
 void Extender::drop_previous(const std::string& uid) {
   if (uid.empty()) return;
   // Most pods hold nothing: look under the shared lock before writing. A
@@ -161,7 +178,12 @@ FilterResult Extender::filter(const k8s::Pod& pod, std::span<const std::string> 
                          verdict[i] == 2 ? kNodeUnregistered : std::move(reasons[i]));
     }
   }
-  remember(pod, best_fitting(out.nodes, kept_scores, prepared.options().node_policy));
+  // Under binpack the best nodes are the fullest, and in a burst those hold
+  // pods in flight this one may not join: remember the free ones first.
+  std::vector<uint8_t> blocked;
+  if (out.nodes.size() > kMaxRememberedNodes && in_flight_.size() > 0)
+    blocked = in_flight_.blocked_on(probe_of(pod, prepared), out.nodes);
+  remember(pod, best_fitting(out.nodes, kept_scores, blocked, prepared.options().node_policy));
   memo_.store(pod.meta.uid, version, out.nodes, std::move(kept_scores));
   if (metrics_) {
     Counts total{};
@@ -258,31 +280,53 @@ Result<std::vector<HostPriority>> Extender::prioritize(const k8s::Pod& pod,
     }
     return 0;
   });
-  const std::vector<int> p = fit::node_priorities(scores, policy, kMaxExtenderPriority);
-  for (size_t i = 0; i < node_names.size(); ++i)
+  // When binds already wait on as many blocked nodes as may wait, a bind
+  // to another blocked node would only be sent elsewhere: kube-scheduler
+  // had better choose a free node itself. Those score 1-10 by the policy,
+  // blocked nodes 0. Below that pressure a batch waits its turn on the best
+  // node, as binpack wants.
+  std::vector<uint8_t> blocked;
+  if (lock_waiters_.load() >= kMaxLockWaiters && in_flight_.size() > 0)
+    blocked = in_flight_.blocked_on(probe_of(pod, *req->prepared), node_names);
+  const bool demote = std::find(blocked.begin(), blocked.end(), 1) != blocked.end();
+  if (demote) {
+    for (size_t i = 0; i < scores.size(); ++i) {
+      if (blocked[i]) scores[i] = -1;
+    }
+  }
+  std::vector<int> p = fit::node_priorities(
+      scores, policy, demote ? kMaxExtenderPriority - 1 : kMaxExtenderPriority);
+  for (size_t i = 0; i < node_names.size(); ++i) {
+    if (demote && !blocked[i]) ++p[i];
     out.push_back({node_names[i], p[i]});
+  }
+  if (demote && metrics_)
+    metrics_->demoted(static_cast<size_t>(std::count(blocked.begin(), blocked.end(), uint8_t{1})));
   return out;
 }
 
 std::vector<std::string> Extender::best_fitting(const std::vector<std::string>& nodes,
                                                 const std::vector<float>& scores,
+                                                const std::vector<uint8_t>& blocked,
                                                 fit::NodePolicy policy) {
   if (nodes.size() <= kMaxRememberedNodes) return nodes;
-  // Binpack prefers the busiest node, spread the idlest; among equals the
-  // first listed (the index is the second key). nth_element: this runs in
-  // every filter.
-  std::vector<std::pair<float, uint32_t>> ranked(nodes.size());
+  // Free before blocked; then binpack prefers the busiest node, spread the
+  // idlest; among equals the first listed (the index is the last key).
+  // nth_element: this runs in every filter.
+  std::vector<std::tuple<uint8_t, float, uint32_t>> ranked(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i)
-    ranked[i] = {policy == fit::NodePolicy::kSpread ? scores[i] : -scores[i],
+    ranked[i] = {blocked.empty() ? 0 : blocked[i],
+                 policy == fit::NodePolicy::kSpread ? scores[i] : -scores[i],
                  static_cast<uint32_t>(i)};
   const auto cut = ranked.begin() + static_cast<std::ptrdiff_t>(kMaxRememberedNodes);
   std::nth_element(ranked.begin(), cut, ranked.end());
   // In kube-scheduler's order, which alternatives() keeps among equals.
-  std::sort(ranked.begin(), cut, [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::sort(ranked.begin(), cut,
+            [](const auto& a, const auto& b) { return std::get<2>(a) < std::get<2>(b); });
   std::vector<std::string> out;
   out.reserve(kMaxRememberedNodes);
   for (auto it = ranked.begin(); it != cut; ++it)
-    out.push_back(nodes[it->second]);
+    out.push_back(nodes[std::get<2>(*it)]);
   return out;
 }
 
@@ -585,19 +629,8 @@ BindOutcome Extender::place(const BindRequest& r) {
                             std::any_of(fitting.begin(), fitting.end(),
                                         [&](const std::string& n) { return n != r.node; });
   Alternatives more;
-  // This pod as the in-flight record sees it, on whichever node: its keys
-  // are its containers' GPU counts (allocation_keys of any placement).
-  InFlightPod probe{.uid = uid, .who = who};
-  for (const fit::ContainerRequest& c : req->prepared->request().containers) {
-    if (c.nums > 0) probe.keys.push_back(std::to_string(c.nums));
-  }
-  std::sort(probe.keys.begin(), probe.keys.end());
-  probe.keys.erase(std::unique(probe.keys.begin(), probe.keys.end()), probe.keys.end());
-  if (pod.meta.creation_timestamp) {
-    probe.created_s = std::chrono::duration_cast<std::chrono::seconds>(
-                          pod.meta.creation_timestamp->time_since_epoch())
-                          .count();
-  }
+  InFlightPod probe = probe_of(pod, *req->prepared);
+  probe.uid = uid;
   std::string first_error;          // why kube-scheduler's choice was not used
   std::vector<std::string> locked;  // fitting, but another pod held the lock
   size_t others_no_fit = 0;
@@ -681,7 +714,12 @@ BindOutcome Extender::place(const BindRequest& r) {
   }
   // Every node that fits is locked right now: wait for the best one's lock
   // (unless that was kube-scheduler's choice, waited for already).
-  if (!locked.empty() && config_.node_lock_wait.count() > 0 &&
+  // Counted as a waiter, and not at all past twice the waiters kube-
+  // scheduler's choice may have: every bind waiting here would leave no
+  // worker for the binds that could go through.
+  std::optional<WaiterSlot> last_slot;
+  if (!locked.empty() && config_.node_lock_wait.count() > 0) last_slot.emplace(lock_waiters_);
+  if (last_slot && (!may_redirect || last_slot->count() <= 2 * kMaxLockWaiters) &&
       !(waited && locked.front() == r.node) && left().count() > 0) {
     const std::string& node = locked.front();
     std::string encoded;

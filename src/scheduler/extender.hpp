@@ -177,10 +177,14 @@ class Extender {
   };
   void remember(const k8s::Pod& pod, std::vector<std::string> fitting);
   // The kMaxRememberedNodes best of filter's fitting nodes under `policy`
-  // (all of them when fewer): a pending pod's copy stays small.
+  // (all of them when fewer), those not `blocked` (when given) first: a
+  // pending pod's copy stays small.
   static std::vector<std::string> best_fitting(const std::vector<std::string>& nodes,
                                                const std::vector<float>& scores,
+                                               const std::vector<uint8_t>& blocked,
                                                fit::NodePolicy policy);
+  // The pod as the in-flight record sees it, on no node yet.
+  static InFlightPod probe_of(const k8s::Pod& pod, const fit::PreparedPod& prepared);
   std::optional<Seen> recall(const std::string& uid);
   // Fits `req` on `node` and reserves it for `uid`; the error, or "" with
   // the allocation annotation in `encoded`.

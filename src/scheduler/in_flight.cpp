@@ -80,6 +80,21 @@ std::string InFlightAllocations::blocker(const InFlightPod& p) const {
   return e == nullptr ? std::string() : e->pod.who;
 }
 
+std::vector<uint8_t> InFlightAllocations::blocked_on(const InFlightPod& p,
+                                                     std::span<const std::string> nodes) const {
+  std::vector<uint8_t> out(nodes.size(), 0);
+  InFlightPod probe = p;
+  std::sort(probe.keys.begin(), probe.keys.end());
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lk(mu_);
+  if (by_node_.empty()) return out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    probe.node = nodes[i];
+    out[i] = find_blocker(probe, now) != nullptr;
+  }
+  return out;
+}
+
 void InFlightAllocations::written(const std::string& uid) {
   {
     std::lock_guard lk(mu_);

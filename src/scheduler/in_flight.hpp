@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -71,6 +72,10 @@ class InFlightAllocations {
   std::string claim(InFlightPod p, std::chrono::milliseconds wait);
   // Whom `p` could be mistaken for right now, without recording it: "" none.
   std::string blocker(const InFlightPod& p) const;
+  // For each of `nodes` (p.node ignored), whether a pod in flight there could
+  // be mistaken for `p`: blocker() for many nodes under one lock, for
+  // ranking them. 1 blocked, 0 free.
+  std::vector<uint8_t> blocked_on(const InFlightPod& p, std::span<const std::string> nodes) const;
   // The binding of `uid` was written: later pods may be ordered after it.
   void written(const std::string& uid);
   // The binding of `uid` failed: it is not in flight.

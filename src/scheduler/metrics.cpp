@@ -145,6 +145,11 @@ std::string Metrics::render(const ClusterCache& cache) const {
       out.sample("hami_scheduler_bind_redirects_total", {{"reason", reason}}, n);
     }
   }
+  out.family("hami_scheduler_prioritize_demoted_nodes_total",
+             "Nodes prioritize scored 0 for a pod because a pod in flight there could be "
+             "mistaken for it while binds already waited on such nodes.",
+             "counter");
+  out.sample("hami_scheduler_prioritize_demoted_nodes_total", {}, demoted_.load());
   if (events_ != nullptr) events_->render(out);
   out.family("hami_scheduler_leader", "1 when this replica is the leader (binds).");
   out.sample("hami_scheduler_leader", {}, static_cast<int64_t>(leader_.load() ? 1 : 0));

@@ -52,6 +52,10 @@ class Metrics {
   // A pod bound to another node than kube-scheduler chose, and why
   // ("NoFit", "NodeLock").
   void redirect(std::string_view reason);
+  // Nodes prioritize scored lowest for a pod because a pod in flight there
+  // could be mistaken for it and binds already wait (extender.cpp).
+  void demoted(uint64_t n) { demoted_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t demoted() const { return demoted_.load(); }
   void set_leader(bool leader) { leader_.store(leader); }
   // Also upstream's pre-2.5 metric names (--legacy-metrics).
   void set_legacy(bool legacy) { legacy_.store(legacy); }
@@ -82,6 +86,7 @@ class Metrics {
   void render_histograms(PrometheusText& out, const char* name, const char* help,
                          const std::array<Histogram, static_cast<size_t>(Verb::kCount)>& hs,
                          const std::array<double, 14>& bounds) const;
+  std::atomic<uint64_t> demoted_{0};
   std::atomic<bool> leader_{false};
   std::atomic<bool> legacy_{false};
   const EventRecorder* events_ = nullptr;

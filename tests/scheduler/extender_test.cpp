@@ -588,6 +588,62 @@ TEST_F(ExtenderTest, PodsThePluginCouldConfuseAreNeverInFlightTogether) {
   EXPECT_EQ(backend.lock_calls(), 0);
 }
 
+// A burst created in one second may not join its own pods in flight on a
+// node. Once as many binds wait for such nodes as may wait, prioritize
+// scores them 0 so kube-scheduler chooses a free node; a pod they do not
+// block is scored as before.
+TEST_F(ExtenderTest, PrioritizeSteersABurstAwayFromNodesItMayNotJoin) {
+  auto id = [](const char* prefix, int i) {
+    std::string s(prefix);
+    s.append(std::to_string(i));
+    return s;
+  };
+  config.node_lock_wait = std::chrono::milliseconds(2000);
+  ext.set_matches_pods([](const std::string&) { return true; });
+  const std::map<std::string, std::string> one{{"nvidia.com/gpu", "1"},
+                                               {"nvidia.com/gpumem", "1000"}};
+  const std::vector<std::string> ab{"a", "b"};
+  const std::map<std::string, std::string> binpack{{"hami.io/node-scheduler-policy", "binpack"}};
+  for (int i = 0; i <= kMaxLockWaiters + 1; ++i) {
+    json p = add_created(id("p", i), one, "2026-11-28T08:00:00Z");
+    p["metadata"]["annotations"]["hami.io/node-scheduler-policy"] = "binpack";
+    backend.add_pod(p);
+    ASSERT_EQ(ext.filter(pod_of(p), ab).nodes.size(), 2u);
+  }
+  json later = add_created("later", one, "2026-11-28T08:00:05Z");
+  ASSERT_EQ(ext.filter(pod_of(later), ab).nodes.size(), 2u);
+  auto priorities = [&](const json& p) {
+    auto r = ext.prioritize(pod_of(p), ab);
+    EXPECT_TRUE(r);
+    std::map<std::string, int> m;
+    for (const HostPriority& h : *r)
+      m[h.host] = h.score;
+    return m;
+  };
+  ASSERT_EQ(ext.bind({"default", "p0", "u-p0", "a"}), "");
+  // "a" now holds p0 and is binpack's choice; below the pressure it stays so.
+  EXPECT_GT(priorities(backend.pod("default", "p5"))["a"],
+            priorities(backend.pod("default", "p5"))["b"]);
+  std::vector<std::thread> waiters;
+  for (int i = 1; i <= kMaxLockWaiters; ++i)
+    waiters.emplace_back([this, n = id("p", i), u = id("u-p", i)] {
+      ext.place({"default", n, u, "a"});
+    });
+  std::map<std::string, int> burst;
+  for (int i = 0; i < 150; ++i) {
+    burst = priorities(backend.pod("default", "p5"));
+    if (burst["a"] == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::map<std::string, int> other = priorities(backend.pod("default", "later"));
+  for (auto& t : waiters)
+    t.join();
+  EXPECT_EQ(burst["a"], 0) << "a node the pod may not join was not demoted";
+  EXPECT_GE(burst["b"], 1);
+  EXPECT_GT(metrics.demoted(), 0u);
+  EXPECT_GT(other["a"], other["b"]) << "a pod created later may join p0: binpack as before";
+}
+
 TEST(BindDeadline, IsAThirdOfTheExtenderTimeoutAtMostTenSeconds) {
   using std::chrono::milliseconds;
   EXPECT_EQ(bind_deadline_for(milliseconds(30000)), milliseconds(10000));

@@ -65,6 +65,25 @@ TEST(InFlightAllocations, PodsOfOneSizeWaitUnlessBothOrdersAgree) {
   EXPECT_EQ(f.blocker(pod("p2", {"1", "2"}, 100)), "default/p1");
 }
 
+TEST(InFlightAllocations, BlockedOnAnswersBlockerForEachNode) {
+  InFlightAllocations f;
+  const std::vector<std::string> nodes{"a", "b", "c"};
+  EXPECT_EQ(f.blocked_on(pod("p", {"1"}, 100), nodes), (std::vector<uint8_t>{0, 0, 0}));
+  ASSERT_EQ(f.claim(pod("p1", {"1"}, 100, "a"), milliseconds(0)), "");
+  ASSERT_EQ(f.claim(pod("p2", {"2"}, 100, "b"), milliseconds(0)), "");
+  for (const auto& probe : {pod("p", {"1"}, 100, "z"), pod("p", {"2"}, 100, "z"),
+                            pod("p", {"1", "2"}, 100, "z"), pod("p", {"4"}, 100, "z")}) {
+    const std::vector<uint8_t> got = f.blocked_on(probe, nodes);
+    ASSERT_EQ(got.size(), nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      InFlightPod on = probe;
+      on.node = nodes[i];
+      EXPECT_EQ(got[i] != 0, !f.blocker(on).empty()) << nodes[i];
+    }
+  }
+  EXPECT_EQ(f.blocked_on(pod("p", {"1", "2"}, 100), nodes), (std::vector<uint8_t>{1, 1, 0}));
+}
+
 TEST(InFlightAllocations, AClaimWaitsUntilTheWatchShowsTheOtherAllocated) {
   InFlightAllocations f;
   ASSERT_EQ(f.claim(pod("p1", {"1"}, 100), milliseconds(0)), "");
