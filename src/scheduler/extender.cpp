@@ -629,6 +629,8 @@ BindOutcome Extender::place(const BindRequest& r) {
                             std::any_of(fitting.begin(), fitting.end(),
                                         [&](const std::string& n) { return n != r.node; });
   Alternatives more;
+  size_t tried = 0;   // other nodes tried, kMaxBindNodes - 1 at most
+  size_t looked = 0;  // of more.nodes, those tried or skipped as taken
   InFlightPod probe = probe_of(pod, *req->prepared);
   probe.uid = uid;
   std::string first_error;          // why kube-scheduler's choice was not used
@@ -699,8 +701,13 @@ BindOutcome Extender::place(const BindRequest& r) {
     // Ranked only now: waiting for the chosen node's lock may have taken
     // seconds, in which other binds filled or locked the nodes that were
     // best before it.
-    more = alternatives(fitting, r.node, *req->prepared, who, probe, kMaxBindNodes - 1);
+    // All of them, ranked: skipping a taken node costs a lookup, so a bind
+    // looks past every taken one for a free one (a burst created in one
+    // second can hold all the best); only tries are limited.
+    more = alternatives(fitting, r.node, *req->prepared, who, probe, fitting.size());
     for (const std::string& node : more.nodes) {
+      if (tried >= kMaxBindNodes - 1) break;
+      ++looked;
       // One the node watch (or this process) shows locked by another pod,
       // or with a pod in flight this one could be mistaken for, is not
       // tried: each try of a held lock costs reads of the node and its
@@ -709,6 +716,7 @@ BindOutcome Extender::place(const BindRequest& r) {
         locked.push_back(node);
         continue;
       }
+      ++tried;
       if (auto done = try_node(node, false)) return *done;
     }
   }
@@ -736,7 +744,7 @@ BindOutcome Extender::place(const BindRequest& r) {
   std::string msg = first_error;
   if (more.others > 0) {
     const size_t others_locked = locked.size() - (!locked.empty() && locked.front() == r.node);
-    const size_t untried = more.others - more.no_fit - more.nodes.size();
+    const size_t untried = more.nodes.size() - looked;
     msg += "; of the " + std::to_string(more.others) + " other nodes it fitted in filter, " +
            std::to_string(more.no_fit + others_no_fit) + " no longer fit and " +
            std::to_string(others_locked) + " are locked by pods being allocated";
