@@ -30,6 +30,10 @@ std::string message(const Decision& d) {
     m += '\0';
     m += *f;
   }
+  if (!d.mig.empty()) {
+    m += "\0mig\0";
+    m += d.mig;
+  }
   return m;
 }
 
@@ -52,9 +56,25 @@ std::string trim(std::string_view s) {
 
 }  // namespace
 
+std::string mig_scheduler_part(std::string_view annotation) {
+  auto allocs = decode_mig_allocations(annotation);
+  if (!allocs) return std::string(annotation);
+  for (MigAllocation& a : *allocs) {
+    a.mig_uuid.clear();
+    a.gpu_instance_id.reset();
+    a.compute_instance_id.reset();
+  }
+  return encode_mig_allocations(*allocs);
+}
+
 Decision decision_of(const k8s::Pod& pod) {
-  return {pod.meta.uid, pod.meta.ns, pod.meta.name, annotation(pod, kAssignedNode),
-          annotation(pod, kDevicesAllocated)};
+  auto mig = pod.meta.annotations.find(kMigAllocations);
+  return {pod.meta.uid,
+          pod.meta.ns,
+          pod.meta.name,
+          annotation(pod, kAssignedNode),
+          annotation(pod, kDevicesAllocated),
+          mig == pod.meta.annotations.end() ? std::string() : mig_scheduler_part(mig->second)};
 }
 
 Result<DecisionKeys> DecisionKeys::parse(std::string_view text, const std::string& source) {

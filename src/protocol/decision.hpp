@@ -4,7 +4,8 @@
 // (annotations.hpp) that anyone who can create or edit a pod can also write,
 // so neither the scheduler's cache nor the device plugin takes them at their
 // word. The scheduler signs what it decides (HMAC-SHA256 over the pod's UID,
-// namespace, name, node and hami.io/vgpu-devices-allocated, with a key it
+// namespace, name, node, hami.io/vgpu-devices-allocated and the scheduler's
+// part of hami.io/vgpu-mig-allocations, with a key it
 // shares with the device plugins), and a decision counts only when:
 //
 //  - the pod is bound to the node the decision names (spec.nodeName equals
@@ -30,6 +31,7 @@
 #include "common/result.hpp"
 #include "k8s/objects.hpp"
 #include "protocol/annotations.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::protocol {
 
@@ -39,9 +41,9 @@ inline constexpr const char* kVgpuTime = "hami.io/vgpu-time";
 // Every pod annotation that only the scheduler and the device plugin write:
 // what the webhook refuses from anyone else. hami.io/mutex.lock belongs on
 // nodes; on a pod it is refused all the same, so nobody reads a forged one.
-inline constexpr std::array<const char*, 8> kDecisionAnnotations = {
-    kAssignedNode, kDevicesToAllocate, kDevicesAllocated, kBindPhase,
-    kBindTime,     kVgpuTime,          kNodeLock,         kDecisionSignature};
+inline constexpr std::array<const char*, 9> kDecisionAnnotations = {
+    kAssignedNode, kDevicesToAllocate, kDevicesAllocated,  kBindPhase,     kBindTime,
+    kVgpuTime,     kNodeLock,          kDecisionSignature, kMigAllocations};
 
 // What a signature covers.
 struct Decision {
@@ -50,7 +52,17 @@ struct Decision {
   std::string name;
   std::string node;
   std::string devices;  // hami.io/vgpu-devices-allocated, as written
+  // The scheduler's part of hami.io/vgpu-mig-allocations (dynamic MIG):
+  // the entries without the fields the device plugin adds once it has made
+  // the instances (mig_scheduler_part), "" when the pod has none. Covered
+  // only when not empty, so signatures of other pods read as before.
+  std::string mig;
 };
+
+// hami.io/vgpu-mig-allocations as the scheduler wrote it: re-encoded without
+// migUUID, gpuInstanceID and computeInstanceID. Text that does not decode is
+// returned as is (it then verifies only if signed so, i.e. never).
+std::string mig_scheduler_part(std::string_view annotation);
 
 // The decision a pod's annotations state (empty fields where absent).
 Decision decision_of(const k8s::Pod& pod);

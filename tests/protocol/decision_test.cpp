@@ -53,6 +53,41 @@ TEST(DecisionTest, SignatureCoversEveryFieldOfTheDecision) {
     EXPECT_FALSE(k.verify(d, bad)) << bad;
 }
 
+// Dynamic MIG: the profile and placement the scheduler chose are signed; the
+// fields the device plugin adds once it has made the instance are not.
+TEST(DecisionTest, SignatureCoversTheSchedulersPartOfTheMigAllocations) {
+  const DecisionKeys k = keys();
+  k8s::Pod p = bound_pod();
+  const std::string before = k.sign(decision_of(p));
+  const std::string chosen =
+      R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"3g.40gb",)"
+      R"("placement":{"start":4,"size":4}}])";
+  p.meta.annotations[kMigAllocations] = chosen;
+  const std::string sig = k.sign(decision_of(p));
+  EXPECT_NE(sig, before);
+  // A pod without the annotation signs as it always did.
+  p.meta.annotations.erase(kMigAllocations);
+  EXPECT_TRUE(k.verify(decision_of(p), before));
+  EXPECT_FALSE(k.verify(decision_of(p), sig));
+  // The plugin's additions keep the signature.
+  p.meta.annotations[kMigAllocations] =
+      R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"3g.40gb",)"
+      R"("placement":{"start":4,"size":4},"migUUID":"MIG-1","gpuInstanceID":2,)"
+      R"("computeInstanceID":0}])";
+  EXPECT_TRUE(k.verify(decision_of(p), sig));
+  // Another profile, placement or GPU does not.
+  for (
+      const char* forged :
+      {R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"7g.80gb","placement":{"start":0,"size":8}}])",
+       R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"3g.40gb","placement":{"start":0,"size":4}}])",
+       R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-b","profile":"3g.40gb","placement":{"start":4,"size":4}}])",
+       "not json"}) {
+    p.meta.annotations[kMigAllocations] = forged;
+    EXPECT_FALSE(k.verify(decision_of(p), sig)) << forged;
+  }
+  EXPECT_EQ(mig_scheduler_part("not json"), "not json");
+}
+
 TEST(DecisionTest, KeysRollOver) {
   const DecisionKeys old_key = keys();
   const DecisionKeys both = keys(std::string(40, 'n') + "\n" + kKey + "\n");
