@@ -16,7 +16,8 @@
 #                    driver and cuda-client (default build/release)
 # HAMI_E2E_DIR       state directory (default /tmp/hami-e2e-chart)
 # HAMI_UPSTREAM_CHART  upstream's chart directory (default
-#                    ../shared/reference/upstream-hami-chart-2.10)
+#                    ../shared/reference/upstream-hami-chart-2.10, else
+#                    /work/shared/..., as tests/compat finds it)
 # Needs root, and the real node's prerequisites (tests/e2e/node_scenarios.sh
 # --check-prerequisites); builds kube-controller-manager once
 # (tests/e2e/build-k8s.sh). Prints one line per check; exit 1 if any failed.
@@ -31,6 +32,8 @@ D=$HAMI_E2E_DIR
 N=$D/node
 B=${HAMI_E2E_BUILD:-build/release}
 UPSTREAM=${HAMI_UPSTREAM_CHART:-$R/../shared/reference/upstream-hami-chart-2.10}
+[ -f "$UPSTREAM/values.yaml" ] || [ -n "${HAMI_UPSTREAM_CHART:-}" ] ||
+  UPSTREAM=/work/shared/reference/upstream-hami-chart-2.10
 NS=("$R/tests/e2e/netns.sh" run)
 BIN=${HAMI_E2E_CACHE:-$HOME/.cache/hami-e2e}/bin
 GPU="GPU-aaaa0000-0000-0000-0000-000000000001"
