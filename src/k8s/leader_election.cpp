@@ -126,17 +126,30 @@ bool LeaderElector::try_acquire_or_renew() {
 }
 
 void LeaderElector::release() {
-  auto current = get_lease(client_, config_.lease_namespace, config_.lease_name);
-  if (!current || current->holder_identity != config_.identity) return;
+  // On the way out: one quick try with a client of its own, not the
+  // shared one's 30 s reads and retries (a pod being deleted waited ~23 s
+  // here). A release that fails costs the next leader one lease duration.
+  auto quick = Client::from_config(client_.config(),
+                                   ClientOptions{.connect_timeout = std::chrono::seconds(2),
+                                                 .request_timeout = std::chrono::seconds(2),
+                                                 .max_attempts = 1});
+  Client& client = quick ? *quick : client_;
+  auto current = get_lease(client, config_.lease_namespace, config_.lease_name);
+  if (!current) {
+    log::warn("leader election %s: release: %s; the lease expires on its own",
+              config_.lease_name.c_str(), current.error().message.c_str());
+    return;
+  }
+  if (current->holder_identity != config_.identity) return;
   Lease next = *current;
   const TimePoint t = now();
   next.holder_identity.clear();
   next.lease_duration_seconds = 1;
   next.renew_time = t;
   next.acquire_time = t;
-  if (auto r = update_lease(client_, next); !r) {
-    log::warn("leader election %s: release: %s", config_.lease_name.c_str(),
-              r.error().message.c_str());
+  if (auto r = update_lease(client, next); !r) {
+    log::warn("leader election %s: release: %s; the lease expires on its own",
+              config_.lease_name.c_str(), r.error().message.c_str());
   }
 }
 

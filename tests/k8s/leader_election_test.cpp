@@ -160,6 +160,26 @@ TEST_F(LeaderElectionTest, ReleaseOnStopHandsOverAtOnce) {
   ASSERT_TRUE(wait_until([&] { return b.is_leader(); }, 3s));
 }
 
+// A replica being stopped (its pod deleted) does not wait out the client's
+// 30 s reads and retries to release the lease: one quick try, then the
+// lease expires on its own.
+TEST_F(LeaderElectionTest, ReleaseOnStopGivesUpQuicklyWhenTheServerStalls) {
+  auto cfg = config("a");
+  cfg.lease_duration = 30s;
+  cfg.renew_deadline = 20s;
+  LeaderElector a(client(), cfg);
+  a.start();
+  ASSERT_TRUE(wait_until([&] { return a.is_leader(); }));
+  api().inject({.path_prefix = lease_path("kube-system"), .status = 0, .count = -1, .delay = 5s});
+  const auto t0 = std::chrono::steady_clock::now();
+  a.stop();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 4s) << "stop() waited "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                      << " ms on a stalled API server";
+  EXPECT_FALSE(a.is_leader());
+}
+
 TEST_F(LeaderElectionTest, StepsDownWhenRenewalsFail) {
   std::atomic<int> started{0}, stopped{0};
   auto cfg = config("a");
