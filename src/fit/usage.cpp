@@ -99,4 +99,31 @@ size_t remove_charges(NodeDevices& node, std::span<const DeviceCharge> charges) 
   return unmatched;
 }
 
+size_t apply_mig(NodeDevices& node, std::span<const protocol::MigAllocation> allocs) {
+  size_t unmatched = 0;
+  for (const protocol::MigAllocation& a : allocs) {
+    GpuDevice* d = find(node, a.gpu_uuid);
+    if (!d) {
+      ++unmatched;
+      continue;
+    }
+    d->mig_taken.push_back(a.placement);
+  }
+  return unmatched;
+}
+
+size_t remove_mig(NodeDevices& node, std::span<const protocol::MigAllocation> allocs) {
+  size_t unmatched = 0;
+  for (const protocol::MigAllocation& a : allocs) {
+    GpuDevice* d = find(node, a.gpu_uuid);
+    if (!d) {
+      ++unmatched;
+      continue;
+    }
+    auto it = std::find(d->mig_taken.begin(), d->mig_taken.end(), a.placement);
+    if (it != d->mig_taken.end()) d->mig_taken.erase(it);
+  }
+  return unmatched;
+}
+
 }  // namespace hami::fit

@@ -16,6 +16,7 @@
 //   auto charges = hami::fit::pod_charges(devices, kinds);
 //   hami::fit::apply_charges(node, charges);    // pod appeared
 //   hami::fit::remove_charges(node, charges);   // pod gone
+//   hami::fit::apply_mig(node, allocs);          // its dynamic MIG placements
 //
 // This is also what upstream's Filter leaves in its usage after fitting a pod
 // (applyPeakUsage), so a pod placed by fit_pod and applied here is counted the
@@ -29,6 +30,7 @@
 
 #include "fit/types.hpp"
 #include "protocol/device_codec.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::fit {
 
@@ -51,5 +53,13 @@ std::vector<DeviceCharge> pod_charges(const PodDevices& devices,
 // all applied); those are skipped. Removal never takes usage below zero.
 size_t apply_charges(NodeDevices& node, std::span<const DeviceCharge> charges);
 size_t remove_charges(NodeDevices& node, std::span<const DeviceCharge> charges);
+
+// A pod's dynamic MIG entries (hami.io/vgpu-mig-allocations) hold their
+// placements on their GPUs: added to, or taken from, GpuDevice::mig_taken.
+// Removal takes one equal placement per entry, so two pods that hold the
+// same placement (only a decision we did not make can) free it only when
+// both are gone. Both return how many entries named a GPU the node lacks.
+size_t apply_mig(NodeDevices& node, std::span<const protocol::MigAllocation> allocs);
+size_t remove_mig(NodeDevices& node, std::span<const protocol::MigAllocation> allocs);
 
 }  // namespace hami::fit

@@ -6,6 +6,7 @@
 // dynamic MIG mode beside a time-sliced GPU.
 #include <gtest/gtest.h>
 
+#include "fit/usage.hpp"
 #include "fit_helpers.hpp"
 
 namespace hami::fit {
@@ -110,6 +111,34 @@ TEST(DynamicMigFit, ReservationsAndInstancesBlockTheirPlacements) {
   out = run(n, prepare({ctr(1, 30000), ctr(1, 30000)}, mig_mode()));
   ASSERT_FALSE(out.fits);
   EXPECT_EQ(out.failed_container, 1);
+}
+
+// What the scheduler's cache does with a placed pod's entries: they hold
+// their placements until removed, so the next pod is placed beside them; an
+// entry for a GPU the node lacks is counted, and a placement two pods hold
+// is free only once both are gone.
+TEST(DynamicMigFit, PlacedPodsHoldTheirPlacementsUntilRemoved) {
+  NodeDevices n = node("n", {dynamic_mig()});
+  const PreparedPod pod = prepare({ctr(1, 15000)}, mig_mode());
+  const auto first = allocations(n, pod);
+  EXPECT_EQ(apply_mig(n, first), 0u);
+  const auto second = allocations(n, pod);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].placement, (MigPlacement{2, 2}));
+  EXPECT_EQ(apply_mig(n, second), 0u);
+  EXPECT_EQ(apply_mig(n, first), 0u);  // a second holder of 0..1
+  EXPECT_EQ(n.devices[0].mig_taken, (std::vector<MigPlacement>{{0, 2}, {2, 2}, {0, 2}}));
+  EXPECT_EQ(remove_mig(n, first), 0u);
+  EXPECT_EQ(allocations(n, pod)[0].placement, (MigPlacement{4, 2}));
+  EXPECT_EQ(remove_mig(n, first), 0u);
+  EXPECT_EQ(allocations(n, pod)[0].placement, (MigPlacement{0, 2}));
+  EXPECT_EQ(remove_mig(n, first), 0u) << "removing what is not held changes nothing";
+  EXPECT_EQ(n.devices[0].mig_taken, (std::vector<MigPlacement>{{2, 2}}));
+  MigAllocation elsewhere = first[0];
+  elsewhere.gpu_uuid = "GPU-gone";
+  EXPECT_EQ(apply_mig(n, std::vector<MigAllocation>{elsewhere}), 1u);
+  EXPECT_EQ(remove_mig(n, std::vector<MigAllocation>{elsewhere}), 1u);
+  EXPECT_EQ(n.devices[0].mig_taken, (std::vector<MigPlacement>{{2, 2}}));
 }
 
 }  // namespace
