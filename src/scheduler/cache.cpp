@@ -57,6 +57,7 @@ void ClusterCache::charge(const std::string& uid, const PodCharge& p) {
   n.pods.insert(uid);
   if (n.registered) {
     stats_.unknown_devices += fit::apply_charges(n.devices, p.charges);
+    fit::apply_mig(n.devices, p.mig);
     n.score = fit::node_score(n.devices);
   }
 }
@@ -76,6 +77,7 @@ void ClusterCache::uncharge(const std::string& uid, const PodCharge& p) {
   n.pods.erase(uid);
   if (n.registered) {
     fit::remove_charges(n.devices, p.charges);
+    fit::remove_mig(n.devices, p.mig);
     n.score = fit::node_score(n.devices);
   }
   // A node entry kept only to remember pods on an unregistered node goes with
@@ -97,6 +99,7 @@ void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice>
     d.used_tenants = 0;
     d.used_mem_mib = 0;
     d.used_cores = 0;
+    d.mig_taken.clear();
     d.model_id = model_id(d.type, d.mode);
   }
   n.devices.devices = std::move(inventory);
@@ -107,8 +110,9 @@ void ClusterCache::set_node(const std::string& name, std::vector<fit::GpuDevice>
   // recomputed from this node's pods only, never from the whole cluster.
   for (const std::string& uid : n.pods) {
     auto p = pods_.find(uid);
-    if (p != pods_.end())
-      stats_.unknown_devices += fit::apply_charges(n.devices, p->second.charges);
+    if (p == pods_.end()) continue;
+    stats_.unknown_devices += fit::apply_charges(n.devices, p->second.charges);
+    fit::apply_mig(n.devices, p->second.mig);
   }
   n.score = fit::node_score(n.devices);
 }

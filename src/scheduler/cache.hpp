@@ -22,6 +22,7 @@
 //
 // Charges are keyed by pod UID, so an event for a pod already charged (the
 // watch bringing back the annotations bind wrote) replaces, never doubles, it.
+// A pod's dynamic MIG placements go and come with its charges.
 
 #include <cstdint>
 #include <functional>
@@ -35,12 +36,17 @@
 
 #include "fit/types.hpp"
 #include "fit/usage.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::scheduler {
 
 struct PodCharge {
   std::string node;
   std::vector<fit::DeviceCharge> charges;
+  // Dynamic MIG (hami.io/vgpu-mig-allocations): the placements the pod
+  // holds, in its GPUs' mig_taken while it is charged, so no other pod is
+  // given one that overlaps.
+  std::vector<protocol::MigAllocation> mig;
   bool reserved = false;  // made by bind, not yet seen back from the API server
   // Seen from the API server with spec.nodeName set: the pod runs (or will)
   // there, and no later filter or bind of the same UID undoes it.
@@ -113,9 +119,10 @@ class ClusterCache {
     const ClusterCache& c_;
   };
 
-  // Replaces a node's inventory (devices' usage fields are ignored and
-  // recomputed from the pods placed on it) and its GPUs' pair scores (by
-  // inventory position; empty: unknown). An empty list unregisters it.
+  // Replaces a node's inventory (devices' usage fields and mig_taken are
+  // ignored and recomputed from the pods placed on it) and its GPUs' pair
+  // scores (by inventory position; empty: unknown). An empty list
+  // unregisters it.
   void set_node(const std::string& name, std::vector<fit::GpuDevice> inventory,
                 fit::LinkScores links = {});
   void remove_node(const std::string& name);

@@ -8,6 +8,7 @@
 #include "fit/options.hpp"
 #include "protocol/annotations.hpp"
 #include "protocol/device_codec.hpp"
+#include "protocol/mig_allocations.hpp"
 #include "protocol/node_register.hpp"
 #include "scheduler/node_topology.hpp"
 #include "scheduler/pod_request.hpp"
@@ -40,6 +41,13 @@ Result<std::vector<fit::GpuDevice>> node_inventory(const k8s::Node& node) {
     g.split_count = d.count;
     g.total_mem_mib = d.devmem;
     g.total_cores = d.devcore;
+    // Only a mig GPU is cut per container: profiles on another would let
+    // its pods skip the GPU's core checks (fit.cpp).
+    if (g.mode == fit::kModeMig) {
+      g.mig_profiles.reserve(d.mig_profiles.size());
+      for (const protocol::MigProfileInfo& p : d.mig_profiles)
+        g.mig_profiles.push_back({p.name, p.memory, p.slice_count, p.placements});
+    }
     out.push_back(std::move(g));
   }
   return out;
@@ -64,8 +72,18 @@ Result<std::optional<PodCharge>> pod_charge(const k8s::Pod& pod,
     return Error{"pod " + pod.meta.ns + "/" + pod.meta.name + ": " + protocol::kDevicesAllocated +
                  ": " + devices.error().message};
   }
-  std::vector<fit::ContainerKind> kinds(pod.init_containers.size(), fit::ContainerKind::kInit);
   PodCharge c;
+  // Read only under a decision we trust (checked above): a forged entry
+  // must neither hold a placement nor, by its absence, free one.
+  if (auto mig = a.find(protocol::kMigAllocations); mig != a.end()) {
+    auto allocs = protocol::decode_mig_allocations(mig->second);
+    if (!allocs) {
+      return Error{"pod " + pod.meta.ns + "/" + pod.meta.name + ": " + protocol::kMigAllocations +
+                   ": " + allocs.error().message};
+    }
+    c.mig = std::move(*allocs);
+  }
+  std::vector<fit::ContainerKind> kinds(pod.init_containers.size(), fit::ContainerKind::kInit);
   c.node = node->second;
   c.charges = fit::pod_charges(*devices, kinds);
   std::vector<bool> uses_gpu;

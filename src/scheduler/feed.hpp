@@ -1,9 +1,10 @@
 #pragma once
 // Watch events → cache updates: a node's GPUs from its registration annotation
-// (hami.io/node-nvidia-register, with hami.io/device-cordon), a pod's usage
-// from its allocation annotation (hami.io/vgpu-devices-allocated on the node
-// named by hami.io/vgpu-node). These are the Reflector callbacks of the
-// daemon, and what tests and the benchmark call to load a cluster.
+// (hami.io/node-nvidia-register, with hami.io/device-cordon; a mig GPU's
+// migProfiles for dynamic MIG), a pod's usage from its allocation annotation
+// (hami.io/vgpu-devices-allocated on the node named by hami.io/vgpu-node)
+// and the MIG placements of its hami.io/vgpu-mig-allocations. These are the Reflector callbacks of
+// the daemon, and what tests and the benchmark call to load a cluster.
 //
 //   hami::k8s::Reflector pods(client, "/api/v1/pods", {}, {
 //       .on_add = [&](const json& p) { feed.pod_changed(p); },

@@ -1,8 +1,12 @@
 // The incremental cache fed by watch events: node registration, pod
-// allocation annotations, reservations and their replacement, deletion.
+// allocation annotations, reservations and their replacement, deletion,
+// dynamic MIG profiles and the placements pods hold.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fit/score.hpp"
+#include "protocol/mig_allocations.hpp"
 #include "scheduler/cache.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/helpers.hpp"
@@ -301,6 +305,130 @@ TEST(CacheTrustTest, ACountedPodStaysCountedUntilItEnds) {
   stripped["status"]["phase"] = "Succeeded";
   feed.pod_changed(stripped);
   EXPECT_EQ(usage(cache, "a", 0), (Usage{0, 0, 0}));
+}
+
+// Dynamic MIG: a pod of the H100 of test::mig_node holding a 2g.20gb at
+// `start`, as our scheduler's bind records it.
+nlohmann::json mig_pod(const std::string& name, const std::string& uid, unsigned start) {
+  auto p = placed_pod(name, uid, "m", "GPU-m-0,NVIDIA,20000,0:;");
+  p["metadata"]["annotations"][protocol::kMigAllocations] = protocol::encode_mig_allocations(
+      {{.gpu_uuid = "GPU-m-0", .profile = "2g.20gb", .placement = {start, 2}}});
+  return p;
+}
+
+// Node m's GPU's taken placements, by start (the cache keeps no order).
+std::vector<protocol::MigPlacement> mig_taken(const ClusterCache& c) {
+  auto out = c.read([](const ClusterCache::View& v) {
+    const fit::NodeDevices* n = v.node("m");
+    return n == nullptr ? std::vector<protocol::MigPlacement>{} : n->devices[0].mig_taken;
+  });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  return out;
+}
+
+using Taken = std::vector<protocol::MigPlacement>;
+
+// The registration's migProfiles become the GPU's profiles; every live pod's
+// placements are taken, whatever the device plugin adds to its entries, and
+// freed when the pod goes.
+TEST(CacheMigTest, ProfilesFromTheRegistrationPlacementsFromLivePods) {
+  ClusterCache cache;
+  protocol::DecisionTrust trust{.keys = test::test_keys(), .unsigned_schedulers = {}};
+  CacheFeed feed(cache, trust);
+  feed.node_changed(test::mig_node("m"));
+  cache.read([](const ClusterCache::View& v) {
+    const fit::NodeDevices* n = v.node("m");
+    EXPECT_NE(n, nullptr);
+    if (n == nullptr) return 0;
+    const auto& profiles = n->devices[0].mig_profiles;
+    EXPECT_EQ(profiles.size(), 4u);
+    if (profiles.size() == 4) {
+      EXPECT_EQ(profiles[1], (fit::MigProfileSpec{"2g.20gb", 20096, 2, {{0, 2}, {2, 2}, {4, 2}}}));
+    }
+    return 0;
+  });
+  EXPECT_EQ(mig_taken(cache), Taken{});
+
+  auto p1 = test::sign(mig_pod("p1", "u1", 0), test::test_keys());
+  auto p2 = test::sign(mig_pod("p2", "u2", 2), test::test_keys());
+  feed.pod_changed(p1);
+  feed.pod_changed(p2);
+  EXPECT_EQ(mig_taken(cache), (Taken{{0, 2}, {2, 2}}));
+  // The plugin records the instance it made: still p1's, counted once.
+  auto allocs = *protocol::decode_mig_allocations(
+      p1["metadata"]["annotations"][protocol::kMigAllocations].get<std::string>());
+  allocs[0].mig_uuid = "MIG-1";
+  allocs[0].gpu_instance_id = 5;
+  allocs[0].compute_instance_id = 0;
+  p1["metadata"]["annotations"][protocol::kMigAllocations] =
+      protocol::encode_mig_allocations(allocs);
+  feed.pod_changed(p1);
+  EXPECT_EQ(feed.refused_decisions(), 0u);
+  EXPECT_EQ(mig_taken(cache), (Taken{{0, 2}, {2, 2}}));
+  // A new registration keeps what the pods hold.
+  feed.node_changed(test::mig_node("m"));
+  EXPECT_EQ(mig_taken(cache), (Taken{{0, 2}, {2, 2}}));
+  feed.pod_deleted(p1);
+  EXPECT_EQ(mig_taken(cache), (Taken{{2, 2}}));
+  p2["status"]["phase"] = "Succeeded";
+  feed.pod_changed(p2);
+  EXPECT_EQ(mig_taken(cache), Taken{});
+}
+
+// Profiles count only on a GPU in mig mode: on a time-sliced one they would
+// let its pods skip the GPU's core checks.
+TEST(CacheMigTest, ProfilesOnAGpuNotInMigModeAreIgnored) {
+  ClusterCache cache;
+  CacheFeed feed(cache);
+  auto n = test::mig_node("m");
+  auto devs = *protocol::decode_node_devices(
+      n["metadata"]["annotations"]["hami.io/node-nvidia-register"].get<std::string>());
+  devs[0].mode = "hami-core";
+  n["metadata"]["annotations"]["hami.io/node-nvidia-register"] =
+      protocol::encode_node_devices(devs);
+  feed.node_changed(n);
+  EXPECT_TRUE(cache.read(
+      [](const ClusterCache::View& v) { return v.node("m")->devices[0].mig_profiles.empty(); }));
+}
+
+// Only a decision we trust holds placements, and a counted pod's stay held
+// whatever is done to its annotation: a forged entry neither blocks a
+// placement nor frees one.
+TEST(CacheMigTest, ForgedPlacementsNeitherHoldNorFree) {
+  ClusterCache cache;
+  protocol::DecisionTrust trust{.keys = test::test_keys(), .unsigned_schedulers = {}};
+  CacheFeed feed(cache, trust);
+  feed.node_changed(test::mig_node("m"));
+  // Unsigned: the whole GPU claimed by a pod nobody placed.
+  auto forged = mig_pod("forged", "u1", 0);
+  forged["metadata"]["annotations"][protocol::kMigAllocations] = protocol::encode_mig_allocations(
+      {{.gpu_uuid = "GPU-m-0", .profile = "7g.80gb", .placement = {0, 8}}});
+  feed.pod_changed(forged);
+  EXPECT_EQ(mig_taken(cache), Taken{});
+  EXPECT_EQ(feed.refused_decisions(), 1u);
+
+  auto ours = test::sign(mig_pod("ours", "u2", 0), test::test_keys());
+  feed.pod_changed(ours);
+  EXPECT_EQ(mig_taken(cache), (Taken{{0, 2}}));
+  auto moved = ours;
+  moved["metadata"]["annotations"][protocol::kMigAllocations] = protocol::encode_mig_allocations(
+      {{.gpu_uuid = "GPU-m-0", .profile = "2g.20gb", .placement = {4, 2}}});
+  feed.pod_changed(moved);
+  EXPECT_EQ(mig_taken(cache), (Taken{{0, 2}}));
+  auto dropped = ours;
+  dropped["metadata"]["annotations"].erase(protocol::kMigAllocations);
+  feed.pod_changed(dropped);
+  EXPECT_EQ(mig_taken(cache), (Taken{{0, 2}}));
+  EXPECT_EQ(feed.refused_decisions(), 3u);
+  // A signed pod without MIG that later carries an entry: not its decision.
+  auto plain =
+      test::sign(placed_pod("plain", "u3", "m", "GPU-m-0,NVIDIA,1000,0:;"), test::test_keys());
+  feed.pod_changed(plain);
+  plain["metadata"]["annotations"][protocol::kMigAllocations] = protocol::encode_mig_allocations(
+      {{.gpu_uuid = "GPU-m-0", .profile = "2g.20gb", .placement = {2, 2}}});
+  feed.pod_changed(plain);
+  EXPECT_EQ(mig_taken(cache), (Taken{{0, 2}}));
+  EXPECT_EQ(usage(cache, "m", 0), (Usage{2, 21000, 0}));
 }
 
 }  // namespace

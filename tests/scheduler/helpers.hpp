@@ -37,6 +37,35 @@ inline nlohmann::json sched_node(const std::string& name, int gpus = 2, int mem_
         {"annotations", {{"hami.io/node-nvidia-register", protocol::encode_node_devices(devs)}}}}}};
 }
 
+// A node with one H100 80GB in dynamic MIG mode, "GPU-<name>-0", registering
+// its profiles (migProfiles) as the device plugin does: 2g.20gb at slices
+// 0, 2 and 4, the 7g only whole.
+inline nlohmann::json mig_node(const std::string& name) {
+  auto every = [](unsigned size, std::vector<unsigned> starts) {
+    std::vector<protocol::MigPlacement> out;
+    for (unsigned s : starts)
+      out.push_back({s, size});
+    return out;
+  };
+  std::vector<protocol::NodeDevice> devs = {
+      {.id = "GPU-" + name + "-0",
+       .index = 0,
+       .count = 7,
+       .devmem = 81920,
+       .devcore = 100,
+       .type = "NVIDIA H100 80GB HBM3",
+       .mode = "mig",
+       .health = true,
+       .mig_profiles = {{"1g.10gb", 9984, 14, 1, every(1, {0, 1, 2, 3, 4, 5, 6})},
+                        {"2g.20gb", 20096, 28, 2, every(2, {0, 2, 4})},
+                        {"3g.40gb", 40192, 42, 3, every(4, {0, 4})},
+                        {"7g.80gb", 80896, 100, 7, every(8, {0})}}}};
+  nlohmann::json n = sched_node(name, 0);
+  n["metadata"]["annotations"]["hami.io/node-nvidia-register"] =
+      protocol::encode_node_devices(devs);
+  return n;
+}
+
 // A pod with one container asking for `limits`.
 inline nlohmann::json sched_pod(const std::string& name,
                                 const std::map<std::string, std::string>& limits,
@@ -83,9 +112,11 @@ inline nlohmann::json placed_pod(const std::string& name, const std::string& uid
 inline nlohmann::json sign(nlohmann::json pod, const protocol::DecisionKeys& keys) {
   const nlohmann::json& md = pod["metadata"];
   const nlohmann::json& an = md["annotations"];
+  const std::string mig = an.value(protocol::kMigAllocations, "");
   pod["metadata"]["annotations"][protocol::kDecisionSignature] =
       keys.sign({md.value("uid", ""), md.value("namespace", ""), md.value("name", ""),
-                 an.value(protocol::kAssignedNode, ""), an.value(protocol::kDevicesAllocated, "")});
+                 an.value(protocol::kAssignedNode, ""), an.value(protocol::kDevicesAllocated, ""),
+                 mig.empty() ? std::string() : protocol::mig_scheduler_part(mig)});
   return pod;
 }
 
