@@ -10,6 +10,8 @@
 #include "fit/fit.hpp"
 #include "fit/score.hpp"
 #include "protocol/annotations.hpp"
+#include "protocol/decision.hpp"
+#include "protocol/mig_allocations.hpp"
 #include "scheduler/bind_guard.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/pod_request.hpp"
@@ -348,7 +350,7 @@ std::optional<Extender::Seen> Extender::recall(const std::string& uid) {
 
 std::string Extender::reserve(const std::string& uid, const BindRequest& r,
                               const std::string& node_name, const SchedulingRequest& req,
-                              std::string* encoded) {
+                              Decided* decided) {
   std::string fit_error;
   cache_.with_exclusive([&](ClusterCache& c) {
     if (const PodCharge* old = c.pod_unlocked(uid); old && old->bound && !old->reserved) {
@@ -373,8 +375,11 @@ std::string Extender::reserve(const std::string& uid, const BindRequest& r,
       fit_error = text.error().message;
       return 0;
     }
-    *encoded = std::move(*text);
     PodCharge charge;
+    charge.mig = fit::to_mig_allocations(*node, placement);
+    decided->devices = std::move(*text);
+    decided->mig =
+        charge.mig.empty() ? std::string() : protocol::encode_mig_allocations(charge.mig);
     charge.node = node_name;
     charge.charges = fit::pod_charges(devices, req.kinds);
     for (fit::DeviceCharge& ch : charge.charges)
@@ -480,9 +485,9 @@ Extender::Alternatives Extender::alternatives(const std::vector<std::string>& fi
 
 std::string Extender::reserve_for(const std::string& uid, const BindRequest& r,
                                   const std::string& node, const SchedulingRequest& req,
-                                  const InFlightPod& probe, std::string* encoded,
+                                  const InFlightPod& probe, Decided* decided,
                                   std::optional<InFlightPod>* flight) {
-  if (std::string e = reserve(uid, r, node, req, encoded); !e.empty()) return e;
+  if (std::string e = reserve(uid, r, node, req, decided); !e.empty()) return e;
   flight->reset();
   if (!matches_pods_ || !matches_pods_(node)) return "";
   *flight = probe;
@@ -491,7 +496,7 @@ std::string Extender::reserve_for(const std::string& uid, const BindRequest& r,
 }
 
 std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid,
-                                    const std::string& node, const std::string& encoded,
+                                    const std::string& node, const Decided& decided,
                                     const std::optional<InFlightPod>& flight,
                                     std::chrono::milliseconds wait, bool* contended) {
   const std::string who = r.ns + "/" + r.name;
@@ -523,16 +528,19 @@ std::string Extender::lock_and_bind(const BindRequest& r, const std::string& uid
   std::map<std::string, std::string> annotations = {
       {protocol::kAssignedNode, node},
       {kAnnoVgpuTime, unix_now},
-      {protocol::kDevicesToAllocate, encoded},
-      {protocol::kDevicesAllocated, encoded},
+      {protocol::kDevicesToAllocate, decided.devices},
+      {protocol::kDevicesAllocated, decided.devices},
       {protocol::kBindPhase, protocol::kPhaseAllocating},
       {protocol::kBindTime, unix_now},
   };
+  if (!decided.mig.empty()) annotations[protocol::kMigAllocations] = decided.mig;
   // The binding sets these with spec.nodeName in one update; the signature
-  // is what tells the cache and the device plugin that we decided them.
+  // is what tells the cache and the device plugin that we decided them. It
+  // covers the MIG entries as the plugin's later additions leave them.
   if (config_.decisions.keys) {
-    annotations[protocol::kDecisionSignature] =
-        config_.decisions.keys->sign({uid, r.ns, r.name, node, encoded});
+    annotations[protocol::kDecisionSignature] = config_.decisions.keys->sign(
+        {uid, r.ns, r.name, node, decided.devices,
+         decided.mig.empty() ? std::string() : protocol::mig_scheduler_part(decided.mig)});
   }
   if (auto b = backend_->bind(r.ns, r.name, uid, node, annotations); !b) {
     if (lock) backend_->unlock_node(node, r.ns, r.name);
@@ -661,9 +669,9 @@ BindOutcome Extender::place(const BindRequest& r) {
       return out_of_time(first_error.empty() ? std::string("no node tried in time")
                                              : "after " + first_error);
     }
-    std::string encoded;
+    Decided decided;
     std::optional<InFlightPod> flight;
-    if (std::string e = reserve_for(uid, r, node, *req, probe, &encoded, &flight); !e.empty()) {
+    if (std::string e = reserve_for(uid, r, node, *req, probe, &decided, &flight); !e.empty()) {
       if (chosen) first_error = std::move(e);
       others_no_fit += !chosen;
       return std::nullopt;
@@ -685,7 +693,7 @@ BindOutcome Extender::place(const BindRequest& r) {
     }
     waited = waited || wait.count() > 0;
     bool contended = false;
-    std::string e = lock_and_bind(r, uid, node, encoded, flight, wait, &contended);
+    std::string e = lock_and_bind(r, uid, node, decided, flight, wait, &contended);
     slot.reset();
     if (e.empty()) return bound(node, moved_because);
     if (!contended) return fail("BindFailed", e);
@@ -730,11 +738,11 @@ BindOutcome Extender::place(const BindRequest& r) {
   if (last_slot && (!may_redirect || last_slot->count() <= 2 * kMaxLockWaiters) &&
       !(waited && locked.front() == r.node) && left().count() > 0) {
     const std::string& node = locked.front();
-    std::string encoded;
+    Decided decided;
     std::optional<InFlightPod> flight;
-    if (std::string e = reserve_for(uid, r, node, *req, probe, &encoded, &flight); e.empty()) {
+    if (std::string e = reserve_for(uid, r, node, *req, probe, &decided, &flight); e.empty()) {
       bool contended = false;
-      e = lock_and_bind(r, uid, node, encoded, flight, std::min(config_.node_lock_wait, left()),
+      e = lock_and_bind(r, uid, node, decided, flight, std::min(config_.node_lock_wait, left()),
                         &contended);
       if (e.empty()) return bound(node, "NodeLock");
       if (!contended) return fail("BindFailed", e);

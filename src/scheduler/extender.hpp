@@ -6,11 +6,12 @@
 //    kube-scheduler's scoring never counted). Nothing is reserved here; a
 //    reservation the pod still holds from an earlier attempt is dropped.
 //  - prioritize: each node's score under the pod's node policy, 0..10.
-//  - bind: fits the pod on the chosen node and reserves the devices in the
-//    cache under its exclusive lock (the next filter sees them at once), then
-//    through the BindBackend takes the node lock and binds with upstream's
-//    annotations. When the chosen node no longer fits (another bind took the
-//    room first) or another pod holds its lock, the pod goes to the best
+//  - bind: fits the pod on the chosen node and reserves the devices (and on
+//    a dynamic MIG GPU the MIG placement) in the cache under its exclusive
+//    lock (the next filter sees them at once), then through the BindBackend
+//    takes the node lock and binds with upstream's annotations
+//    (hami.io/vgpu-mig-allocations among them for dynamic MIG). When the chosen node no longer fits
+//    (another bind took the room first) or another pod holds its lock, the pod goes to the best
 //    other node its filter found fitting, so it binds in this scheduling
 //    cycle instead of waiting in kube-scheduler's back-off. Any failure
 //    releases the lock and the reservation.
@@ -186,15 +187,20 @@ class Extender {
   // The pod as the in-flight record sees it, on no node yet.
   static InFlightPod probe_of(const k8s::Pod& pod, const fit::PreparedPod& prepared);
   std::optional<Seen> recall(const std::string& uid);
-  // Fits `req` on `node` and reserves it for `uid`; the error, or "" with
-  // the allocation annotation in `encoded`.
+  // What a reservation decided, as the binding's annotations carry it.
+  struct Decided {
+    std::string devices;  // hami.io/vgpu-devices-allocated
+    std::string mig;      // hami.io/vgpu-mig-allocations; "" without dynamic MIG
+  };
+  // Fits `req` on `node` and reserves it for `uid`, its dynamic MIG
+  // placements included; the error, or "" with the annotations in `decided`.
   std::string reserve(const std::string& uid, const BindRequest& r, const std::string& node,
-                      const SchedulingRequest& req, std::string* encoded);
+                      const SchedulingRequest& req, Decided* decided);
   // reserve(), and on a node whose plugin matches pods the pod's in-flight
   // record in `flight`: `probe` on that node (nullopt elsewhere).
   std::string reserve_for(const std::string& uid, const BindRequest& r, const std::string& node,
-                          const SchedulingRequest& req, const InFlightPod& probe,
-                          std::string* encoded, std::optional<InFlightPod>* flight);
+                          const SchedulingRequest& req, const InFlightPod& probe, Decided* decided,
+                          std::optional<InFlightPod>* flight);
   // The nodes of `fitting` other than `chosen` where `prepared` fits now,
   // best first under the pod's node policy by the cache's current scores,
   // those the node watch shows locked by another pod after the rest; at
@@ -216,7 +222,7 @@ class Extender {
   // With `flight` (a node whose plugin matches pods) no lock: the pod's
   // in-flight claim instead, waiting at most `wait` for either.
   std::string lock_and_bind(const BindRequest& r, const std::string& uid, const std::string& node,
-                            const std::string& encoded, const std::optional<InFlightPod>& flight,
+                            const Decided& decided, const std::optional<InFlightPod>& flight,
                             std::chrono::milliseconds wait, bool* contended);
 
   ClusterCache& cache_;

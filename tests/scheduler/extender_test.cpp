@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "protocol/annotations.hpp"
+#include "protocol/mig_allocations.hpp"
 #include "scheduler/extender.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/helpers.hpp"
@@ -286,6 +287,87 @@ TEST_F(ExtenderTest, BindSignsItsDecision) {
   EXPECT_EQ(protocol::decision_refusal(*bound, config.decisions), "");
   EXPECT_EQ(test::sign(after, test::test_keys()), after)
       << "the signature covers uid, node, devices";
+}
+
+// Dynamic MIG (docs/mig-dynamic.md): on a GPU registering migProfiles each
+// pod gets the smallest profile that holds it, at a placement no other live
+// pod holds, recorded in the binding and covered by the signature. A pod gone
+// frees its placement, a forged claim holds none, and a full GPU fails with
+// CardMigTopologyInfeasible. Under either node protocol alike.
+TEST_F(ExtenderTest, DynamicMigPodsGetTheirOwnPlacementsRecordedAndSigned) {
+  config.decisions = {.keys = test::test_keys(), .unsigned_schedulers = {}};
+  CacheFeed watch(cache, config.decisions);
+  watch.node_changed(test::mig_node("m"));
+  const std::vector<std::string> nodes{"m"};
+  const std::map<std::string, std::string> limits{{"nvidia.com/gpu", "1"},
+                                                  {"nvidia.com/gpumem", "20000"}};
+  auto with_mig = [](json p, unsigned start, unsigned size, const char* profile) {
+    p["metadata"]["annotations"][protocol::kMigAllocations] = protocol::encode_mig_allocations(
+        {{.gpu_uuid = "GPU-m-0", .profile = profile, .placement = {start, size}}});
+    return p;
+  };
+  // The whole GPU claimed by a pod nobody scheduled: it holds nothing.
+  json forged = test::placed_pod("forged", "u-forged", "m", "GPU-m-0,NVIDIA,1000,0:;");
+  watch.pod_changed(with_mig(forged, 0, 8, "7g.80gb"));
+  EXPECT_EQ(watch.refused_decisions(), 1u);
+
+  auto bind = [&](const std::string& name) {
+    json p = add(name, limits, "u-" + name);
+    FilterResult f = ext.filter(pod_of(p), nodes);
+    EXPECT_EQ(f.nodes, nodes) << name << ": " << (f.failed.empty() ? "" : f.failed.begin()->second);
+    std::string e = ext.bind({"default", name, "u-" + name, "m"});
+    backend.release_all_locks();
+    return e;
+  };
+  auto recorded = [&](const std::string& name) {
+    const json an = backend.pod("default", name)["metadata"]["annotations"];
+    auto a = protocol::decode_mig_allocations(an.value(protocol::kMigAllocations, ""));
+    EXPECT_TRUE(a && a->size() == 1) << name;
+    return a && a->size() == 1 ? (*a)[0] : protocol::MigAllocation{};
+  };
+  ASSERT_EQ(bind("p1"), "");
+  EXPECT_EQ(recorded("p1"), (protocol::MigAllocation{.container_index = 0,
+                                                     .device_index = 0,
+                                                     .gpu_uuid = "GPU-m-0",
+                                                     .profile = "2g.20gb",
+                                                     .placement = {0, 2}}));
+  const json p1 = backend.pod("default", "p1");
+  EXPECT_EQ(p1["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"],
+            "GPU-m-0,NVIDIA,20000,0:;");
+  EXPECT_EQ(protocol::decision_refusal(pod_of(p1), config.decisions), "");
+  EXPECT_NE(protocol::decision_refusal(pod_of(with_mig(p1, 2, 2, "2g.20gb")), config.decisions), "")
+      << "the signature covers the placement";
+  EXPECT_EQ(test::sign(p1, test::test_keys()), p1);
+
+  ASSERT_EQ(bind("p2"), "");
+  EXPECT_EQ(recorded("p2").placement, (protocol::MigPlacement{2, 2}));
+  // The watch brings p1 back bound, then its deletion: its slices are free.
+  watch.pod_changed(p1);
+  EXPECT_EQ(watch.refused_decisions(), 1u);
+  watch.pod_deleted(p1);
+  // On a node whose plugin matches pods, no lock; the record is the same.
+  ext.set_matches_pods([](const std::string&) { return true; });
+  const int locks = backend.lock_calls();
+  ASSERT_EQ(bind("p3"), "");
+  EXPECT_EQ(backend.lock_calls(), locks);
+  EXPECT_EQ(recorded("p3").placement, (protocol::MigPlacement{0, 2}));
+  allocated("p3");
+  ASSERT_EQ(bind("p4"), "");
+  EXPECT_EQ(recorded("p4").placement, (protocol::MigPlacement{4, 2}));
+  // Slice 6 alone is left: no 2g.20gb anywhere, and no larger profile.
+  json p5 = add("p5", limits, "u-p5");
+  FilterResult full = ext.filter(pod_of(p5), nodes);
+  EXPECT_TRUE(full.nodes.empty());
+  EXPECT_EQ(full.failed["m"], "1/1 CardMigTopologyInfeasible");
+  EXPECT_NE(ext.bind({"default", "p5", "u-p5", "m"}).find("CardMigTopologyInfeasible"),
+            std::string::npos);
+  // A pod that fits a 1g.10gb still gets the last slice.
+  allocated("p4");
+  json small = add("small", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "8000"}}, "u-small");
+  ASSERT_EQ(ext.filter(pod_of(small), nodes).nodes, nodes);
+  ASSERT_EQ(ext.bind({"default", "small", "u-small", "m"}), "");
+  EXPECT_EQ(recorded("small").profile, "1g.10gb");
+  EXPECT_EQ(recorded("small").placement, (protocol::MigPlacement{6, 1}));
 }
 
 TEST_F(ExtenderTest, ReFilterDropsThePreviousReservation) {
