@@ -10,9 +10,10 @@
 //    a dynamic MIG GPU the MIG placement) in the cache under its exclusive
 //    lock (the next filter sees them at once), then through the BindBackend
 //    takes the node lock and binds with upstream's annotations
-//    (hami.io/vgpu-mig-allocations among them for dynamic MIG). When the chosen node no longer fits
-//    (another bind took the room first) or another pod holds its lock, the pod goes to the best
-//    other node its filter found fitting, so it binds in this scheduling
+//    (hami.io/vgpu-mig-allocations among them for dynamic MIG). When the
+//    chosen node no longer fits (another bind took the room first) or
+//    another pod holds its lock, the pod goes to the best other node its
+//    filter found fitting, so it binds in this scheduling
 //    cycle instead of waiting in kube-scheduler's back-off. Any failure
 //    releases the lock and the reservation.
 //
