@@ -500,6 +500,71 @@ done
 check "$([ $own = 7 ] && [ $swapped = 0 ] && echo ok)" \
   "burst of 7 pods (created in $seconds distinct seconds, kubelet restarted mid-burst, $refused refused by kubelet's admission and created again): $own of 7 ran with their own pod's limit, $swapped saw another's"
 
+# 12. Static MIG (issue 40, docs/mig.md): the plugin restarted over a GPU
+# partitioned 3g.40gb + 1g.10gb (an H100 80GB, simulated). Its two MIG
+# devices are registered with mode mig and advertised; a pod of 20000 MiB
+# with nvidia.com/vgpu-mode: mig goes to the 3g.40gb, gets it by its MIG UUID
+# and sees a 20000 MiB GPU inside it. The pod's simulated driver is
+# partitioned alike (same GPU, same creations: same MIG UUIDs); the runtime
+# would turn NVIDIA_VISIBLE_DEVICES into the devices the container sees, the
+# pod does it itself.
+stop_one "$PIDS/hami-device-plugin.pid" 10
+cat "$LOGS/hami-device-plugin.log" >>"$LOGS/hami-device-plugin.previous.log"
+SIM_ENV=(SIMGPU_STATE="$N/dp/gpu-mig.state" SIMGPU_DEVICES="$GPU:80g"
+  SIMGPU_NAMES="NVIDIA H100 80GB HBM3" SIMGPU_MIG="0:3g.40gb,1g.10gb")
+start_plugin
+allocatable() { K get node "$HAMI_E2E_NODE_NAME" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
+registered() { K get node "$HAMI_E2E_NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}'; }
+# "<profile>:<mode> ..." of the registered devices.
+registered_modes() {
+  registered | python3 -c 'import json, sys
+print(" ".join(d["type"].split(" MIG ")[-1] + ":" + d.get("mode", "") for d in json.load(sys.stdin)))'
+}
+want_modes="3g.40gb:mig 1g.10gb:mig"
+wait_until 30 eval '[ "$(allocatable)" = $((2 * SPLIT)) ] && [ "$(registered_modes)" = "$want_modes" ]'
+check "$([ "$(allocatable)" = $((2 * SPLIT)) ] && [ "$(registered_modes)" = "$want_modes" ] && echo ok)" \
+  "static MIG: two MIG devices advertised ($(allocatable) IDs) and registered: $(registered_modes)"
+big_mig=$(registered | python3 -c 'import json, sys
+print(next((d["id"] for d in json.load(sys.stdin) if d["type"].endswith("3g.40gb")), "none"))')
+K create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: mig
+  namespace: default
+  annotations: {nvidia.com/vgpu-mode: mig}
+spec:
+  restartPolicy: Never
+  dnsPolicy: Default
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: hami-e2e/cuda-client:1
+    imagePullPolicy: Never
+    command:
+    - /bin/sh
+    - -c
+    - |
+      echo "visible=\$NVIDIA_VISIBLE_DEVICES"
+      out=\$(CUDA_VISIBLE_DEVICES=\$NVIDIA_VISIBLE_DEVICES cuda-client init ctx:0 meminfo)
+      echo "\$out"
+      echo "\$out" | grep -q total=20971520000
+    env:
+    - {name: SIMGPU_DEVICES, value: "$GPU:80g"}
+    - {name: SIMGPU_NAMES, value: "NVIDIA H100 80GB HBM3"}
+    - {name: SIMGPU_MIG, value: "0:3g.40gb,1g.10gb"}
+    resources:
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 20000}
+EOF
+wait_until 60 ended mig
+mig_decided=$(K get pod mig -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}')
+mig_log=$(K logs mig 2>/dev/null)
+mig_seen=$(echo "$mig_log" | grep -o 'total=[0-9]*' | head -1)
+mig_visible=$(echo "$mig_log" | grep '^visible=' | head -1)
+check "$([ "$(phase mig)" = Succeeded ] && [[ "$mig_decided" == "$big_mig,NVIDIA,20000,"* ]] &&
+  [ "$mig_visible" = "visible=$big_mig" ] && echo ok)" \
+  "static MIG: a pod of 20000 MiB ran on the 3g.40gb $big_mig ($mig_decided), given $mig_visible, and saw $mig_seen ($(phase mig))"
+
 if [ $failures -gt 0 ]; then
   log "$failures check(s) failed; logs in $N/logs and $D/logs"
   exit 1
