@@ -12,6 +12,7 @@
 #include "k8s/paths.hpp"
 #include "protocol/annotations.hpp"
 #include "protocol/container_contract.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::deviceplugin {
 
@@ -90,21 +91,113 @@ Result<std::vector<ContainerPlan>> Allocator::allocate(
   return plans;
 }
 
+namespace {
+
+// This call's entries of hami.io/vgpu-mig-allocations (`all`, decoded), checked
+// against the devices the scheduler gave its containers: one entry for each
+// device on a GPU in dynamic MIG mode, none for any other device.
+Result<std::vector<protocol::MigAllocation>> mig_entries_of(
+    const PodDevices& to_allocate, const std::vector<size_t>& entries,
+    const std::vector<protocol::MigAllocation>& all, bool have_annotation,
+    const std::vector<Gpu>& gpus) {
+  std::vector<protocol::MigAllocation> out;
+  auto dynamic = [&](const std::string& uuid) {
+    return std::any_of(gpus.begin(), gpus.end(),
+                       [&](const Gpu& g) { return g.uuid == uuid && g.dynamic_mig; });
+  };
+  for (size_t k : entries) {
+    const ContainerDevices& devs = to_allocate[k];
+    for (const protocol::MigAllocation& a : all) {
+      if (a.container_index != static_cast<int>(k)) continue;
+      const auto j = static_cast<size_t>(a.device_index);
+      if (j >= devs.size() || devs[j].uuid != a.gpu_uuid || !dynamic(a.gpu_uuid)) {
+        return Error{std::string(protocol::kMigAllocations) + " reserves a " + a.profile + " on " +
+                     a.gpu_uuid + " for device " + std::to_string(a.device_index) +
+                     " of container entry " + std::to_string(k) +
+                     ", which the scheduler did not give that device, or which is not a GPU "
+                     "in dynamic MIG mode on this node"};
+      }
+    }
+    for (size_t j = 0; j < devs.size(); ++j) {
+      if (!dynamic(devs[j].uuid)) continue;
+      auto e = std::find_if(all.begin(), all.end(), [&](const protocol::MigAllocation& a) {
+        return a.container_index == static_cast<int>(k) && a.device_index == static_cast<int>(j);
+      });
+      if (e == all.end()) {
+        return Error{
+            "GPU " + devs[j].uuid + " (device " + std::to_string(j) + " of container entry " +
+            std::to_string(k) + ") is in dynamic MIG mode, but " +
+            (have_annotation
+                 ? std::string(protocol::kMigAllocations) + " reserves no MIG device for it"
+                 : std::string("the pod has no ") + protocol::kMigAllocations) +
+            ": was it placed by a scheduler without dynamic MIG?"};
+      }
+      out.push_back(*e);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<ContainerPlan>> Allocator::serve(
     PendingPod& p, const std::vector<std::vector<std::string>>& requests) {
   const std::vector<Gpu> gpus = gpus_();
+  // kubelet's requests in order, one pending container entry each.
+  std::vector<size_t> entries;
+  for (size_t j = 0; j < requests.size(); ++j) {
+    const int k = nth_pending_container(p.to_allocate, j);
+    if (k < 0) return Error{"no container left with GPUs to allocate"};
+    entries.push_back(static_cast<size_t>(k));
+  }
+  std::vector<protocol::MigAllocation> all_mig;
+  const auto an = p.pod.meta.annotations.find(protocol::kMigAllocations);
+  if (an != p.pod.meta.annotations.end()) {
+    auto decoded = protocol::decode_mig_allocations(an->second);
+    if (!decoded) {
+      return Error{std::string(protocol::kMigAllocations) +
+                   " cannot be read: " + decoded.error().message};
+    }
+    all_mig = std::move(*decoded);
+  }
+  auto wanted =
+      mig_entries_of(p.to_allocate, entries, all_mig, an != p.pod.meta.annotations.end(), gpus);
+  if (!wanted) return wanted.error();
+  if (wanted->empty()) return finish(p, requests, entries, gpus, all_mig, {});
+  if (options_.mig == nullptr) {
+    return Error{"the pod's MIG devices cannot be made: dynamic MIG is not running on node " +
+                 options_.node + " (see the plugin's log at start)"};
+  }
+  std::vector<ContainerPlan> plans;
+  auto made = options_.mig->realise(
+      std::move(*wanted),
+      [&](const std::vector<protocol::MigAllocation>& realised) -> Result<void> {
+        auto r = finish(p, requests, entries, gpus, all_mig, realised);
+        if (!r) return r.error();
+        plans = std::move(*r);
+        return {};
+      });
+  if (!made) return made.error();
+  return plans;
+}
+
+Result<std::vector<ContainerPlan>> Allocator::finish(
+    PendingPod& p, const std::vector<std::vector<std::string>>& requests,
+    const std::vector<size_t>& entries, const std::vector<Gpu>& gpus,
+    const std::vector<protocol::MigAllocation>& all_mig,
+    const std::vector<protocol::MigAllocation>& made) {
   std::vector<ContainerPlan> plans;
   std::string served;
-  for (const auto& ids : requests) {
-    const int k = nth_pending_container(p.to_allocate, 0);
-    if (k < 0) return Error{"no container left with GPUs to allocate"};
-    ContainerDevices& devs = p.to_allocate[static_cast<size_t>(k)];
-    auto plan = plan_one(p.pod, static_cast<size_t>(k), p.to_allocate.size(), devs, gpus);
+  PodDevices left = p.to_allocate;
+  for (size_t j = 0; j < requests.size(); ++j) {
+    const size_t k = entries[j];
+    const ContainerDevices& devs = p.to_allocate[k];
+    auto plan = plan_one(p.pod, k, p.to_allocate.size(), devs, gpus, made);
     if (!plan) return plan.error();
     // kubelet counts slots per virtual ID; the scheduler's choice of physical
     // GPU is what was accounted cluster-wide, so it is the one honoured.
     std::set<std::string> asked;
-    for (const auto& id : ids)
+    for (const auto& id : requests[j])
       asked.insert(physical_uuid(id));
     std::set<std::string> given;
     for (const auto& d : devs)
@@ -118,19 +211,36 @@ Result<std::vector<ContainerPlan>> Allocator::serve(
     if (auto r = prepare_host(*plan); !r) return r.error();
     served += (served.empty() ? "" : "; ") + plan->container_dir + " GPUs " +
               plan->envs[protocol::kEnvNvidiaVisible];
-    devs.clear();
+    left[k].clear();
     plans.push_back(std::move(*plan));
   }
-  const bool done = !any_devices(p.to_allocate);
+  const bool done = !any_devices(left);
   // It was decoded from the annotation, so it encodes; checked all the same.
-  auto remaining = encode_pod_devices(p.to_allocate);
+  auto remaining = encode_pod_devices(left);
   if (!remaining)
     return Error{"cannot encode what is left to allocate: " + remaining.error().message};
   std::map<std::string, std::optional<std::string>> changes{{kDevicesToAllocate, *remaining}};
   if (done) changes[kBindPhase] = std::string(kPhaseSuccess);
+  if (!made.empty()) {
+    // The scheduler's entries with this call's MIG devices filled in; the
+    // others stay as they were (another container's, made or not yet).
+    std::vector<protocol::MigAllocation> recorded = all_mig;
+    for (protocol::MigAllocation& a : recorded) {
+      for (const protocol::MigAllocation& m : made) {
+        if (m.container_index == a.container_index && m.device_index == a.device_index) a = m;
+      }
+    }
+    changes[protocol::kMigAllocations] = protocol::encode_mig_allocations(recorded);
+    for (const protocol::MigAllocation& m : made) {
+      served += "; " + m.profile + " at slice " + std::to_string(m.placement.start) + " of " +
+                m.gpu_uuid + " is " + m.mig_uuid + " (GPU instance " +
+                std::to_string(m.gpu_instance_id.value_or(0)) + ")";
+    }
+  }
   auto patched = client_.patch_annotations(k8s::pod_path(p.pod.meta.ns, p.pod.meta.name), changes,
                                            k8s::PatchRetry{});
   if (!patched) return Error{"cannot record the allocation on the pod: " + patched.error().message};
+  p.to_allocate = std::move(left);
   log::info("allocated pod %s: %s%s", who(p.pod).c_str(), served.c_str(),
             done ? "; all containers served" : "");
   if (done) release_lock(p.pod.meta.ns, p.pod.meta.name);
@@ -139,7 +249,8 @@ Result<std::vector<ContainerPlan>> Allocator::serve(
 
 Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, size_t n_entries,
                                           const ContainerDevices& devices,
-                                          const std::vector<Gpu>& gpus) {
+                                          const std::vector<Gpu>& gpus,
+                                          const std::vector<protocol::MigAllocation>& made) {
   size_t n_init = pod.init_containers.size();
   // Some upstream schedulers (v2.10, HAMi#2899) leave out the init
   // containers' empty slots; then the entries are the app containers alone.
@@ -162,7 +273,26 @@ Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, siz
       return Error{"container " + c.name + ": GPU " + d.uuid +
                    " is unhealthy: " + g->unhealthy_reason};
     }
-    chosen.emplace_back(g->index, AllocatedGpu{d.uuid, d.mem_mib, d.cores, g->mode});
+    if (!g->dynamic_mig) {
+      chosen.emplace_back(g->index, AllocatedGpu{d.uuid, d.mem_mib, d.cores, g->mode});
+      continue;
+    }
+    // The MIG device made for it (mig_entries_of checked there is one). As
+    // on a static MIG device, the library's limit is the request, or the
+    // whole MIG device.
+    const int j = static_cast<int>(&d - devices.data());
+    auto m = std::find_if(made.begin(), made.end(), [&](const protocol::MigAllocation& a) {
+      return a.container_index == static_cast<int>(entry) && a.device_index == j;
+    });
+    if (m == made.end() || !m->realised()) {
+      return Error{"container " + c.name + ": no MIG device was made on GPU " + d.uuid};
+    }
+    int32_t mem = d.mem_mib;
+    if (mem <= 0) {
+      for (const protocol::MigProfileInfo& prof : g->dynamic_mig->profiles)
+        if (prof.name == m->profile) mem = prof.memory;
+    }
+    chosen.emplace_back(g->index, AllocatedGpu{m->mig_uuid, mem, d.cores, SharingMode::kTimeslice});
   }
   // The limits are indexed the way NVML inside the container lists the GPUs:
   // by host NVML order, whatever order the scheduler wrote them in.

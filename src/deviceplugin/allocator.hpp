@@ -11,6 +11,12 @@
 // Calls are serialised: kubelet admits one pod at a time anyway, and the
 // annotation read-modify-write must not interleave.
 //
+// A device on a GPU in dynamic MIG mode (docs/mig-dynamic.md) is the MIG
+// device hami.io/vgpu-mig-allocations reserves for it: the MIG manager makes
+// every one the call's containers need, and the pod's annotations (the MIG
+// devices made, what is left to allocate, bind-phase) are written as its
+// commit, so a failure anywhere destroys what the call made.
+//
 //   Allocator a(client, cfg, {.node = "node-1", .hook_path = "/usr/local"},
 //               [&] { return state.gpus(); });
 //   auto plans = a.allocate({{"GPU-a-0"}});          // one entry per container request
@@ -24,6 +30,7 @@
 #include "common/result.hpp"
 #include "deviceplugin/config.hpp"
 #include "deviceplugin/container_plan.hpp"
+#include "deviceplugin/dynamic_mig.hpp"
 #include "deviceplugin/gpu.hpp"
 #include "deviceplugin/pending_pod.hpp"
 #include "k8s/client.hpp"
@@ -37,6 +44,8 @@ struct AllocatorOptions {
   // Whose decisions are served (--decision-key-file, --trusted-schedulers)
   // and which resource a rival pod asks for (pending_pod.hpp).
   PendingPodPolicy pending;
+  // Dynamic MIG's instances; null on a node without GPUs in that mode.
+  DynamicMigService* mig = nullptr;
 };
 
 struct PreferredRequest {
@@ -59,8 +68,17 @@ class Allocator {
  private:
   Result<std::vector<ContainerPlan>> serve(PendingPod& p,
                                            const std::vector<std::vector<std::string>>& requests);
+  // The call's containers once their MIG devices (`made`) exist: planned,
+  // prepared on the host and recorded on the pod.
+  Result<std::vector<ContainerPlan>> finish(PendingPod& p,
+                                            const std::vector<std::vector<std::string>>& requests,
+                                            const std::vector<size_t>& entries,
+                                            const std::vector<Gpu>& gpus,
+                                            const std::vector<protocol::MigAllocation>& all_mig,
+                                            const std::vector<protocol::MigAllocation>& made);
   Result<ContainerPlan> plan_one(const k8s::Pod& pod, size_t entry, size_t n_entries,
-                                 const ContainerDevices& devices, const std::vector<Gpu>& gpus);
+                                 const ContainerDevices& devices, const std::vector<Gpu>& gpus,
+                                 const std::vector<protocol::MigAllocation>& made);
   void mark_failed(const k8s::Pod& pod, const std::string& why);
   void release_lock(const std::string& ns, const std::string& name);
 

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "deviceplugin/allocator.hpp"
 #include "deviceplugin/dir_watcher.hpp"
 #include "deviceplugin/discovery.hpp"
+#include "deviceplugin/dynamic_mig.hpp"
 #include "deviceplugin/limits_follower.hpp"
 #include "deviceplugin/mps_supervisor.hpp"
 #include "deviceplugin/node_registrar.hpp"
@@ -29,7 +32,10 @@
 #include "k8s/paths.hpp"
 #include "k8s/reflector.hpp"
 #include "mps/control_daemon.hpp"
+#include "nvml/mig_control.hpp"
 #include "nvml/nvml.hpp"
+#include "protocol/annotations.hpp"
+#include "protocol/node_register.hpp"
 
 namespace hami::deviceplugin {
 namespace {
@@ -76,9 +82,10 @@ std::vector<std::string> mps_capable(nvml::Library& nvml, DeviceState& state,
 Result<std::vector<cdi::SpecGpu>> cdi_gpus(nvml::Library& nvml, const std::vector<Gpu>& gpus) {
   std::vector<cdi::SpecGpu> out;
   for (const Gpu& g : gpus) {
-    if (g.uuid.rfind("MIG-", 0) == 0) {
+    if (g.uuid.rfind("MIG-", 0) == 0 || g.dynamic_mig) {
       return Error{"CDI: " + g.uuid +
-                   " is a MIG device, which this build's CDI spec does not describe; use "
+                   (g.dynamic_mig ? " is in dynamic MIG mode" : " is a MIG device") +
+                   ", which this build's CDI spec does not describe; use "
                    "--device-list-strategy=envvar on nodes with MIG"};
     }
     auto info = nvml.device(g.index);
@@ -111,6 +118,90 @@ Result<std::vector<ContainerPlan>> with_device_list(Result<std::vector<Container
     if (auto r = cdi::apply_device_list(p, c.strategy, c.annotation_prefix); !r) return r.error();
   }
   return plans;
+}
+
+// Whether a `mig` GPU's MIG devices are dynamic MIG's, made before this
+// start (a restart while pods run on them), or the operator's: the GPUs the
+// node's registration last listed with MIG profiles are dynamic MIG's, and so
+// are MIG devices that trusted pods' hami.io/vgpu-mig-allocations all name.
+// Read from the API once, when the first such GPU is met.
+class MigOwnership {
+ public:
+  MigOwnership(k8s::Client& client, const DaemonOptions& o) : client_(client), o_(o) {}
+
+  Result<bool> ours(const Gpu& g, const std::vector<nvml::MigDevice>& layout) {
+    if (!loaded_) {
+      if (auto r = load(); !r) return r.error();
+      loaded_ = true;
+    }
+    if (registered_.count(g.uuid) != 0) {
+      log::info(
+          "GPU %d (%s): its %zu MIG device(s) are dynamic MIG's: the node's registration "
+          "lists it with MIG profiles",
+          g.index, g.uuid.c_str(), layout.size());
+      return true;
+    }
+    for (const nvml::MigDevice& d : layout) {
+      if (named_.count({g.uuid, d.gpu_instance_id}) == 0) {
+        log::info(
+            "GPU %d (%s): MIG device %s (GPU instance %u) is no pod's dynamic MIG "
+            "device: the GPU is served as the operator partitioned it (static MIG)",
+            g.index, g.uuid.c_str(), d.uuid.c_str(), d.gpu_instance_id);
+        return false;
+      }
+    }
+    log::info("GPU %d (%s): its %zu MIG device(s) are pods' dynamic MIG devices", g.index,
+              g.uuid.c_str(), layout.size());
+    return true;
+  }
+
+ private:
+  Result<void> load() {
+    auto node = client_.get(k8s::node_path(o_.node_name));
+    if (!node && !node.error().not_found())
+      return Error{"cannot read node " + o_.node_name + ": " + node.error().message};
+    if (node) {
+      const auto md = node->value("metadata", nlohmann::json::object());
+      const auto an = md.value("annotations", nlohmann::json::object());
+      if (auto reg = protocol::decode_node_devices(an.value(protocol::kNodeRegister, "[]"))) {
+        for (const protocol::NodeDevice& d : *reg)
+          if (!d.mig_profiles.empty()) registered_.insert(d.id);
+      }
+    }
+    k8s::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + o_.node_name;
+    auto pods = client_.list(k8s::pod_path(""), lo);
+    if (!pods)
+      return Error{"cannot list the pods on " + o_.node_name + ": " + pods.error().message};
+    for (const protocol::MigAllocation& a : mig_allocations_of(pods->items, o_.decisions, false))
+      named_.emplace(a.gpu_uuid, *a.gpu_instance_id);
+    return {};
+  }
+
+  k8s::Client& client_;
+  const DaemonOptions& o_;
+  bool loaded_ = false;
+  std::set<std::string> registered_;
+  std::set<std::pair<std::string, unsigned>> named_;
+};
+
+// What cleanup removed and could not, said; true when it ran.
+bool clean_mig(DynamicMigService& mig, const k8s::Reflector& pods,
+               const protocol::DecisionTrust& trust) {
+  auto r = mig.cleanup(mig_allocations_of(pods.items(), trust, /*live_only=*/true));
+  if (!r) {
+    log::debug("MIG cleanup skipped: %s; trying again next round", r.error().message.c_str());
+    return false;
+  }
+  for (const RemovedInstance& gi : r->removed) {
+    log::info(
+        "MIG cleanup: removed GPU instance %u of %s: no running pod's "
+        "hami.io/vgpu-mig-allocations names it",
+        gi.gpu_instance_id, gi.gpu_uuid.c_str());
+  }
+  for (const Error& e : r->errors)
+    log::warn("MIG cleanup: %s; trying again next round", e.message.c_str());
+  return true;
 }
 
 // Serves, registers and re-registers until a terminating signal.
@@ -270,7 +361,44 @@ int run_daemon(const DaemonOptions& o) {
     log::error("cannot use NVML: %s", nvml.error().message.c_str());
     return 1;
   }
-  auto gpus = discover_gpus(**nvml, cfg);
+  auto kcfg = k8s::Config::auto_detect(o.kubeconfig);
+  if (!kcfg) {
+    log::error("Kubernetes API: %s", kcfg.error().message.c_str());
+    return 1;
+  }
+  auto client = k8s::Client::from_config(*kcfg);
+  if (!client) {
+    log::error("Kubernetes API (%s): %s", kcfg->source.c_str(), client.error().message.c_str());
+    return 1;
+  }
+  log::info("Kubernetes API at %s (%s)", kcfg->server.c_str(), kcfg->source.c_str());
+
+  // Dynamic MIG (docs/mig-dynamic.md) needs NVML's hands to make instances;
+  // opened only where some GPU's operatingmode is mig.
+  std::unique_ptr<nvml::MigControl> mig_control;
+  const bool any_mig = cfg.mig_mode || std::any_of(cfg.gpu_modes.begin(), cfg.gpu_modes.end(),
+                                                   [](const GpuModeOverride& m) { return m.mig; });
+  if (any_mig) {
+    auto c = nvml::MigControl::open(o.nvml_library);
+    if (c) {
+      mig_control = std::move(*c);
+    } else {
+      log::error("dynamic MIG is off: %s; only GPUs already partitioned are served",
+                 c.error().message.c_str());
+    }
+  }
+  MigOwnership ownership(*client, o);
+  DynamicMigSource dynamic_source{
+      [&](const Gpu& g, const std::vector<nvml::MigDevice>& layout) {
+        return ownership.ours(g, layout);
+      },
+      [&](const Gpu& g) -> Result<DynamicMig> {
+        auto profiles = mig_control->profiles(g.index);
+        if (!profiles) return Error{"its MIG profiles cannot be read: " + profiles.error().message};
+        MigRegistration reg = mig_registration(g.name, *profiles, cfg.mig_profile_allowlist);
+        return DynamicMig{std::move(reg.profiles), reg.count};
+      }};
+  auto gpus = discover_gpus(**nvml, cfg, mig_control ? &dynamic_source : nullptr);
   if (!gpus) {
     log::error("%s", gpus.error().message.c_str());
     return 1;
@@ -280,8 +408,19 @@ int run_daemon(const DaemonOptions& o) {
     log::info("GPU %d: %s %s, %llu MiB, NUMA node %s, advertised as %d devices, sharing: %s",
               g.index, g.uuid.c_str(), g.name.c_str(),
               static_cast<unsigned long long>(g.memory_total >> 20),
-              g.numa ? std::to_string(*g.numa).c_str() : "unknown", cfg.device_split_count,
-              g.mig ? "mig" : sharing_mode_name(g.mode));
+              g.numa ? std::to_string(*g.numa).c_str() : "unknown",
+              g.dynamic_mig ? g.dynamic_mig->count : cfg.device_split_count,
+              g.mig           ? "mig"
+              : g.dynamic_mig ? "dynamic mig"
+                              : sharing_mode_name(g.mode));
+  }
+  MigGpus mig_gpus;
+  for (const Gpu& g : *gpus)
+    if (g.dynamic_mig) mig_gpus.emplace(g.uuid, g.index);
+  std::unique_ptr<DynamicMigService> mig;
+  if (!mig_gpus.empty()) {
+    mig = std::make_unique<DynamicMigService>(std::move(mig_control), o.mig_apply_lock,
+                                              std::move(mig_gpus));
   }
   DeviceState state(std::move(*gpus));
   std::vector<cdi::SpecGpu> spec_gpus;
@@ -295,18 +434,6 @@ int run_daemon(const DaemonOptions& o) {
     if (!write_cdi_spec(o.cdi, spec_gpus)) return 1;
   }
 
-  auto kcfg = k8s::Config::auto_detect(o.kubeconfig);
-  if (!kcfg) {
-    log::error("Kubernetes API: %s", kcfg.error().message.c_str());
-    return 1;
-  }
-  auto client = k8s::Client::from_config(*kcfg);
-  if (!client) {
-    log::error("Kubernetes API (%s): %s", kcfg->source.c_str(), client.error().message.c_str());
-    return 1;
-  }
-  log::info("Kubernetes API at %s (%s)", kcfg->server.c_str(), kcfg->source.c_str());
-
   if (!o.decisions.keys) {
     log::warn(
         "no --decision-key-file: Allocate serves the pod the node lock names when its "
@@ -314,9 +441,13 @@ int run_daemon(const DaemonOptions& o) {
         "scheduler's; the chart sets a key");
   }
   Allocator allocator(
-      *client, cfg, {o.node_name, o.hook_path, o.lock_dir, {o.decisions, cfg.resource_count_name}},
+      *client, cfg,
+      {o.node_name, o.hook_path, o.lock_dir, {o.decisions, cfg.resource_count_name}, mig.get()},
       [&state] { return state.gpus(); });
-  NodeRegistrar registrar(*client, cfg, state, o.node_name, o.match_pods);
+  // While dynamic MIG changes instances, NVML answers oddly: registration
+  // and health checks wait for the apply lock.
+  const std::string apply_lock = mig ? o.mig_apply_lock : std::string();
+  NodeRegistrar registrar(*client, cfg, state, o.node_name, o.match_pods, apply_lock);
   PluginServer server(
       state, cfg,
       {[&](const auto& r) { return with_device_list(allocator.allocate(r), o.cdi); },
@@ -342,8 +473,16 @@ int run_daemon(const DaemonOptions& o) {
   std::jthread health([&](std::stop_token st) {
     HealthChecker checker(**nvml, state, o.xids);
     checker.watch_xids();
+    bool told = false;  // the first pause at info, the rest at debug: one per Allocate
     while (!st.stop_requested()) {
-      checker.check();
+      if (!apply_lock.empty() && MigApplyLock::held(apply_lock)) {
+        log::write(told ? log::Level::kDebug : log::Level::kInfo,
+                   "health check skipped: %s is held (MIG instances are being changed)",
+                   apply_lock.c_str());
+        told = true;
+      } else {
+        checker.check();
+      }
       // Until the next check: Xid events as they come, in slices short
       // enough to notice the stop.
       const auto next = Clock::now() + o.health_interval;
@@ -361,6 +500,23 @@ int run_daemon(const DaemonOptions& o) {
                        .on_update = [&](const nlohmann::json&,
                                         const nlohmann::json& p) { follower.pod_changed(p); }});
   pods.start();
+  // Instances no running pod names go: at start once the pods are listed,
+  // then every --mig-cleanup-interval.
+  std::jthread cleanup([&](std::stop_token st) {
+    if (!mig) return;
+    auto sleep = [&](milliseconds d) {
+      const auto until = Clock::now() + d;
+      while (!st.stop_requested() && Clock::now() < until)
+        std::this_thread::sleep_for(
+            std::min<Clock::duration>(until - Clock::now(), milliseconds(100)));
+    };
+    while (!st.stop_requested() && !pods.has_synced())
+      sleep(milliseconds(100));
+    while (!st.stop_requested()) {
+      clean_mig(*mig, pods, o.decisions);
+      sleep(o.mig_cleanup_interval);
+    }
+  });
 
   // SIGHUP writes the spec again: one removed or edited by hand comes back.
   auto rewrite_spec = [&] {
@@ -372,6 +528,7 @@ int run_daemon(const DaemonOptions& o) {
   server.stop();
   health.request_stop();
   reg.request_stop();
+  cleanup.request_stop();
   return rc;
 }
 

@@ -14,6 +14,7 @@
 
 #include "deviceplugin/cdi.hpp"
 #include "deviceplugin/config.hpp"
+#include "deviceplugin/mig_manager.hpp"
 #include "protocol/decision.hpp"
 
 namespace hami::deviceplugin {
@@ -29,6 +30,10 @@ struct DaemonOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::chrono::milliseconds health_interval{5000};
   std::chrono::milliseconds register_interval{30000};
+  // Dynamic MIG (docs/mig-dynamic.md): upstream's apply lock, and how often
+  // instances no running pod names are removed.
+  std::string mig_apply_lock = kMigApplyLock;
+  std::chrono::milliseconds mig_cleanup_interval{30000};
   // --allocate-protocol match-pods: register hami.io/node-allocate-protocol,
   // so our scheduler binds here without the node lock (pod_match.hpp).
   bool match_pods = false;

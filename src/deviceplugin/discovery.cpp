@@ -61,6 +61,7 @@ void read_peers(nvml::Library& nvml, std::vector<Gpu>& gpus) {
 }  // namespace
 
 Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& cfg,
+                                       const DynamicMigSource* dynamic,
                                        const std::string& sysfs_pci) {
   auto count = nvml.device_count();
   if (!count) return Error{"cannot count the GPUs: " + count.error().message};
@@ -98,6 +99,42 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
                    g.uuid.c_str(), layout.error().message.c_str());
         continue;
       }
+      bool is_dynamic = want_mig && dynamic != nullptr && layout->empty();
+      if (want_mig && dynamic != nullptr && !layout->empty()) {
+        auto ours = dynamic->ours(g, *layout);
+        if (!ours) {
+          return Error{"GPU " + std::to_string(i) + " (" + g.uuid +
+                       "): cannot tell whether its MIG devices are dynamic MIG's or the "
+                       "operator's: " +
+                       ours.error().message};
+        }
+        is_dynamic = *ours;
+      }
+      if (is_dynamic) {
+        auto reg = dynamic->registration(g);
+        if (!reg) {
+          log::error("GPU %d (%s) left out: dynamic MIG: %s", i, g.uuid.c_str(),
+                     reg.error().message.c_str());
+          continue;
+        }
+        if (reg->profiles.empty() || reg->count <= 0) {
+          log::error(
+              "GPU %d (%s, %s) left out: dynamic MIG, but migProfileAllowlist allows none of its "
+              "MIG profiles; list its model's profiles in the device config",
+              i, g.uuid.c_str(), g.name.c_str());
+          continue;
+        }
+        std::string names;
+        for (const protocol::MigProfileInfo& p : reg->profiles)
+          names += (names.empty() ? "" : ",") + p.name;
+        log::info(
+            "GPU %d (%s): dynamic MIG, %zu MIG device(s) now; registered with profiles %s, at "
+            "most %d instances; MIG devices are made at Allocate",
+            i, g.uuid.c_str(), layout->size(), names.c_str(), static_cast<int>(reg->count));
+        g.dynamic_mig = std::move(*reg);
+        gpus.push_back(std::move(g));
+        continue;
+      }
       if (!want_mig) {
         log::info("GPU %d (%s) has MIG on: served as its MIG devices whatever its operatingmode", i,
                   g.uuid.c_str());
@@ -114,10 +151,11 @@ Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& 
     }
     if (want_mig) {
       log::error(
-          "GPU %d (%s) left out: its operatingmode is mig but MIG is off on it; this build "
-          "serves GPUs already partitioned (static MIG): enable MIG and create its instances, "
-          "or give it another operatingmode",
-          i, g.uuid.c_str());
+          "GPU %d (%s) left out: its operatingmode is mig but MIG is off on it, and this plugin "
+          "does not switch MIG on (that resets the GPU): enable it (nvidia-smi -i %d -mig 1) "
+          "for dynamic MIG, and create instances too for static MIG, or give it another "
+          "operatingmode",
+          i, g.uuid.c_str(), i);
       continue;
     }
     gpus.push_back(std::move(g));

@@ -36,6 +36,7 @@
 // One thread owns the HealthChecker, as it owns the nvml::Library.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,7 +51,21 @@
 
 namespace hami::deviceplugin {
 
+// How discovery tells a GPU in dynamic MIG mode (docs/mig-dynamic.md) from
+// one the operator partitioned. A GPU whose operatingmode is mig and whose
+// MIG is on is dynamic when it holds no MIG device, or when `ours` says the
+// ones it holds are dynamic MIG's (made by this plugin before a restart);
+// `registration` then gives what it registers. Without a source, such a GPU
+// is served as static MIG alone. An Error from `ours` fails discovery: a
+// wrong guess would serve dynamic MIG's instances as the operator's, or let
+// cleanup remove the operator's.
+struct DynamicMigSource {
+  std::function<Result<bool>(const Gpu& gpu, const std::vector<nvml::MigDevice>& layout)> ours;
+  std::function<Result<DynamicMig>(const Gpu& gpu)> registration;
+};
+
 Result<std::vector<Gpu>> discover_gpus(nvml::Library& nvml, const PluginConfig& cfg,
+                                       const DynamicMigSource* dynamic = nullptr,
                                        const std::string& sysfs_pci = "/sys/bus/pci/devices");
 
 // The devices a MIG-enabled GPU is served as: one per MIG device of `layout`

@@ -65,6 +65,15 @@ void add_flags(daemon::StartUp& start, PluginFlags& f) {
                  "How often the node annotation is checked and refreshed")
       ->check(duration_flag())
       ->capture_default_str();
+  app.add_option("--mig-cleanup-interval", f.mig_cleanup_interval,
+                 "Dynamic MIG: how often the MIG instances no running pod names are removed "
+                 "(also once at start)")
+      ->check(duration_flag())
+      ->capture_default_str();
+  app.add_option("--mig-apply-lock", o.mig_apply_lock,
+                 "Dynamic MIG's apply lock file, upstream's; health checks, registration and "
+                 "the node agent wait while it is held (give the node agent the same path)")
+      ->capture_default_str();
   app.add_option("--ignore-xids", f.ignore_xids,
                  "Xid errors that do not make a GPU unhealthy, comma-separated, on top of the "
                  "application errors 13,31,43,45,68,109; 'all' watches no Xid events. Env "
@@ -221,6 +230,9 @@ Result<DaemonOptions> settle(const PluginFlags& f, const CLI::App& app) {
   if (!f.kubeconfig.empty()) o.kubeconfig = f.kubeconfig;
   o.health_interval = to_ms(f.health_interval);
   o.register_interval = to_ms(f.register_interval);
+  o.mig_cleanup_interval = to_ms(f.mig_cleanup_interval);
+  if (o.mig_apply_lock.empty() || o.mig_apply_lock[0] != '/')
+    return Error{"--mig-apply-lock '" + o.mig_apply_lock + "' is not an absolute path"};
   o.match_pods = f.allocate_protocol == "match-pods";
   if (auto r = parse_ignore_xids(f.ignore_xids, o.xids); !r) return r.error();
   if (!f.decision_key_file.empty()) {

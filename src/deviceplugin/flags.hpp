@@ -28,6 +28,7 @@ struct PluginFlags {
   std::string node_config_file = "/config/config.json";
   std::string health_interval = "5s";
   std::string register_interval = "30s";
+  std::string mig_cleanup_interval = "30s";
   std::string ignore_xids;
   std::string xid_recovery = "5m";
   std::optional<int> split;

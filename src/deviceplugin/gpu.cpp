@@ -11,6 +11,7 @@ using protocol::device_type;
 using protocol::NodeDevice;
 
 std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count) {
+  if (gpu.dynamic_mig) split_count = gpu.dynamic_mig->count;
   std::vector<std::string> ids;
   ids.reserve(static_cast<size_t>(split_count));
   for (int i = 0; i < split_count; ++i)
@@ -28,7 +29,7 @@ std::string physical_uuid(std::string_view id) {
 }
 
 const char* registered_mode(const Gpu& gpu) {
-  return gpu.mig ? protocol::kModeMig : registered_mode(gpu.mode);
+  return gpu.mig || gpu.dynamic_mig ? protocol::kModeMig : registered_mode(gpu.mode);
 }
 
 std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginConfig& cfg) {
@@ -38,17 +39,19 @@ std::vector<NodeDevice> node_devices(const std::vector<Gpu>& gpus, const PluginC
     NodeDevice d;
     d.id = g.uuid;
     d.index = g.index;
-    d.count = cfg.device_split_count;
+    d.count = g.dynamic_mig ? g.dynamic_mig->count : cfg.device_split_count;
     // A MIG device's memory and SMs are the hardware's: as upstream does in
     // MIG mode, neither is scaled.
-    const double scale = g.mig ? 1.0 : cfg.device_memory_scaling;
+    const bool mig = g.mig || g.dynamic_mig;
+    const double scale = mig ? 1.0 : cfg.device_memory_scaling;
     const double mib = static_cast<double>(g.memory_total >> 20) * scale;
     d.devmem = static_cast<int32_t>(std::min(mib, 2147483647.0));
-    d.devcore = g.mig ? 100 : static_cast<int32_t>(std::lround(cfg.device_core_scaling * 100));
+    d.devcore = mig ? 100 : static_cast<int32_t>(std::lround(cfg.device_core_scaling * 100));
     d.type = device_type(g.name);
     d.numa = g.numa.value_or(0);
     d.mode = registered_mode(g);
     d.health = g.healthy;
+    if (g.dynamic_mig) d.mig_profiles = g.dynamic_mig->profiles;
     out.push_back(std::move(d));
   }
   return out;

@@ -12,7 +12,10 @@
 //
 // A MIG-enabled GPU is not a Gpu here: each of its MIG devices is (mig set),
 // split and registered like a GPU with its slice's memory, mode "mig" and
-// type "<model> MIG <profile>" (docs/mig.md).
+// type "<model> MIG <profile>" (docs/mig.md). A GPU in dynamic MIG mode
+// (docs/mig-dynamic.md) is one Gpu (dynamic_mig set): registered whole with
+// mode "mig" and the MIG profiles it may be cut into, its MIG devices made
+// at Allocate.
 
 #include <cstdint>
 #include <optional>
@@ -35,6 +38,14 @@ struct MigSlice {
   unsigned sm_count = 0;  // 0: unknown
 };
 
+// A GPU in dynamic MIG mode: what mig_registration (mig_manager.hpp) allows.
+struct DynamicMig {
+  std::vector<protocol::MigProfileInfo> profiles;
+  // The most instances any allowed profile can have: the registration's
+  // count and the IDs kubelet sees, as the scheduler places at most that many.
+  int32_t count = 0;
+};
+
 struct Gpu {
   int index = 0;     // NVML index on the host (a MIG device: its GPU's)
   std::string uuid;  // "GPU-…"; a MIG device's "MIG-…"
@@ -47,13 +58,15 @@ struct Gpu {
   // How it reaches each of the node's other GPUs (discovery, from NVML):
   // upstream's pair score and the P2P read status. Empty on a one-GPU node.
   std::vector<protocol::PeerLink> peers;
-  std::optional<MigSlice> mig;  // set: a MIG device, registered with mode "mig"
+  std::optional<MigSlice> mig;            // set: a MIG device, registered with mode "mig"
+  std::optional<DynamicMig> dynamic_mig;  // set: a whole GPU in dynamic MIG mode
 };
 
-// The mode a device registers with the scheduler: "mig" for a MIG device,
-// else its sharing mode's ("hami-core" or "mps").
+// The mode a device registers with the scheduler: "mig" for a MIG device or
+// a GPU in dynamic MIG mode, else its sharing mode's ("hami-core" or "mps").
 const char* registered_mode(const Gpu& gpu);
 
+// `split_count` IDs; a GPU in dynamic MIG mode gets its registration's count.
 std::vector<std::string> virtual_ids(const Gpu& gpu, int split_count);
 // The GPU UUID of a virtual ID: the text before the last "-<digits>"; an ID
 // without such a suffix is returned whole.

@@ -14,6 +14,7 @@
 #include "k8s/objects.hpp"
 #include "protocol/annotations.hpp"
 #include "protocol/container_contract.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::deviceplugin {
 namespace {
@@ -39,7 +40,10 @@ Result<std::string> resized_text(const protocol::ContainerLimits& old,
     for (const ContainerDevice& x : devices)
       if (x.uuid == uuid) d = &x;
     if (d == nullptr) return Error{"the allocation no longer names GPU " + uuid};
-    const uint64_t memory = static_cast<uint64_t>(d->mem_mib) << 20;
+    uint64_t memory = static_cast<uint64_t>(d->mem_mib) << 20;
+    // A dynamic MIG device allocated without gpumem was given its profile's
+    // memory at Allocate, which the allocation does not say: kept.
+    if (memory == 0 && uuid.rfind("MIG-", 0) == 0) memory = old.memory_limit[i];
     if (mps && as_limit(memory) > as_limit(old.memory_limit[i]))
       return Error{"an MPS client's memory can only be lowered while it runs"};
     spec.gpus.push_back({uuid, memory, d->cores});
@@ -73,6 +77,19 @@ int LimitsFollower::pod_changed(const nlohmann::json& json) {
     log::warn("pod %s: %s: %s; its containers' limits stay as they are", who.c_str(),
               protocol::kDevicesAllocated, devices.error().message.c_str());
     return 0;
+  }
+  // A device on a GPU in dynamic MIG mode is, in the limits file, the MIG
+  // device Allocate made for it (docs/mig-dynamic.md).
+  if (auto mig = an.find(protocol::kMigAllocations); mig != an.end()) {
+    if (auto allocs = protocol::decode_mig_allocations(mig->second)) {
+      for (const protocol::MigAllocation& a : *allocs) {
+        const auto k = static_cast<size_t>(a.container_index);
+        const auto j = static_cast<size_t>(a.device_index);
+        if (a.realised() && k < devices->size() && j < (*devices)[k].size() &&
+            (*devices)[k][j].uuid == a.gpu_uuid)
+          (*devices)[k][j].uuid = a.mig_uuid;
+      }
+    }
   }
   std::string distrust;  // judged once a file of ours is found
   bool judged = false;

@@ -3,9 +3,11 @@
 #include <ctime>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "common/log.hpp"
 #include "deviceplugin/gpu.hpp"
+#include "deviceplugin/mig_manager.hpp"
 #include "k8s/paths.hpp"
 #include "protocol/annotations.hpp"
 #include "protocol/node_register.hpp"
@@ -33,8 +35,13 @@ std::string handshake_reported(std::chrono::system_clock::time_point t) {
 }
 
 NodeRegistrar::NodeRegistrar(k8s::Client& client, const PluginConfig& cfg, DeviceState& state,
-                             std::string node, bool match_pods)
-    : client_(client), cfg_(cfg), state_(state), node_(std::move(node)), match_pods_(match_pods) {}
+                             std::string node, bool match_pods, std::string mig_apply_lock)
+    : client_(client),
+      cfg_(cfg),
+      state_(state),
+      node_(std::move(node)),
+      match_pods_(match_pods),
+      mig_apply_lock_(std::move(mig_apply_lock)) {}
 
 Result<bool> NodeRegistrar::sync_once() {
   const std::vector<Gpu>& gpus = state_.gpus();
@@ -86,8 +93,21 @@ Result<bool> NodeRegistrar::sync_once() {
 void NodeRegistrar::run(std::stop_token stop, std::chrono::milliseconds interval) {
   std::stop_callback wake(stop, [this] { state_.wake_all(); });
   uint64_t seen = state_.version();
+  bool paused = false;
+  bool told = false;  // the first pause at info, the rest at debug: one per Allocate
   while (!stop.stop_requested()) {
     seen = state_.version();
+    if (!mig_apply_lock_.empty() && MigApplyLock::held(mig_apply_lock_)) {
+      if (!paused) {
+        log::write(told ? log::Level::kDebug : log::Level::kInfo,
+                   "node registration waits while %s is held (MIG instances are being changed)",
+                   mig_apply_lock_.c_str());
+      }
+      paused = told = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    paused = false;
     auto r = sync_once();
     if (!r) log::error("node registration: %s", r.error().message.c_str());
     const auto wait = r ? interval : std::min(interval, std::chrono::milliseconds(5000));

@@ -7,6 +7,8 @@
 // annotations (a GPU's health changed, someone removed one) or the scheduler
 // has answered the handshake ("Requesting_…"), as upstream's protocol document
 // describes. Passes run every interval and at once when a GPU's health changes.
+// While dynamic MIG's apply lock is held (mig_manager.hpp) passes wait: NVML
+// answers oddly while instances are made or removed.
 //
 //   NodeRegistrar reg(client, cfg, state, "node-1");
 //   std::jthread t([&](std::stop_token st) { reg.run(st, 30s); });
@@ -26,8 +28,10 @@ class NodeRegistrar {
  public:
   // `match_pods`: register hami.io/node-allocate-protocol=match-pods/v1 (else
   // remove it), telling our scheduler to bind here without the node lock.
+  // `mig_apply_lock`: dynamic MIG's apply lock file; "" when the node has
+  // no GPU in that mode.
   NodeRegistrar(k8s::Client& client, const PluginConfig& cfg, DeviceState& state, std::string node,
-                bool match_pods = false);
+                bool match_pods = false, std::string mig_apply_lock = {});
 
   // One pass; true when it patched the node.
   Result<bool> sync_once();
@@ -40,6 +44,7 @@ class NodeRegistrar {
   DeviceState& state_;
   std::string node_;
   bool match_pods_;
+  std::string mig_apply_lock_;
 };
 
 // "Reported_2024-05-01 10:00:00" (local time, Go's time.DateTime).

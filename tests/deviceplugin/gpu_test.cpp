@@ -78,6 +78,29 @@ TEST(Gpu, MigDevicesRegisterBesideTimeslicedAndMpsGpus) {
   EXPECT_EQ(*back, d);
 }
 
+// A GPU in dynamic MIG mode (docs/mig-dynamic.md) registers whole, with mode
+// "mig", its allowed profiles and, as count and kubelet's IDs, the most
+// instances they allow; neither memory nor cores scaled.
+TEST(Gpu, ADynamicMigGpuRegistersItsProfilesAndCount) {
+  PluginConfig cfg;
+  cfg.device_split_count = 10;
+  cfg.device_memory_scaling = 2;
+  cfg.device_core_scaling = 1.5;
+  Gpu g{0, "GPU-d", "NVIDIA H100 80GB HBM3", 81920ull << 20, 0, true, ""};
+  protocol::MigProfileInfo p{"3g.40gb", 40192, 42, 3, {{0, 4}, {4, 4}}};
+  g.dynamic_mig = DynamicMig{{p}, 2};
+  const auto d = node_devices({g}, cfg);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].mode, "mig");
+  EXPECT_EQ(d[0].count, 2);
+  EXPECT_EQ(d[0].devmem, 81920);
+  EXPECT_EQ(d[0].devcore, 100);
+  EXPECT_EQ(d[0].mig_profiles, std::vector<protocol::MigProfileInfo>{p});
+  const auto ids = virtual_ids(g, cfg.device_split_count);
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(physical_uuid(ids[1]), "GPU-d");
+}
+
 TEST(Gpu, DeviceLinksOnlyWhenSomeGpuKnowsItsPeers) {
   Gpu a{0, "GPU-a", "NVIDIA H100", 80ull << 30, 0, true, ""};
   Gpu b{1, "GPU-b", "NVIDIA H100", 80ull << 30, 0, true, ""};

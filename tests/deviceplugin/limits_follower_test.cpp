@@ -15,9 +15,11 @@
 
 #include "common/small_file.hpp"
 #include "deviceplugin/container_plan.hpp"
+#include "k8s/objects.hpp"
 #include "protocol/annotations.hpp"
 #include "protocol/container_contract.hpp"
 #include "protocol/decision.hpp"
+#include "protocol/mig_allocations.hpp"
 #include "support/temp_dir.hpp"
 
 namespace hami::deviceplugin {
@@ -112,6 +114,40 @@ TEST_F(LimitsFollowerTest, SignedResizeReplacesTheFileKeepingTheRest) {
   const ino_t after = inode(path);
   EXPECT_EQ(follow.pod_changed(pod("GPU-a,NVIDIA,8000,60:;")), 0);
   EXPECT_EQ(inode(path), after);
+}
+
+// A dynamic MIG device: the file names the MIG device Allocate made, the
+// allocation its GPU; the pod's hami.io/vgpu-mig-allocations ties them.
+TEST_F(LimitsFollowerTest, ADynamicMigDeviceIsResizedByItsMigUuid) {
+  PlanInput in;
+  in.hook_path = dir.path();
+  in.pod_uid = kUid;
+  in.container = "main";
+  in.gpus = {{"MIG-m", 9984, 100, SharingMode::kTimeslice}};
+  in.cache_name = "state.cache";
+  auto plan = plan_container(in, PluginConfig{});
+  ASSERT_TRUE(plan) << plan.error().message;
+  std::filesystem::create_directories(plan->limits_dir);
+  ASSERT_TRUE(replace_small_file(plan->limits_file, plan->limits_text, 0644));
+  auto with_mig = [&](const std::string& allocated) {
+    json p = pod(allocated);
+    p["metadata"]["annotations"][protocol::kMigAllocations] =
+        R"([{"containerIndex":0,"deviceIndex":0,"gpuUUID":"GPU-a","profile":"1g.10gb",)"
+        R"("placement":{"start":0,"size":1},"migUUID":"MIG-m","gpuInstanceID":9,)"
+        R"("computeInstanceID":0}])";
+    auto typed = k8s::Pod::from_json(p);
+    p["metadata"]["annotations"][protocol::kDecisionSignature] =
+        keys.sign(protocol::decision_of(*typed));
+    return p;
+  };
+  LimitsFollower follow("node-1", dir.path(), trust);
+  // Without gpumem the limit stays the profile's memory Allocate gave.
+  EXPECT_EQ(follow.pod_changed(with_mig("GPU-a,NVIDIA,0,100:;")), 0);
+  EXPECT_EQ(follow.pod_changed(with_mig("GPU-a,NVIDIA,5000,50:;")), 1);
+  const protocol::ContainerLimits now = read(plan->limits_file);
+  EXPECT_EQ(now.memory_limit[0], 5000ull << 20);
+  EXPECT_EQ(now.sm_limit[0], 50u);
+  EXPECT_EQ(now.device_uuids, std::vector<std::string>{"MIG-m"});
 }
 
 TEST_F(LimitsFollowerTest, ForgedOrAlteredAllocationChangesNothing) {
