@@ -77,6 +77,10 @@ void add_flags(daemon::StartUp& start, AgentFlags& f) {
                  "How far over its limits NVML may show a pod before it counts as over (memory "
                  "the library does not charge: module code, the CUDA runtime's reservations)")
       ->capture_default_str();
+  app.add_option("--mig-apply-lock", f.mig_apply_lock,
+                 "Dynamic MIG's apply lock file (the device plugin's --mig-apply-lock): passes "
+                 "wait while it is held")
+      ->capture_default_str();
   app.add_flag("--once", f.once, "Run one pass, print the metrics to stdout and exit");
 }
 
@@ -88,7 +92,8 @@ Result<AgentSettings> settle(const AgentFlags& f) {
                   .kubeconfig = f.kubeconfig,
                   .legacy = f.legacy,
                   .once = f.once,
-                  .http_memory_budget = f.http_memory_budget};
+                  .http_memory_budget = f.http_memory_budget,
+                  .mig_apply_lock = f.mig_apply_lock};
   AgentOptions& opt = s.options;
   opt.write_back = !f.read_only;
   if (opt.node_name.empty()) opt.node_name = hostname();

@@ -15,6 +15,7 @@
 
 #include "common/daemon_main.hpp"
 #include "common/result.hpp"
+#include "deviceplugin/mig_manager.hpp"
 #include "monitor/agent.hpp"
 
 namespace hami::monitor {
@@ -37,6 +38,7 @@ struct AgentFlags {
   size_t http_memory_budget = 32u << 20;
   std::string over_limit_action = "report";
   std::string over_limit_margin = "256m";
+  std::string mig_apply_lock = deviceplugin::kMigApplyLock;
 };
 
 // What the agent runs with, checked.
@@ -52,6 +54,9 @@ struct AgentSettings {
   bool once = false;
   std::chrono::milliseconds read_timeout{10000}, idle_timeout{60000};
   size_t http_memory_budget = 32u << 20;
+  // Dynamic MIG's apply lock (the device plugin's --mig-apply-lock): no pass
+  // runs while it is held, as NVML answers oddly while instances change.
+  std::string mig_apply_lock;
   std::string summary;  // what --check-flags prints
 };
 

@@ -8,6 +8,7 @@
 
 #include "common/build_info.hpp"
 #include "common/log.hpp"
+#include "deviceplugin/mig_manager.hpp"
 #include "monitor/http_endpoints.hpp"
 #include "monitor/metrics.hpp"
 #include "monitor/nvml_sampler.hpp"
@@ -77,12 +78,20 @@ Result<void> run_agent(const AgentSettings& s, const daemon::StopSignals& signal
   log::info("watching %s/containers every %lld ms on node %s", s.options.hook_path.c_str(),
             static_cast<long long>(s.interval.count()), s.options.node_name.c_str());
   std::unique_lock<std::mutex> lock(mu);
+  bool told = false;  // the first skipped pass at info, the rest at debug: one per Allocate
   while (!stopping) {
     lock.unlock();
-    auto v = agent.run_pass();
-    log::debug("pass %llu: %zu containers, %zu GPUs, %lld us",
-               static_cast<unsigned long long>(v->counters.passes), v->containers.size(),
-               v->gpus.size(), static_cast<long long>(v->pass_duration.count()));
+    if (!s.mig_apply_lock.empty() && deviceplugin::MigApplyLock::held(s.mig_apply_lock)) {
+      log::write(told ? log::Level::kDebug : log::Level::kInfo,
+                 "pass skipped: %s is held (the device plugin is changing MIG instances)",
+                 s.mig_apply_lock.c_str());
+      told = true;
+    } else {
+      auto v = agent.run_pass();
+      log::debug("pass %llu: %zu containers, %zu GPUs, %lld us",
+                 static_cast<unsigned long long>(v->counters.passes), v->containers.size(),
+                 v->gpus.size(), static_cast<long long>(v->pass_duration.count()));
+    }
     lock.lock();
     cv.wait_for(lock, s.interval, [&] { return stopping; });
   }

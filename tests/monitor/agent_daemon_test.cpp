@@ -7,9 +7,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "region/region.hpp"
@@ -151,6 +155,43 @@ TEST_F(AgentDaemon, StopsCleanlyOnSigterm) {
   auto done = agent.finish();
   EXPECT_EQ(done.exit_code, 0) << done.err;
   EXPECT_NE(done.err.find("stopping"), std::string::npos) << done.err;
+}
+
+// While the device plugin changes MIG instances (its apply lock is held by a
+// live process, here this test) no pass runs; once it is released, passes go on.
+TEST_F(AgentDaemon, NoPassRunsWhileTheMigApplyLockIsHeld) {
+  const std::string lock = root_.file("hami/hami-mig-apply.lock");
+  fs::create_directories(root_.file("hami"));
+  std::ofstream(lock) << ::getpid() << "\n";
+  const int port = free_port();
+  auto agent = test::Child::spawn(
+      agent_argv({"--interval", "100ms", "--mig-apply-lock", lock, "-v3", "--metrics-bind-address",
+                  "127.0.0.1:" + std::to_string(port)}),
+      gpu_env());
+  httplib::Client http("127.0.0.1", port);
+  auto passes = [&]() -> std::optional<double> {
+    auto r = http.Get("/metrics");
+    if (!r || r->status != 200) return std::nullopt;
+    return metric(r->body, "hami_monitor_passes_total", "zone=\"vGPU\"");
+  };
+  std::optional<double> seen;
+  for (int i = 0; i < 200 && !seen; ++i) {
+    seen = passes();
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // five intervals
+  EXPECT_EQ(passes().value_or(-1), 0) << "a pass ran while the lock was held";
+  fs::remove(lock);
+  bool resumed = false;
+  for (int i = 0; i < 200 && !resumed; ++i) {
+    resumed = passes().value_or(0) >= 1;
+    if (!resumed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(resumed) << "no pass after the lock was released";
+  agent.kill(SIGTERM);
+  auto done = agent.finish();
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_NE(done.err.find("pass skipped: " + lock + " is held"), std::string::npos) << done.err;
 }
 
 // Pod names come from the API server, for this node's pods only: a pod of
