@@ -43,7 +43,12 @@
 #    every container sees its own pod's limit (no plans swapped);
 # 12. static MIG: the plugin over a partitioned GPU registers its MIG
 #    devices; a pod with nvidia.com/vgpu-mode: mig runs on the one large
-#    enough, by its MIG UUID, limited inside it.
+#    enough, by its MIG UUID, limited inside it;
+# 13. dynamic MIG: the plugin over a GPU with MIG on and no instances, in
+#    operatingmode mig with an allowlist, registers its profiles; a pod with
+#    nvidia.com/vgpu-mode: mig gets a profile and placement from the
+#    scheduler (signed), the plugin makes the MIG device at Allocate and the
+#    pod runs on it by its MIG UUID, limited inside it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
@@ -173,8 +178,10 @@ start_plugin() {
     --kubeconfig="$HAMI_E2E_DEVICE_PLUGIN_KUBECONFIG" \
     --device-plugin-path="$HAMI_E2E_DEVICE_PLUGIN_DIR" \
     --hook-path="$N/hook" --lock-dir="$N/dp/vgpulock" --nvml-library="$SIM_NVML" \
-    --decision-key-file="$HAMI_E2E_DECISION_KEY" --device-split-count="$SPLIT")
+    --decision-key-file="$HAMI_E2E_DECISION_KEY" --device-split-count="$SPLIT" \
+    "${PLUGIN_EXTRA[@]}")
 }
+PLUGIN_EXTRA=()
 start_plugin
 "${NS[@]}" tests/e2e/node.sh client-image "$R/build/release" >>"$D.start.log" 2>&1
 
@@ -564,6 +571,89 @@ mig_visible=$(echo "$mig_log" | grep '^visible=' | head -1)
 check "$([ "$(phase mig)" = Succeeded ] && [[ "$mig_decided" == "$big_mig,NVIDIA,20000,"* ]] &&
   [ "$mig_visible" = "visible=$big_mig" ] && echo ok)" \
   "static MIG: a pod of 20000 MiB ran on the 3g.40gb $big_mig ($mig_decided), given $mig_visible, and saw $mig_seen ($(phase mig))"
+
+# 13. Dynamic MIG (issue 40, docs/mig-dynamic.md): the plugin restarted over
+# an H100 80GB (simulated) with MIG on and no instances, operatingmode mig and
+# an allowlist. It registers the GPU with its allowed profiles; a pod of 8000
+# MiB with nvidia.com/vgpu-mode: mig gets the smallest profile that holds it
+# and a placement from our scheduler (hami.io/vgpu-mig-allocations, covered
+# by the decision's signature), the plugin makes that MIG device at Allocate
+# and records its UUID, and the pod runs on it, limited inside it. The pod
+# sees the plugin's simulated GPU (its state file, by hostPath), as a
+# container sees the node's GPU.
+stop_one "$PIDS/hami-device-plugin.pid" 10
+cat "$LOGS/hami-device-plugin.log" >>"$LOGS/hami-device-plugin.previous.log"
+cat >"$N/dp/dynamic-mig.yaml" <<EOF
+nvidia:
+  migProfileAllowlist:
+  - models: ["H100-SXM5-80GB"]
+    profiles: ["1g.10gb", "3g.40gb", "7g.80gb"]
+nodeconfig:
+- name: $HAMI_E2E_NODE_NAME
+  operatingmode: mig
+EOF
+SIM_ENV=(SIMGPU_STATE="$N/dp/gpu-dmig.state" SIMGPU_DEVICES="$GPU:80g"
+  SIMGPU_NAMES="NVIDIA H100 80GB HBM3" SIMGPU_MIG="0:on")
+PLUGIN_EXTRA=(--config-file="$N/dp/dynamic-mig.yaml" --mig-apply-lock="$N/dp/mig-apply.lock")
+start_plugin
+# "<mode>:<profiles>" of the registered devices.
+registered_profiles() {
+  registered | python3 -c 'import json, sys
+print(" ".join(d.get("mode", "") + ":" + ",".join(p["name"] for p in d.get("migProfiles", []))
+               for d in json.load(sys.stdin)))'
+}
+want_profiles="mig:1g.10gb,3g.40gb,7g.80gb"
+wait_until 30 eval '[ "$(allocatable)" = 7 ] && [ "$(registered_profiles)" = "$want_profiles" ]'
+check "$([ "$(allocatable)" = 7 ] && [ "$(registered_profiles)" = "$want_profiles" ] && echo ok)" \
+  "dynamic MIG: the GPU registered with its allowed profiles ($(registered_profiles)), $(allocatable) IDs"
+K create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: dmig
+  namespace: default
+  annotations: {nvidia.com/vgpu-mode: mig}
+spec:
+  restartPolicy: Never
+  dnsPolicy: Default
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: hami-e2e/cuda-client:1
+    imagePullPolicy: Never
+    command:
+    - /bin/sh
+    - -c
+    - |
+      echo "visible=\$NVIDIA_VISIBLE_DEVICES"
+      out=\$(CUDA_VISIBLE_DEVICES=\$NVIDIA_VISIBLE_DEVICES cuda-client init ctx:0 meminfo)
+      echo "\$out"
+      echo "\$out" | grep -q total=8388608000
+    env:
+    - {name: SIMGPU_STATE, value: /sim/gpu-dmig.state}
+    - {name: SIMGPU_DEVICES, value: "$GPU:80g"}
+    - {name: SIMGPU_NAMES, value: "NVIDIA H100 80GB HBM3"}
+    volumeMounts:
+    - {name: sim, mountPath: /sim}
+    resources:
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 8000}
+  volumes:
+  - name: sim
+    hostPath: {path: "$N/dp", type: Directory}
+EOF
+wait_until 60 ended dmig
+dmig_alloc=$(K get pod dmig -o jsonpath='{.metadata.annotations.hami\.io/vgpu-mig-allocations}')
+dmig_signed=$(K get pod dmig -o jsonpath='{.metadata.annotations.hami\.io/decision-signature}')
+# "<profile> <migUUID>" of the pod's one entry.
+dmig_made=$(echo "$dmig_alloc" | python3 -c 'import json, sys
+a = json.load(sys.stdin)
+print(a[0]["profile"], a[0].get("migUUID", "none") if len(a) == 1 else "entries=%d" % len(a))' 2>/dev/null)
+dmig_log=$(K logs dmig 2>/dev/null)
+dmig_seen=$(echo "$dmig_log" | grep -o 'total=[0-9]*' | head -1)
+dmig_visible=$(echo "$dmig_log" | grep '^visible=' | head -1)
+check "$([ "$(phase dmig)" = Succeeded ] && [ -n "$dmig_signed" ] && [[ "$dmig_made" == "1g.10gb MIG-"* ]] &&
+  [ "$dmig_visible" = "visible=${dmig_made#* }" ] && echo ok)" \
+  "dynamic MIG: a pod of 8000 MiB got a new ${dmig_made:-<none>} (signed: ${dmig_signed:+yes}), given $dmig_visible, and saw $dmig_seen ($(phase dmig))"
 
 if [ $failures -gt 0 ]; then
   log "$failures check(s) failed; logs in $N/logs and $D/logs"
