@@ -142,7 +142,8 @@ std::string decision_refusal(const k8s::Pod& pod, const DecisionTrust& trust) {
   if (sig != pod.meta.annotations.end() && trust.keys) {
     if (trust.keys->verify(d, sig->second)) return "";
     return who + ": " + kDecisionSignature +
-           " does not match the pod's UID, node and devices: the decision was not made by "
+           " does not match the pod's UID, node and devices (and MIG allocations, if any): the "
+           "decision was not made by "
            "the scheduler for this pod, or was changed since";
   }
   const auto& s = trust.unsigned_schedulers;
