@@ -9,6 +9,7 @@
 
 #include "common/build_info.hpp"
 #include "common/prometheus_text.hpp"
+#include "protocol/mig_allocations.hpp"
 
 namespace hami::scheduler {
 
@@ -167,8 +168,14 @@ std::string Metrics::render(const ClusterCache& cache) const {
     int64_t mem = 0;  // MiB
     int32_t cores = 0, total_cores = 0;
   };
+  // A dynamic MIG instance the device plugin made, as a trusted pod's
+  // hami.io/vgpu-mig-allocations records it.
+  struct MigRow {
+    std::string node, uuid, index, mig_uuid, profile, gi, ci, start, size;
+  };
   std::vector<DevRow> devs;
   std::vector<PodRow> pods;
+  std::vector<MigRow> migs;
   // Per namespace and quota resource: used, and the limit where one is set.
   struct QuotaRow {
     std::string ns, resource;
@@ -218,6 +225,19 @@ std::string Metrics::render(const ClusterCache& cache) const {
           }
         }
         pods.push_back({p.ns, p.node, p.name, c.uuid, c.mem_mib, c.cores, total});
+      }
+      for (const protocol::MigAllocation& m : p.mig) {
+        if (!m.realised()) continue;
+        std::string index;
+        if (node != nullptr) {
+          for (const fit::GpuDevice& d : node->devices) {
+            if (d.uuid == m.gpu_uuid) index = std::to_string(d.index);
+          }
+        }
+        migs.push_back({p.node, m.gpu_uuid, index, m.mig_uuid, m.profile,
+                        std::to_string(m.gpu_instance_id.value_or(0)),
+                        std::to_string(m.compute_instance_id.value_or(0)),
+                        std::to_string(m.placement.start), std::to_string(m.placement.size)});
       }
     });
     return 0;
@@ -281,6 +301,21 @@ std::string Metrics::render(const ClusterCache& cache) const {
     if (d.total_mem <= 0) continue;
     gpu.sample("hami_node_gpu_memory_allocated_ratio", dev_labels(d),
                static_cast<double>(d.used_mem) / static_cast<double>(d.total_mem));
+  }
+  gpu.family("hami_node_gpu_mig_instance_info",
+             "1 per dynamic MIG instance the device plugin made for a pod.");
+  for (const MigRow& m : migs) {
+    gpu.sample("hami_node_gpu_mig_instance_info",
+               {{"node", m.node},
+                {"device_uuid", m.uuid},
+                {"device_index", m.index},
+                {"mig_uuid", m.mig_uuid},
+                {"profile", m.profile},
+                {"gpu_instance_id", m.gi},
+                {"compute_instance_id", m.ci},
+                {"placement_start", m.start},
+                {"placement_size", m.size}},
+               int64_t{1});
   }
   // Per pod and GPU: what the pod holds there, its containers collapsed as
   // upstream's pod manager holds them (so container_index is always 0).

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "protocol/mig_allocations.hpp"
 #include "scheduler/feed.hpp"
 #include "scheduler/helpers.hpp"
 
@@ -125,6 +126,37 @@ TEST_F(SchedulerMetricsTest, LegacyNamesBehindTheFlag) {
                   "containeridx=\"0\",deviceuuid=\"GPU-a-0\",zone=\"vGPU\"} 30\n"));
   // The modern names stay.
   EXPECT_TRUE(has(body, "# TYPE hami_node_gpu_overview gauge\n"));
+}
+
+// Upstream's hami_node_gpu_mig_instance_info: one series per dynamic MIG
+// instance the plugin has made (an entry without its MIG UUID has none yet).
+TEST(SchedulerMigMetricsTest, OneSeriesPerRealisedMigInstance) {
+  ClusterCache cache;
+  CacheFeed feed(cache);
+  feed.node_changed(test::mig_node("m"));
+  auto pod = test::placed_pod("p", "u", "m", "GPU-m-0,NVIDIA,20000,0:;");
+  std::vector<protocol::MigAllocation> allocs = {
+      {.gpu_uuid = "GPU-m-0", .profile = "2g.20gb", .placement = {2, 2}}};
+  pod["metadata"]["annotations"][protocol::kMigAllocations] =
+      protocol::encode_mig_allocations(allocs);
+  feed.pod_changed(pod);
+  Metrics metrics;
+  EXPECT_FALSE(has(metrics.render(cache), "hami_node_gpu_mig_instance_info{"));
+  allocs[0].mig_uuid = "MIG-1";
+  allocs[0].gpu_instance_id = 5;
+  allocs[0].compute_instance_id = 0;
+  pod["metadata"]["annotations"][protocol::kMigAllocations] =
+      protocol::encode_mig_allocations(allocs);
+  feed.pod_changed(pod);
+  const std::string body = metrics.render(cache);
+  EXPECT_TRUE(has(body,
+                  "hami_node_gpu_mig_instance_info{node=\"m\",device_uuid=\"GPU-m-0\","
+                  "device_index=\"0\",mig_uuid=\"MIG-1\",profile=\"2g.20gb\","
+                  "gpu_instance_id=\"5\",compute_instance_id=\"0\",placement_start=\"2\","
+                  "placement_size=\"2\",zone=\"vGPU\"} 1\n"))
+      << body;
+  feed.pod_deleted(pod);
+  EXPECT_FALSE(has(metrics.render(cache), "hami_node_gpu_mig_instance_info{"));
 }
 
 TEST_F(SchedulerMetricsTest, PodGoneLeavesNoSeries) {
