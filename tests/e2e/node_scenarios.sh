@@ -533,11 +533,17 @@ check "$([ "$(allocatable)" = $((2 * SPLIT)) ] && [ "$(registered_modes)" = "$wa
   "static MIG: two MIG devices advertised ($(allocatable) IDs) and registered: $(registered_modes)"
 big_mig=$(registered | python3 -c 'import json, sys
 print(next((d["id"] for d in json.load(sys.stdin) if d["type"].endswith("3g.40gb")), "none"))')
-K create -f - >/dev/null <<EOF
+# create_mig_pod NAME MIB ENV [VOLUMES]: a pod with nvidia.com/vgpu-mode: mig
+# asking for MIB of one GPU, which prints the device it was given and passes
+# if its GPU shows MIB. ENV: lines added to its env (a volumeMounts: block of
+# the container may follow them); VOLUMES: the pod's volumes: block.
+create_mig_pod() {
+  local name=$1 mib=$2 extra=$3 volumes=${4:-}
+  K create -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
 metadata:
-  name: mig
+  name: $name
   namespace: default
   annotations: {nvidia.com/vgpu-mode: mig}
 spec:
@@ -555,14 +561,17 @@ spec:
       echo "visible=\$NVIDIA_VISIBLE_DEVICES"
       out=\$(CUDA_VISIBLE_DEVICES=\$NVIDIA_VISIBLE_DEVICES cuda-client init ctx:0 meminfo)
       echo "\$out"
-      echo "\$out" | grep -q total=20971520000
+      echo "\$out" | grep -q total=$((mib * 1048576))
     env:
     - {name: SIMGPU_DEVICES, value: "$GPU:80g"}
     - {name: SIMGPU_NAMES, value: "NVIDIA H100 80GB HBM3"}
-    - {name: SIMGPU_MIG, value: "0:3g.40gb,1g.10gb"}
+$extra
     resources:
-      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 20000}
+      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: $mib}
+$volumes
 EOF
+}
+create_mig_pod mig 20000 '    - {name: SIMGPU_MIG, value: "0:3g.40gb,1g.10gb"}'
 wait_until 60 ended mig
 mig_decided=$(K get pod mig -o jsonpath='{.metadata.annotations.hami\.io/vgpu-devices-allocated}')
 mig_log=$(K logs mig 2>/dev/null)
@@ -606,41 +615,11 @@ want_profiles="mig:1g.10gb,3g.40gb,7g.80gb"
 wait_until 30 eval '[ "$(allocatable)" = 7 ] && [ "$(registered_profiles)" = "$want_profiles" ]'
 check "$([ "$(allocatable)" = 7 ] && [ "$(registered_profiles)" = "$want_profiles" ] && echo ok)" \
   "dynamic MIG: the GPU registered with its allowed profiles ($(registered_profiles)), $(allocatable) IDs"
-K create -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: dmig
-  namespace: default
-  annotations: {nvidia.com/vgpu-mode: mig}
-spec:
-  restartPolicy: Never
-  dnsPolicy: Default
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: hami-e2e/cuda-client:1
-    imagePullPolicy: Never
-    command:
-    - /bin/sh
-    - -c
-    - |
-      echo "visible=\$NVIDIA_VISIBLE_DEVICES"
-      out=\$(CUDA_VISIBLE_DEVICES=\$NVIDIA_VISIBLE_DEVICES cuda-client init ctx:0 meminfo)
-      echo "\$out"
-      echo "\$out" | grep -q total=8388608000
-    env:
-    - {name: SIMGPU_STATE, value: /sim/gpu-dmig.state}
-    - {name: SIMGPU_DEVICES, value: "$GPU:80g"}
-    - {name: SIMGPU_NAMES, value: "NVIDIA H100 80GB HBM3"}
+create_mig_pod dmig 8000 '    - {name: SIMGPU_STATE, value: /sim/gpu-dmig.state}
     volumeMounts:
-    - {name: sim, mountPath: /sim}
-    resources:
-      limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 8000}
-  volumes:
+    - {name: sim, mountPath: /sim}' "  volumes:
   - name: sim
-    hostPath: {path: "$N/dp", type: Directory}
-EOF
+    hostPath: {path: \"$N/dp\", type: Directory}"
 wait_until 60 ended dmig
 dmig_alloc=$(K get pod dmig -o jsonpath='{.metadata.annotations.hami\.io/vgpu-mig-allocations}')
 dmig_signed=$(K get pod dmig -o jsonpath='{.metadata.annotations.hami\.io/decision-signature}')
