@@ -16,6 +16,7 @@
 
 #include "deviceplugin/cdi.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/bound_pod.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -110,26 +111,8 @@ class CdiPluginTest : public ::testing::Test {
   // A pod our scheduler (no decision key) bound here: one container on GPU B.
   void schedule_on_b(const std::string& name) {
     const std::string devices = std::string(kB) + ",NVIDIA,3000,30:;";
-    api_.put("pods", {{"apiVersion", "v1"},
-                      {"kind", "Pod"},
-                      {"metadata",
-                       {{"name", name},
-                        {"namespace", "default"},
-                        {"annotations",
-                         {{"hami.io/vgpu-node", kNode},
-                          {"hami.io/vgpu-time", std::to_string(std::time(nullptr))},
-                          {"hami.io/bind-time", std::to_string(std::time(nullptr))},
-                          {"hami.io/bind-phase", "allocating"},
-                          {"hami.io/vgpu-devices-to-allocate", devices},
-                          {"hami.io/vgpu-devices-allocated", devices}}}}},
-                      {"spec",
-                       {{"nodeName", kNode},
-                        {"schedulerName", "hami-scheduler"},
-                        {"containers",
-                         json::array({{{"name", "main"},
-                                       {"image", "cuda"},
-                                       {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}}},
-                      {"status", {{"phase", "Pending"}}}});
+    api_.put("pods",
+             test::bound_pod(name, kNode, devices, json::array({test::gpu_container("main", 1)})));
     char buf[32];
     const std::time_t now = std::time(nullptr);
     std::tm tm{};

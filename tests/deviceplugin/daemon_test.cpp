@@ -32,6 +32,7 @@
 #include "protocol/node_register.hpp"
 #include "region/control_file.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/bound_pod.hpp"
 #include "support/forged_pod.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
@@ -170,22 +171,7 @@ class DevicePluginTest : public ::testing::Test {
   // bound to the node.
   json scheduled_pod(const std::string& name, const std::string& devices, json containers,
                      json init_containers = json::array()) {
-    json p = {
-        {"apiVersion", "v1"},
-        {"kind", "Pod"},
-        {"metadata",
-         {{"name", name},
-          {"namespace", "default"},
-          {"annotations",
-           {{"hami.io/vgpu-node", kNode},
-            {"hami.io/vgpu-time", std::to_string(std::time(nullptr))},
-            {"hami.io/bind-time", std::to_string(std::time(nullptr))},
-            {"hami.io/bind-phase", "allocating"},
-            {"hami.io/vgpu-devices-to-allocate", devices},
-            {"hami.io/vgpu-devices-allocated", devices}}}}},
-        {"spec",
-         {{"nodeName", kNode}, {"schedulerName", "hami-scheduler"}, {"containers", containers}}},
-        {"status", {{"phase", "Pending"}}}};
+    json p = test::bound_pod(name, kNode, devices, containers);
     if (!init_containers.empty()) p["spec"]["initContainers"] = init_containers;
     return api_.put("pods", p);
   }

@@ -29,6 +29,7 @@
 #include "protocol/mig_allocations.hpp"
 #include "protocol/node_register.hpp"
 #include "support/apiserver/api_server.hpp"
+#include "support/bound_pod.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -184,27 +185,8 @@ class DynamicMigPluginTest : public ::testing::Test {
   // device there in hami.io/vgpu-mig-allocations; bound, allocating.
   json mig_pod(const std::string& name, int mem, const std::string& mig) {
     const std::string devices = std::string(kA) + ",NVIDIA," + std::to_string(mem) + ",100:;";
-    json p = {
-        {"apiVersion", "v1"},
-        {"kind", "Pod"},
-        {"metadata",
-         {{"name", name},
-          {"namespace", "default"},
-          {"annotations",
-           {{"hami.io/vgpu-node", kNode},
-            {"hami.io/vgpu-time", std::to_string(std::time(nullptr))},
-            {"hami.io/bind-time", std::to_string(std::time(nullptr))},
-            {"hami.io/bind-phase", "allocating"},
-            {"hami.io/vgpu-devices-to-allocate", devices},
-            {"hami.io/vgpu-devices-allocated", devices},
-            {"hami.io/vgpu-mig-allocations", mig}}}}},
-        {"spec",
-         {{"nodeName", kNode},
-          {"schedulerName", "hami-scheduler"},
-          {"containers", json::array({{{"name", "main"},
-                                       {"image", "cuda"},
-                                       {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}}},
-        {"status", {{"phase", "Pending"}}}};
+    json p = test::bound_pod(name, kNode, devices, json::array({test::gpu_container("main", 1)}));
+    p["metadata"]["annotations"]["hami.io/vgpu-mig-allocations"] = mig;
     return api_.put("pods", p);
   }
 
