@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <ctime>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deviceplugin/cdi.hpp"
+#include "protocol/node_lock.hpp"
 #include "support/apiserver/api_server.hpp"
 #include "support/bound_pod.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
@@ -113,13 +114,9 @@ class CdiPluginTest : public ::testing::Test {
     const std::string devices = std::string(kB) + ",NVIDIA,3000,30:;";
     api_.put("pods",
              test::bound_pod(name, kNode, devices, json::array({test::gpu_container("main", 1)})));
-    char buf[32];
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    ::gmtime_r(&now, &tm);
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     json n = *api_.get("nodes", "", kNode);
-    n["metadata"]["annotations"]["hami.io/mutex.lock"] = std::string(buf) + ",default," + name;
+    n["metadata"]["annotations"]["hami.io/mutex.lock"] =
+        protocol::format_node_lock(std::chrono::system_clock::now(), "default", name);
     api_.put("nodes", n);
   }
 

@@ -7,26 +7,21 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "deviceplugin/host_files.hpp"
 #include "region/control_file.hpp"
+#include "support/object_text.hpp"
 #include "support/temp_dir.hpp"
 
 namespace hami::deviceplugin {
 namespace {
 
+using test::slurp;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 using ::testing::Not;
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 PlanInput input(const std::string& hook) {
   PlanInput in;

@@ -13,11 +13,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -29,18 +27,23 @@
 #include "k8s/objects.hpp"
 #include "nvml/nvml.hpp"
 #include "protocol/decision.hpp"
+#include "protocol/node_lock.hpp"
 #include "protocol/node_register.hpp"
 #include "region/control_file.hpp"
 #include "support/apiserver/api_server.hpp"
 #include "support/bound_pod.hpp"
 #include "support/forged_pod.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
+#include "support/object_text.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 #include "support/wait.hpp"
 
 namespace hami::deviceplugin {
 namespace {
+
+using test::annotation;
+using test::slurp;
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
@@ -56,26 +59,8 @@ constexpr const char* kKey = "0123456789abcdef0123456789abcdef-test";
 
 using test::wait_until;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-std::string annotation(const std::optional<json>& obj, const std::string& key) {
-  if (!obj) return "<no object>";
-  const json& an = (*obj)["metadata"].value("annotations", json::object());
-  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
-}
-
 std::string lock_for(const std::string& ns, const std::string& name) {
-  char buf[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string(buf) + "," + ns + "," + name;
+  return protocol::format_node_lock(std::chrono::system_clock::now(), ns, name);
 }
 
 class DevicePluginTest : public ::testing::Test {

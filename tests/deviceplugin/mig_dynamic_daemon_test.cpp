@@ -10,12 +10,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,16 +26,21 @@
 #include "nvml/mig_control.hpp"
 #include "protocol/decision.hpp"
 #include "protocol/mig_allocations.hpp"
+#include "protocol/node_lock.hpp"
 #include "protocol/node_register.hpp"
 #include "support/apiserver/api_server.hpp"
 #include "support/bound_pod.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
+#include "support/object_text.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 #include "support/wait.hpp"
 
 namespace hami::deviceplugin {
 namespace {
+
+using test::annotation;
+using test::slurp;
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
@@ -51,26 +55,8 @@ constexpr const char* kRes = "nvidia.com/gpu";
 constexpr const char* kKey = "0123456789abcdef0123456789abcdef-mig";
 constexpr const char* kNames = "NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3";
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-std::string annotation(const std::optional<json>& obj, const std::string& key) {
-  if (!obj) return "<no object>";
-  const json& an = (*obj)["metadata"].value("annotations", json::object());
-  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
-}
-
 std::string lock_for(const std::string& name) {
-  char buf[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string(buf) + ",default," + name;
+  return protocol::format_node_lock(std::chrono::system_clock::now(), "default", name);
 }
 
 // The scheduler's reservation of one MIG device for container entry 0.

@@ -21,18 +21,15 @@
 #include "scheduler/helpers.hpp"
 #include "scheduler/k8s_backend.hpp"
 #include "scheduler/server.hpp"
+#include "support/object_text.hpp"
 
 namespace hami::scheduler {
 namespace {
 
+using test::annotation;
+
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string annotation(const std::optional<json>& obj, const std::string& key) {
-  if (!obj) return "<no object>";
-  const json an = (*obj)["metadata"].value("annotations", json::object());
-  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
-}
 
 class SchedulerApiTest : public test::ApiFixture {
  protected:

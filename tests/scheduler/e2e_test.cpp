@@ -24,12 +24,15 @@
 #include "support/apiserver/api_server.hpp"
 #include "support/free_port.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
+#include "support/object_text.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 #include "support/wait.hpp"
 
 namespace hami::scheduler {
 namespace {
+
+using test::annotation;
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -44,12 +47,6 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
 }
 
 using test::free_port;
-std::string annotation(const std::optional<json>& obj, const std::string& key) {
-  if (!obj) return "<no object>";
-  const json an = (*obj)["metadata"].value("annotations", json::object());
-  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
-}
-
 class EndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {

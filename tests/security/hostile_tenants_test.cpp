@@ -36,12 +36,15 @@
 #include "support/forged_pod.hpp"
 #include "support/free_port.hpp"
 #include "support/kubelet/fake_kubelet.hpp"
+#include "support/object_text.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 #include "support/wait.hpp"
 
 namespace hami::security {
 namespace {
+
+using test::annotation;
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -57,12 +60,6 @@ constexpr const char* kPluginUser = "system:serviceaccount:hami:hami-device-plug
 const char* baseline_bin() {
   const char* d = std::getenv("HAMI_HARNESS_BASELINE_BIN");
   return d && *d ? d : nullptr;
-}
-
-std::string annotation(const std::optional<json>& obj, const std::string& key) {
-  if (!obj) return "<no object>";
-  const json an = (*obj)["metadata"].value("annotations", json::object());
-  return an.contains(key) ? an[key].get<std::string>() : "<absent>";
 }
 
 json gpu_container(const json& limits) {
