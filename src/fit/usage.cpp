@@ -27,6 +27,21 @@ GpuDevice* find(NodeDevices& node, const std::string& uuid) {
   return nullptr;
 }
 
+// Calls f(gpu, placement) for each allocation on a GPU of the node; returns
+// how many name a GPU it does not have.
+template <class F>
+size_t on_mig_gpus(NodeDevices& node, std::span<const protocol::MigAllocation> allocs, F f) {
+  size_t unmatched = 0;
+  for (const protocol::MigAllocation& a : allocs) {
+    if (GpuDevice* d = find(node, a.gpu_uuid)) {
+      f(*d, a.placement);
+    } else {
+      ++unmatched;
+    }
+  }
+  return unmatched;
+}
+
 }  // namespace
 
 std::vector<DeviceCharge> pod_charges(const PodDevices& devices,
@@ -100,30 +115,16 @@ size_t remove_charges(NodeDevices& node, std::span<const DeviceCharge> charges) 
 }
 
 size_t apply_mig(NodeDevices& node, std::span<const protocol::MigAllocation> allocs) {
-  size_t unmatched = 0;
-  for (const protocol::MigAllocation& a : allocs) {
-    GpuDevice* d = find(node, a.gpu_uuid);
-    if (!d) {
-      ++unmatched;
-      continue;
-    }
-    d->mig_taken.push_back(a.placement);
-  }
-  return unmatched;
+  return on_mig_gpus(node, allocs, [](GpuDevice& d, const protocol::MigPlacement& p) {
+    d.mig_taken.push_back(p);
+  });
 }
 
 size_t remove_mig(NodeDevices& node, std::span<const protocol::MigAllocation> allocs) {
-  size_t unmatched = 0;
-  for (const protocol::MigAllocation& a : allocs) {
-    GpuDevice* d = find(node, a.gpu_uuid);
-    if (!d) {
-      ++unmatched;
-      continue;
-    }
-    auto it = std::find(d->mig_taken.begin(), d->mig_taken.end(), a.placement);
-    if (it != d->mig_taken.end()) d->mig_taken.erase(it);
-  }
-  return unmatched;
+  return on_mig_gpus(node, allocs, [](GpuDevice& d, const protocol::MigPlacement& p) {
+    auto it = std::find(d.mig_taken.begin(), d.mig_taken.end(), p);
+    if (it != d.mig_taken.end()) d.mig_taken.erase(it);
+  });
 }
 
 }  // namespace hami::fit
