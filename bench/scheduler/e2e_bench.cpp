@@ -215,7 +215,7 @@ void on_signal(int) {
 }
 
 struct Work {
-  std::string ns, name, node, to_allocate;
+  std::string ns, name, uid, node, to_allocate;
   int attempts = 0;
   Clock::time_point ready;  // seen bound + the hold: kubelet's admission and Allocate
 };
@@ -251,7 +251,7 @@ class StandIn {
     std::lock_guard lk(mu_);
     if (!queued_.insert(uid).second) return;
     if (queued_.size() > 100000) queued_.clear();
-    queue_.push_back({md.value("namespace", ""), md.value("name", ""), node,
+    queue_.push_back({md.value("namespace", ""), md.value("name", ""), uid, node,
                       an.value(proto::kDevicesToAllocate, ""), 0, Clock::now() + hold_});
     cv_.notify_one();
   }
@@ -308,10 +308,10 @@ class StandIn {
   }
 
   // The patches our device plugin makes once Allocate has served the pod
-  // (allocator.cpp), as it makes them: the pod's annotations (read, then
-  // patched with its resourceVersion) and the node lock's release (the
-  // same). Its lookups of the pending pod, like kubelet's own traffic, are
-  // left out.
+  // (allocator.cpp), as it makes them: one merge patch of the pod's
+  // annotations and its hami.io/vgpu-node label, pinned to its UID, and the
+  // node lock's release (read, then patched with its resourceVersion). Its
+  // lookups of the pending pod, like kubelet's own traffic, are left out.
   bool allocate(const Work& w) {
     proto::PodDevices left;
     if (auto d = proto::decode_pod_devices(w.to_allocate)) left = std::move(*d);
@@ -319,10 +319,13 @@ class StandIn {
       c.clear();
     auto remaining = proto::encode_pod_devices(left);
     if (!remaining) return false;
-    auto patched = cl_.patch_annotations(hami::k8s::pod_path(w.ns, w.name),
-                                         {{proto::kDevicesToAllocate, *remaining},
-                                          {proto::kBindPhase, std::string(proto::kPhaseSuccess)}},
-                                         hami::k8s::PatchRetry{});
+    auto patched = cl_.merge_patch(hami::k8s::pod_path(w.ns, w.name),
+                                   {{"metadata",
+                                     {{"uid", w.uid},
+                                      {"annotations",
+                                       {{proto::kDevicesToAllocate, *remaining},
+                                        {proto::kBindPhase, std::string(proto::kPhaseSuccess)}}},
+                                      {"labels", {{proto::kAssignedNode, w.node}}}}}});
     if (!patched) return false;
     if (!lock_) return true;  // match-pods: no lock to release
     auto released = cl_.read_modify_patch(

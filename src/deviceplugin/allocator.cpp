@@ -237,8 +237,8 @@ Result<std::vector<ContainerPlan>> Allocator::finish(
                 std::to_string(m.gpu_instance_id.value_or(0)) + ")";
     }
   }
-  auto patched = client_.patch_annotations(k8s::pod_path(p.pod.meta.ns, p.pod.meta.name), changes,
-                                           k8s::PatchRetry{});
+  auto patched = client_.merge_patch(k8s::pod_path(p.pod.meta.ns, p.pod.meta.name),
+                                     commit_patch(p.pod.meta.uid, changes, done));
   if (!patched) return Error{"cannot record the allocation on the pod: " + patched.error().message};
   p.to_allocate = std::move(left);
   log::info("allocated pod %s: %s%s", who(p.pod).c_str(), served.c_str(),
@@ -325,6 +325,24 @@ Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, siz
   auto plan = plan_container(in, cfg_);
   if (!plan) return Error{"container " + c.name + ": " + plan.error().message};
   return plan;
+}
+
+nlohmann::json Allocator::commit_patch(
+    const std::string& uid, const std::map<std::string, std::optional<std::string>>& changes,
+    bool done) const {
+  nlohmann::json annotations = nlohmann::json::object();
+  for (const auto& [k, v] : changes)
+    annotations[k] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+  nlohmann::json meta = {{"annotations", std::move(annotations)}};
+  // The API server refuses a patch that changes the UID (immutable), so a
+  // pod deleted and made again under the same name is never written to,
+  // without a read first.
+  if (!uid.empty()) meta["uid"] = uid;
+  // Upstream's scheduler sets the label just after the binding; on nodes we
+  // serve (match-pods/v1) ours leaves it to this patch, one pod write fewer
+  // per GPU pod (docs/scheduler-protocol.md).
+  if (done) meta["labels"] = {{protocol::kAssignedNode, options_.node}};
+  return {{"metadata", std::move(meta)}};
 }
 
 void Allocator::mark_failed(const k8s::Pod& pod, const std::string& why) {

@@ -5,7 +5,8 @@
 // next containers' devices from hami.io/vgpu-devices-to-allocate, plan and
 // prepare each container (container_plan.hpp, host_files.hpp), write the
 // annotation back with those entries emptied and, when none is left, set
-// hami.io/bind-phase=success and release the node lock. On any failure once
+// hami.io/bind-phase=success and upstream's hami.io/vgpu-node pod label and
+// release the node lock. On any failure once
 // the pod is known: bind-phase=failed, the lock released, and an Error whose
 // message says what was wrong (kubelet shows it in the pod's events).
 // Calls are serialised: kubelet admits one pod at a time anyway, and the
@@ -23,7 +24,9 @@
 //   if (!plans) return grpc_error(plans.error().message);
 
 #include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +79,12 @@ class Allocator {
                                             const std::vector<Gpu>& gpus,
                                             const std::vector<protocol::MigAllocation>& all_mig,
                                             const std::vector<protocol::MigAllocation>& made);
+  // The merge patch that records a call's allocation on the pod: the
+  // annotation `changes`, the pod's UID as a precondition and, once every
+  // container is served, upstream's hami.io/vgpu-node label.
+  nlohmann::json commit_patch(const std::string& uid,
+                              const std::map<std::string, std::optional<std::string>>& changes,
+                              bool done) const;
   Result<ContainerPlan> plan_one(const k8s::Pod& pod, size_t entry, size_t n_entries,
                                  const ContainerDevices& devices, const std::vector<Gpu>& gpus,
                                  const std::vector<protocol::MigAllocation>& made);

@@ -650,7 +650,10 @@ BindOutcome Extender::place(const BindRequest& r) {
       events_->record({r.ns, r.name, uid}, EventType::kNormal, kReasonBindingSucceed,
                       "Successfully binding node [" + node + "] to " + who);
       // Upstream's pod label, by which its node monitor lists a node's pods.
-      events_->label_pod(r.ns, r.name, {{protocol::kAssignedNode, node}});
+      // Our device plugin sets it in its own patch at Allocate (match-pods
+      // nodes): one pod write, and its watch events, fewer per pod.
+      if (!matches_pods_ || !matches_pods_(node))
+        events_->label_pod(r.ns, r.name, {{protocol::kAssignedNode, node}});
     }
     if (node == r.node) {
       log::info("bound %s to %s", who.c_str(), node.c_str());

@@ -141,6 +141,11 @@ class DevicePluginTest : public ::testing::Test {
   }
 
   std::optional<json> node() const { return api_.get("nodes", "", kNode); }
+  std::string vgpu_node_label(const std::string& name) const {
+    auto p = pod(name);
+    return p ? (*p)["metadata"].value("labels", json::object()).value("hami.io/vgpu-node", "")
+             : "<no pod>";
+  }
   std::optional<json> pod(const std::string& name) const {
     return api_.get("pods", "default", name);
   }
@@ -531,8 +536,10 @@ TEST_F(DevicePluginTest, AllocateServesThePodNamedByTheNodeLock) {
   EXPECT_EQ(std::filesystem::file_size(vgpu + "/control/" + key), region::kControlFileSize);
   EXPECT_EQ(slurp(vgpu + "/ld.so.preload"), vgpu + "/libvgpu.so\n");
 
-  // The protocol's end: bind-phase success, devices consumed, lock released.
+  // The protocol's end: bind-phase success, devices consumed, upstream's
+  // pod label (in the same patch), lock released.
   EXPECT_EQ(annotation(pod("p1"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(vgpu_node_label("p1"), kNode);
   EXPECT_EQ(annotation(pod("p1"), "hami.io/vgpu-devices-to-allocate"), ";");
   EXPECT_EQ(annotation(pod("p1"), "hami.io/vgpu-devices-allocated"),
             std::string(kB) + ",NVIDIA,3000,30:;");
@@ -673,6 +680,7 @@ TEST_F(DevicePluginTest, AllocateServesInitAndAppContainersInOrder) {
   EXPECT_EQ(mounts(first.container_responses(0)).count("/etc/ld.so.preload"), 1u);
   // One container left: still allocating, the lock still held.
   EXPECT_EQ(annotation(pod("p2"), "hami.io/bind-phase"), "allocating");
+  EXPECT_EQ(vgpu_node_label("p2"), "") << "set with bind-phase success only";
   EXPECT_EQ(annotation(pod("p2"), "hami.io/vgpu-devices-to-allocate"),
             std::string(";;") + kB + ",NVIDIA,2500,25:;");
   EXPECT_THAT(annotation(node(), "hami.io/mutex.lock"), HasSubstr(",default,p2"));
@@ -685,6 +693,7 @@ TEST_F(DevicePluginTest, AllocateServesInitAndAppContainersInOrder) {
   EXPECT_EQ(mounts(s).count("/etc/ld.so.preload"), 0u) << "CUDA_DISABLE_CONTROL=true";
   EXPECT_EQ(mounts(s).count("/etc/vgpu/limits.d"), 1u);
   EXPECT_EQ(annotation(pod("p2"), "hami.io/bind-phase"), "success");
+  EXPECT_EQ(vgpu_node_label("p2"), kNode);
   EXPECT_EQ(annotation(node(), "hami.io/mutex.lock"), "<absent>");
 }
 

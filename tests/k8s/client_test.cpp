@@ -214,6 +214,27 @@ TEST_F(ClientTest, MergePatchWithStaleResourceVersionConflicts) {
   EXPECT_TRUE(r.error().conflict());
 }
 
+// A patch that names the pod's UID writes only that pod: one made again
+// under the same name is refused (the real server: metadata.uid is
+// immutable, 422), without a read first.
+TEST_F(ClientTest, MergePatchPinnedToAUidRefusesAnotherObject) {
+  const json first = api().put("pods", make_pod("p"));
+  const std::string uid = first["metadata"]["uid"];
+  auto same = client().merge_patch(pod_path("default", "p"),
+                                   {{"metadata", {{"uid", uid}, {"labels", {{"a", "b"}}}}}});
+  ASSERT_TRUE(same) << same.error().message;
+  EXPECT_EQ((*same)["metadata"]["labels"]["a"], "b");
+  ASSERT_TRUE(api().remove("pods", "default", "p"));
+  api().put("pods", make_pod("p"));
+  auto other = client().merge_patch(pod_path("default", "p"),
+                                    {{"metadata", {{"uid", uid}, {"labels", {{"a", "c"}}}}}});
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().status, 422) << other.error().message;
+  EXPECT_THAT(other.error().message, ::testing::HasSubstr("field is immutable"));
+  EXPECT_FALSE((*api().get("pods", "default", "p"))["metadata"].contains("labels"));
+  EXPECT_EQ(api().requests("get"), 0u);
+}
+
 TEST_F(ClientTest, PatchWithPreconditionRetriesAConflict) {
   api().put("pods", make_pod("p"));
   api().inject({.verb = "patch",

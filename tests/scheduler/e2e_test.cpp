@@ -17,6 +17,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -207,9 +208,11 @@ TEST_F(EndToEndTest, PodFromWebhookToAllocate) {
   EXPECT_EQ(envs.at("CUDA_DEVICE_SM_LIMIT"), "30");
   EXPECT_EQ(envs.at("CUDA_TASK_PRIORITY"), "0");
 
-  // 4. The protocol's end: bind-phase success, still no lock.
+  // 4. The protocol's end: bind-phase success and upstream's pod label in the
+  //    plugin's one patch, still no lock.
   after = api_.get("pods", "default", "train");
   EXPECT_EQ(annotation(after, "hami.io/bind-phase"), "success");
+  EXPECT_EQ((*after)["metadata"]["labels"].value("hami.io/vgpu-node", ""), kNode);
   EXPECT_EQ(annotation(api_.get("nodes", "", kNode), "hami.io/mutex.lock"), "<absent>");
 
   // 5. The scheduler counts the pod: a second pod asking for both GPUs whole
@@ -281,7 +284,8 @@ TEST_F(EndToEndTest, TopologyAwarePodGetsTheNvlinkedPair) {
 
 // The daemon's wiring of point 3 and 4 of issue 24: ResourceQuotas watched,
 // the webhook and filter refusing with the quota named, Events on the pod
-// through the API, the pod label after bind and the leader's role label.
+// through the API, the pod label (the plugin's, at Allocate) and the
+// leader's role label.
 TEST_F(EndToEndTest, QuotasEventsAndLabelsThroughTheDaemon) {
   api_.put("pods", {{"apiVersion", "v1"},
                     {"kind", "Pod"},
@@ -355,11 +359,25 @@ TEST_F(EndToEndTest, QuotasEventsAndLabelsThroughTheDaemon) {
               ::testing::HasSubstr("ResourceQuotaNotFit"));
   ASSERT_TRUE(wait_until([&] { return event("first", "BindingSucceed").has_value(); }));
   EXPECT_EQ((*event("first", "BindingSucceed"))["source"]["component"], "hami-scheduler");
-  ASSERT_TRUE(wait_until([&] {
+  // Upstream's pod label: on a node whose plugin matches pods (ours), the
+  // scheduler leaves it to the plugin's Allocate patch, one pod write fewer.
+  auto label = [&] {
     auto p = api_.get("pods", "team", "first");
-    return p &&
-           (*p)["metadata"].value("labels", json::object()).value("hami.io/vgpu-node", "") == kNode;
-  }));
+    return p ? (*p)["metadata"].value("labels", json::object()).value("hami.io/vgpu-node", "")
+             : "<no pod>";
+  };
+  std::this_thread::sleep_for(300ms);  // the event's worker also writes labels
+  EXPECT_EQ(label(), "");
+  const std::string alloc =
+      annotation(api_.get("pods", "team", "first"), "hami.io/vgpu-devices-allocated");
+  ASSERT_NE(alloc.find(','), std::string::npos) << alloc;
+  ASSERT_TRUE(
+      kubelet_->wait_for_devices(kRes, [](const auto& l) { return l.devices_size() == 20; }));
+  v1beta1::AllocateResponse resp;
+  const grpc::Status st =
+      kubelet_->allocate(kRes, {{alloc.substr(0, alloc.find(',')) + "-0"}}, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(label(), kNode);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "k8s/base64.hpp"
@@ -48,6 +49,16 @@ StatusError conflict(const ResourceType& t, const std::string& name) {
 }
 StatusError bad_request(const std::string& msg) {
   return {400, "BadRequest", msg};
+}
+// The real server's object-meta validation: a write that would change the
+// UID is refused as invalid (so a client can pin a patch to one object).
+std::optional<StatusError> changes_uid(const ResourceType& t, const std::string& name,
+                                       const json& written, const json& stored) {
+  const std::string uid = str_at(written, "metadata", "uid");
+  if (uid.empty() || uid == str_at(stored, "metadata", "uid")) return std::nullopt;
+  return StatusError{422, "Invalid",
+                     t.kind + " \"" + name + "\" is invalid: metadata.uid: Invalid value: \"" +
+                         uid + "\": field is immutable"};
 }
 
 // Equal apart from the resourceVersion: an update that changes nothing is not
@@ -225,6 +236,7 @@ StoreResult<json> Store::update(const ResourceType& t, const std::string& ns,
   if (!want_rv.empty() && want_rv != str_at(it->second, "metadata", "resourceVersion")) {
     return conflict(t, name);
   }
+  if (auto bad = changes_uid(t, name, obj, it->second)) return *bad;
   json next;
   if (status_only) {
     next = it->second;
@@ -261,6 +273,7 @@ StoreResult<json> Store::patch(const ResourceType& t, const std::string& ns,
     if (!want_rv.empty() && want_rv != str_at(it->second, "metadata", "resourceVersion")) {
       return conflict(t, name);
     }
+    if (auto bad = changes_uid(t, name, patch, it->second)) return *bad;
     next.merge_patch(patch);
   } else {
     return bad_request("the patch is neither a JSON object nor a JSON patch array");
