@@ -330,10 +330,8 @@ Result<ContainerPlan> Allocator::plan_one(const k8s::Pod& pod, size_t entry, siz
 nlohmann::json Allocator::commit_patch(
     const std::string& uid, const std::map<std::string, std::optional<std::string>>& changes,
     bool done) const {
-  nlohmann::json annotations = nlohmann::json::object();
-  for (const auto& [k, v] : changes)
-    annotations[k] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-  nlohmann::json meta = {{"annotations", std::move(annotations)}};
+  nlohmann::json patch = k8s::annotations_patch(changes);
+  nlohmann::json& meta = patch["metadata"];
   // The API server refuses a patch that changes the UID (immutable), so a
   // pod deleted and made again under the same name is never written to,
   // without a read first.
@@ -342,7 +340,7 @@ nlohmann::json Allocator::commit_patch(
   // serve (match-pods/v1) ours leaves it to this patch, one pod write fewer
   // per GPU pod (docs/scheduler-protocol.md).
   if (done) meta["labels"] = {{protocol::kAssignedNode, options_.node}};
-  return {{"metadata", std::move(meta)}};
+  return patch;
 }
 
 void Allocator::mark_failed(const k8s::Pod& pod, const std::string& why) {

@@ -682,13 +682,17 @@ Result<json> Client::read_modify_patch(const std::string& path, const PatchFn& m
   return last;
 }
 
-Result<json> Client::patch_annotations(
-    const std::string& path, const std::map<std::string, std::optional<std::string>>& changes,
-    std::optional<PatchRetry> retry) {
+json annotations_patch(const std::map<std::string, std::optional<std::string>>& changes) {
   json annotations = json::object();
   for (const auto& [k, v] : changes)
     annotations[k] = v ? json(*v) : json(nullptr);
-  json patch = {{"metadata", {{"annotations", annotations}}}};
+  return {{"metadata", {{"annotations", std::move(annotations)}}}};
+}
+
+Result<json> Client::patch_annotations(
+    const std::string& path, const std::map<std::string, std::optional<std::string>>& changes,
+    std::optional<PatchRetry> retry) {
+  const json patch = annotations_patch(changes);
   if (!retry) return merge_patch(path, patch);
   return read_modify_patch(
       path, [&](const json&) -> Result<std::optional<json>> { return std::optional<json>(patch); },

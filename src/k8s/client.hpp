@@ -80,6 +80,10 @@ enum class WatchEnd {
 // Return false to end the watch.
 using WatchCallback = std::function<bool(const WatchEvent&)>;
 
+// The merge patch {"metadata": {"annotations": ...}} that sets each change
+// (nullopt removes the annotation); callers may add other metadata to it.
+nlohmann::json annotations_patch(const std::map<std::string, std::optional<std::string>>& changes);
+
 // Builds a merge patch from the current object for read_modify_patch: nullopt
 // means "nothing to change", an error aborts.
 using PatchFn = std::function<Result<std::optional<nlohmann::json>>(const nlohmann::json& current)>;
