@@ -264,6 +264,11 @@ struct Log {
     std::lock_guard lock(mu);
     return calls.size();
   }
+  // The reflector updates its store before it calls the handlers, so a
+  // caller that sees the store caught up may still be ahead of the calls.
+  bool reaches(size_t n) {
+    return wait_until([&] { return size() >= n; });
+  }
 };
 
 ReflectorOptions fast_reflector() {
@@ -308,6 +313,7 @@ TEST_F(ReflectorTest, ListsThenFollowsChanges) {
   EXPECT_EQ((*r.get("default", "p3"))["metadata"]["annotations"]["k"], "v");
   EXPECT_FALSE(r.get("default", "p4"));
   EXPECT_TRUE(r.get("default", "new"));
+  ASSERT_TRUE(log.reaches(33));
   std::lock_guard lock(log.mu);
   ASSERT_EQ(log.calls.size(), 33u);
   EXPECT_EQ(std::get<0>(log.calls[30]), 'U');
@@ -346,6 +352,7 @@ TEST_F(ReflectorTest, ResumesAfterClosedStreamsWithoutLossOrDuplicates) {
   EXPECT_GE(stats.watches, 16u);
   EXPECT_EQ(stats.events, changes);
   // One handler call per change, each resourceVersion once.
+  ASSERT_TRUE(log.reaches(changes));
   std::lock_guard lock(log.mu);
   EXPECT_EQ(log.calls.size(), changes);
   std::set<std::string> rvs;
@@ -377,6 +384,7 @@ TEST_F(ReflectorTest, RelistsAfterCompactionAndMatchesTheServer) {
   EXPECT_GE(stats.expired, 1u);
   EXPECT_GE(stats.errors, 1u);
   // The relist reported the differences as events.
+  ASSERT_TRUE(log.reaches(6));
   std::lock_guard lock(log.mu);
   ASSERT_EQ(log.calls.size(), 6u);
   std::set<std::pair<char, std::string>> tail;
