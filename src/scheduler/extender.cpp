@@ -754,14 +754,37 @@ BindOutcome Extender::place(const BindRequest& r) {
   }
   std::string msg = first_error;
   if (more.others > 0) {
-    const size_t others_locked = locked.size() - (!locked.empty() && locked.front() == r.node);
+    // Where the plugin matches pods there is no lock: the node is taken
+    // while a pod it could confuse with this one is being allocated there.
+    size_t others_locked = 0;
+    size_t others_in_flight = 0;
+    for (const std::string& node : locked) {
+      if (node == r.node) continue;
+      (matches_pods_ && matches_pods_(node) ? others_in_flight : others_locked) += 1;
+    }
     const size_t untried = more.nodes.size() - looked;
     msg += "; of the " + std::to_string(more.others) + " other nodes it fitted in filter, " +
-           std::to_string(more.no_fit + others_no_fit) + " no longer fit and " +
-           std::to_string(others_locked) + " are locked by pods being allocated";
+           std::to_string(more.no_fit + others_no_fit) + " no longer fit" +
+           (others_in_flight > 0 ? ", " : " and ") + std::to_string(others_locked) +
+           " are locked by pods being allocated";
+    if (others_in_flight > 0) {
+      msg += " and " + std::to_string(others_in_flight) +
+             " are allocating a pod their device plugin could not tell from this one (as "
+             "many GPUs; created in the same second, or bound in the other order)";
+    }
     if (untried > 0) msg += " (" + std::to_string(untried) + " more not tried)";
   }
   if (!locked.empty()) {
+    const bool in_flight_only =
+        matches_pods_ && std::all_of(locked.begin(), locked.end(),
+                                     [&](const std::string& n) { return matches_pods_(n); });
+    if (in_flight_only) {
+      return fail("InFlight", msg +
+                                  "; those pods are allocated within moments, then kube-scheduler "
+                                  "binds this one on its next try; if they stay pending, check "
+                                  "the device plugin on " +
+                                  locked.front());
+    }
     return fail("NodeLock", msg +
                                 "; the device plugin releases a node's lock once kubelet has "
                                 "allocated the pod named in it: if a lock stays, check the "

@@ -670,6 +670,34 @@ TEST_F(ExtenderTest, PodsThePluginCouldConfuseAreNeverInFlightTogether) {
   EXPECT_EQ(backend.lock_calls(), 0);
 }
 
+// When every node that fits is allocating a pod this one could be confused
+// with, the answer says so (no lock is involved) and is counted apart from
+// lock contention.
+TEST_F(ExtenderTest, NodesAllAllocatingLookAlikePodsSayWhy) {
+  config.node_lock_wait = std::chrono::milliseconds(0);
+  ext.set_matches_pods([](const std::string&) { return true; });
+  const std::map<std::string, std::string> one{{"nvidia.com/gpu", "1"},
+                                               {"nvidia.com/gpumem", "1000"}};
+  std::vector<json> pods = {add_created("p1", one, "2026-11-28T08:00:00Z"),
+                            add_created("p2", one, "2026-11-28T08:00:00Z"),
+                            add_created("p3", one, "2026-11-28T08:00:00Z")};
+  const std::vector<std::string> ab{"a", "b"};
+  for (const json& p : pods)
+    ASSERT_EQ(ext.filter(pod_of(p), ab).nodes.size(), 2u);
+  ASSERT_EQ(ext.place({"default", "p1", "u-p1", "a"}).node, "a");
+  ASSERT_EQ(ext.place({"default", "p2", "u-p2", "a"}).node, "b");
+  const std::string e = ext.bind({"default", "p3", "u-p3", "a"});
+  EXPECT_NE(e.find("of the 1 other nodes it fitted in filter, 0 no longer fit, 0 are locked by "
+                   "pods being allocated and 1 are allocating a pod their device plugin could "
+                   "not tell from this one"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("kube-scheduler binds this one on its next try"), std::string::npos) << e;
+  EXPECT_EQ(metrics.failures(Verb::kBind, "InFlight"), 1u);
+  EXPECT_EQ(metrics.failures(Verb::kBind, "NodeLock"), 0u);
+  EXPECT_EQ(backend.lock_calls(), 0);
+}
+
 // A burst created in one second may not join its own pods in flight on a
 // node. Once as many binds wait for such nodes as may wait, prioritize
 // scores them 0 so kube-scheduler chooses a free node; a pod they do not
