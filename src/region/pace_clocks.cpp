@@ -33,6 +33,8 @@ void clear_clocks(PaceClockFile* f) {
   for (PaceClock& c : f->clocks) {
     std::atomic_ref<int64_t>(c.tat_ns).store(0, std::memory_order_relaxed);
     std::atomic_ref<int64_t>(c.reserved_ns).store(0, std::memory_order_relaxed);
+    for (int64_t& w : c.window_counts)
+      std::atomic_ref<int64_t>(w).store(0, std::memory_order_relaxed);
   }
 }
 

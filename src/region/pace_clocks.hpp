@@ -51,7 +51,10 @@ inline constexpr size_t kBootIdSize = 40;
 struct alignas(64) PaceClock {
   int64_t tat_ns;
   int64_t reserved_ns;  // kept 0 (an earlier library kept a claim here)
-  unsigned char pad[48];
+  // libvgpu's DutyGate: the launches a container on several GPUs ran in
+  // four consecutive windows (window index above bit 24, count below).
+  int64_t window_counts[4];
+  unsigned char pad[16];
 };
 
 // How far ahead of now a clock may run before launches wait: libvgpu's
@@ -114,6 +117,8 @@ class PaceClocks {
 
   // Device `dev`'s clock, for std::atomic_ref; valid while this object lives.
   int64_t* clock(int dev) noexcept { return &file_->clocks[dev].tat_ns; }
+  // Its four DutyGate window counts, the same way.
+  int64_t* window_counts(int dev) noexcept { return file_->clocks[dev].window_counts; }
   const std::string& path() const noexcept { return path_; }
 
  private:

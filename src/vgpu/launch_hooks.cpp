@@ -27,6 +27,9 @@ using vgpu::limiter::SampleWindow;
 constexpr int64_t kMinWaitNs = 50'000;
 // While waiting, finished samples are collected at least this often.
 constexpr int64_t kWaitSliceNs = 2'000'000;
+// A launch the gate holds (a container on several GPUs) looks this often
+// whether a peer's kernel waits for it: that kernel spins meanwhile.
+constexpr int64_t kGateSliceNs = 200'000;
 // A wait lasts this much longer than needed, so the launches after it go
 // back to back: fewer sleeps, and the GPU's busy time comes in spells of a
 // few milliseconds rather than a kernel at a time (what NVML's utilisation
@@ -46,11 +49,12 @@ int64_t mono_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-void wait_until(LaunchLimiter& lim, int64_t go, bool harvest) {
+void wait_until(LaunchLimiter& lim, int64_t go, bool harvest, bool gated) {
+  const int64_t slice = gated ? kGateSliceNs : kWaitSliceNs;
   for (;;) {
     const int64_t now = mono_ns();
-    if (now >= go) return;
-    const int64_t until = go - now > kWaitSliceNs ? now + kWaitSliceNs : go;
+    if (now >= go || (gated && lim.may_go_early(now))) return;
+    const int64_t until = go - now > slice ? now + slice : go;
     const timespec ts{static_cast<time_t>(until / 1'000'000'000),
                       static_cast<long>(until % 1'000'000'000)};
     ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
@@ -125,12 +129,16 @@ template <class Shape, class Call>
     } else {
       LaunchLimiter::end_window(tw.w, now);
     }
-    // A container on several GPUs wakes in phase on all of them.
-    const int64_t in_phase = lim->phase_wake(go);
-    wait_until(*lim, in_phase != 0 ? in_phase : go + kBatchNs, !captures);
+    // The gate's windows start together on every GPU of the container: no
+    // batching past them.
+    const bool gated = lim->gated(now);
+    wait_until(*lim, gated ? go : go + kBatchNs, !captures, gated);
     const int64_t after = mono_ns();
+    lim->went(after);
     lim->note_wait(after - now);
     now = after;
+  } else if (go > now) {
+    lim->went(now);  // too close to sleep for: it goes now
   }
   if (captures) {
     LaunchLimiter::abandon_window(tw.w);

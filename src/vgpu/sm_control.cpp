@@ -97,7 +97,10 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev, region::Region& regio
   if (limiter::LaunchLimiter* lim = limiters_[d].load(std::memory_order_acquire)) return lim;
   limiter::LimiterOptions opt;
   opt.percent = percent_[d].load(std::memory_order_relaxed);
-  if (clocks_) opt.shared_clock = clocks_->clock(dev);
+  if (clocks_) {
+    opt.shared_clock = clocks_->clock(dev);
+    opt.shared_counts = clocks_->window_counts(dev);
+  }
   const uint32_t alone = clocks_broken_ ? share_alone(dev, region) : 0;
   // The node agent and `vgpu top` read the container's SM utilisation there.
   if (const auto slot = region.own_slot())
@@ -150,13 +153,21 @@ void SmControl::set_peers(limiter::LaunchLimiter& lim, int dev,
   if (!clocks_) return;
   const int devices = static_cast<int>(std::min<uint64_t>(region.device_count(), kMaxDevices));
   std::array<const int64_t*, kMaxDevices> peers{};
+  std::array<const int64_t*, kMaxDevices> counts{};
   int n = 0;
-  for (int e = 0; e < devices; ++e)
-    if (e != dev) peers[static_cast<size_t>(n++)] = clocks_->clock(e);
-  if (n > lim.peer_count()) {
-    log::info("device %d: paced in phase with the container's %d other GPU(s)", dev, n);
+  for (int e = 0; e < devices; ++e) {
+    if (e == dev) continue;
+    peers[static_cast<size_t>(n)] = clocks_->clock(e);
+    counts[static_cast<size_t>(n++)] = clocks_->window_counts(e);
   }
-  lim.set_peer_clocks(peers.data(), n);
+  if (n > lim.peer_count()) {
+    log::info(
+        "device %d: while the container's %d other GPU(s) run too, launches go in the same "
+        "windows on all of them (%d%% of every %lld ms)",
+        dev, n, static_cast<int>(lim.percent()),
+        static_cast<long long>(limiter::kGatePeriodNs / 1'000'000));
+  }
+  lim.set_peer_clocks(peers.data(), counts.data(), n);
 }
 
 uint32_t SmControl::share_alone(int dev, const region::Region& region) const noexcept {

@@ -789,14 +789,15 @@ TEST_F(Preload, ARewoundOrReplacedPaceClockGainsNothing) {
   }
 }
 
-// A container on two GPUs paces them in phase (the ranks of a collective
-// resume together: tests/vgpu/limiter/in_phase_test.cpp); one with one GPU
-// has nothing to be in phase with.
-TEST_F(Preload, AContainerOnTwoGpusPacesThemInPhase) {
+// A container on two GPUs gates them in the same windows (the ranks of a
+// collective run together: tests/vgpu/limiter/duty_gate_test.cpp); one with
+// one GPU has nothing to be in phase with.
+TEST_F(Preload, AContainerOnTwoGpusGatesThemInTheSameWindows) {
   const Env env = {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"LIBCUDA_LOG_LEVEL", "3"}};
   auto r = run({"init", "ctx:0", "launchpath:kernel:2", "ctx:1", "launchpath:kernel:2"}, env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("device 1: paced in phase with the container's 1 other GPU(s)"),
+  EXPECT_NE(r.err.find("device 1: while the container's 1 other GPU(s) run too, launches go in "
+                       "the same windows on all of them (30% of every 100 ms)"),
             std::string::npos)
       << r.err;
   fresh_container();
@@ -805,7 +806,7 @@ TEST_F(Preload, AContainerOnTwoGpusPacesThemInPhase) {
                                                      {"SIMGPU_STATE", dir_.file("one-gpu.state")},
                                                      {"SIMGPU_DEVICES", kGpuA + ":80g"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.err.find("paced in phase"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("same windows"), std::string::npos) << r.err;
 }
 
 TEST_F(Preload, CapturedLaunchesAreNotCharged) {

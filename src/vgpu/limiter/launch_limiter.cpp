@@ -44,6 +44,16 @@ constexpr int64_t kLagFromNs = 20'000;
 // A peer whose clock is this far behind has not launched for a while.
 constexpr int64_t kLivePeerNs = 1'000'000'000;
 
+// The launch the calling thread's DutyGate sent to a later window: booked
+// when it goes (LaunchLimiter::went), early if it catches up with a peer.
+struct GateTicket {
+  const LaunchLimiter* owner = nullptr;
+  int64_t cost = 0;
+  int64_t window = 0;
+  uint32_t count = 0;
+};
+thread_local GateTicket t_gate_ticket;
+
 }  // namespace
 
 LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
@@ -52,7 +62,10 @@ LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
       pacer_(options.shared_clock),
       share_(options.percent),
       pace_percent_(options.percent),
-      table_(options.table_capacity) {}
+      gate_(options.gate_period_ns),
+      table_(options.table_capacity) {
+  if (options.shared_counts != nullptr) gate_.set_counts(options.shared_counts);
+}
 
 void LaunchLimiter::charge(int64_t ns) noexcept {
   if (ns <= 0) return;
@@ -64,6 +77,11 @@ void LaunchLimiter::charge(int64_t ns) noexcept {
 
 int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns, uint32_t count,
                              bool enforced) noexcept {
+  return charge_launches(key, path, now_ns, count, enforced, false);
+}
+
+int64_t LaunchLimiter::charge_launches(uint64_t key, LaunchPath path, int64_t now_ns,
+                                       uint32_t count, bool enforced, bool ran) noexcept {
   CostEntry* e = table_.insert(key);
   int64_t cost = e != nullptr ? e->cost_ns.load(std::memory_order_relaxed) : 0;
   int64_t learning_until = 0;
@@ -87,19 +105,75 @@ int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns, uint
   launches_[static_cast<int>(path)].fetch_add(count, std::memory_order_relaxed);
   charge(cost);
   if (!enforced) return now_ns;
-  const uint32_t percent = pace_percent();
-  int64_t go = pacer_.admit(cost, percent, now_ns, options_.burst_ns);
-  if (npeers_.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-    go = in_phase_go(go, busiest_peer_clock(), occupancy_ns(cost, percent), options_.burst_ns);
-  }
+  const int64_t go = pace(cost, count, now_ns, ran);
   return learning_until > now_ns ? std::max(go, std::min(learning_until, now_ns + kLearnPollNs))
                                  : go;
 }
 
-void LaunchLimiter::set_peer_clocks(const int64_t* const* clocks, int n) noexcept {
+int64_t LaunchLimiter::pace(int64_t cost, uint32_t count, int64_t now_ns, bool ran) noexcept {
+  const uint32_t percent = pace_percent();
+  if (!gated(now_ns)) [[likely]]
+    return pacer_.admit(cost, percent, now_ns, options_.burst_ns);
+  if (ran) {
+    gate_.count(gate_.window_of(now_ns), count);
+    book_gated(cost, now_ns, percent);
+    return now_ns;
+  }
+  const DutyGate::Decision d = gate_.decide(pacer_.clock_now(), cost, percent, now_ns);
+  gate_.count(d.window, count);
+  if (d.go <= now_ns) {
+    if (d.catch_up) gate_catch_ups_.fetch_add(1, std::memory_order_relaxed);
+    book_gated(cost, now_ns, percent, d.catch_up);
+    return now_ns;
+  }
+  gate_waits_.fetch_add(1, std::memory_order_relaxed);
+  t_gate_ticket = GateTicket{this, cost, d.window, count};
+  return d.go;
+}
+
+void LaunchLimiter::book_gated(int64_t cost, int64_t now_ns, uint32_t percent,
+                               bool catch_up) noexcept {
+  pacer_.advance(now_ns, [&](int64_t start) {
+    return catch_up ? start + cost
+                    : DutyGate::tail_after(start, cost,
+                                           gate_.on_end(gate_.window_of(start), percent), percent);
+  });
+}
+
+bool LaunchLimiter::gated(int64_t now_ns) const noexcept {
+  return npeers_.load(std::memory_order_relaxed) != 0 && !pacer_.clock_abandoned() &&
+         busiest_peer_clock() >= now_ns - kLivePeerNs;
+}
+
+bool LaunchLimiter::may_go_early(int64_t now_ns) noexcept {
+  const GateTicket& t = t_gate_ticket;
+  if (t.owner != this) return false;
+  return gate_.behind_in(pacer_.clock_now(), pace_percent(), now_ns, t.window) >= 0;
+}
+
+void LaunchLimiter::went(int64_t now_ns) noexcept {
+  if (t_gate_ticket.owner != this) return;
+  const GateTicket t = t_gate_ticket;
+  t_gate_ticket = GateTicket{};
+  const uint32_t percent = pace_percent();
+  // Woken early to catch up: counted in the window it pairs with.
+  const int64_t v = gate_.window_of(now_ns) < t.window
+                        ? gate_.behind_in(pacer_.clock_now(), percent, now_ns, t.window)
+                        : -1;
+  if (v >= 0) {
+    gate_.count(t.window, -static_cast<int64_t>(t.count));
+    gate_.count(v, t.count);
+    gate_catch_ups_.fetch_add(1, std::memory_order_relaxed);
+  }
+  book_gated(t.cost, now_ns, percent, v >= 0);
+}
+
+void LaunchLimiter::set_peer_clocks(const int64_t* const* clocks, const int64_t* const* counts,
+                                    int n) noexcept {
   n = std::min(n, kMaxPeers);
   for (int i = 0; i < n; ++i)
     peers_[static_cast<size_t>(i)].store(clocks[i], std::memory_order_relaxed);
+  gate_.set_peers(counts, n);
   npeers_.store(n, std::memory_order_release);
 }
 
@@ -112,14 +186,6 @@ int64_t LaunchLimiter::busiest_peer_clock() const noexcept {
     busiest = std::max(busiest, t);
   }
   return busiest;
-}
-
-int64_t LaunchLimiter::phase_wake(int64_t go) const noexcept {
-  // Only while a peer paces too: a GPU of the container nothing runs on
-  // leaves this one waking as it would alone.
-  if (npeers_.load(std::memory_order_relaxed) == 0 || busiest_peer_clock() < go - kLivePeerNs)
-    return 0;
-  return in_phase_wake(go, options_.burst_ns);
 }
 
 void LaunchLimiter::note_wait(int64_t ns) noexcept {
@@ -260,8 +326,8 @@ void LaunchLimiter::close_window(SampleWindow& w, int64_t now_ns) noexcept {
   if (taken.start == 0) {
     // A batch: its light launches are charged now, paced as it was opened.
     if (taken.launches > 0)
-      admit(taken.key, taken.path, now_ns > 0 ? now_ns : taken.opened_ns,
-            static_cast<uint32_t>(taken.launches), taken.enforced);
+      charge_launches(taken.key, taken.path, now_ns > 0 ? now_ns : taken.opened_ns,
+                      static_cast<uint32_t>(taken.launches), taken.enforced, true);
     return;
   }
   // A sample whose launch never came.
@@ -359,7 +425,7 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
     const int64_t n = e.provisional.exchange(0, std::memory_order_relaxed);
     const int64_t debt = n * cost - e.provisional_ns.exchange(0, std::memory_order_relaxed);
     if (debt > 0) {
-      pacer_.admit(debt, pace_percent(), now_ns, options_.burst_ns);
+      pace(debt, 0, now_ns, true);
       charge(debt);
     }
   }
@@ -405,6 +471,8 @@ LimiterStats LaunchLimiter::stats() const noexcept {
   s.shapes = table_.size();
   s.mark_ns = mark_ns_.load();
   s.idle_lag_ns = idle_lag_ns_.load();
+  s.gate_waits = gate_waits_.load();
+  s.gate_catch_ups = gate_catch_ups_.load();
   return s;
 }
 

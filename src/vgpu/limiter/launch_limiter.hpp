@@ -23,6 +23,9 @@
 //    light, only counted, and are charged together when the batch ends. Paced
 //    one by one, a launch-bound program would spend a tenth of its time in
 //    our hook.
+//  * A container on several GPUs whose other GPUs are busy too is paced by
+//    a DutyGate instead: launches run in the same windows of wall time on
+//    every GPU, so the ranks of a collective run together (duty_gate.hpp).
 //  * The charged time is also added to a counter the process publishes (its
 //    state-file slot), which the node agent and `vgpu top` read as the
 //    container's SM utilisation. Launches are charged there while the share
@@ -34,7 +37,11 @@
 //   SampleWindow& w = this_thread_window;
 //   if (lim.light_launch(w, key, stream)) return real_launch(...);
 //   int64_t go = lim.admit(key, LaunchPath::kKernel, now, 1, enforced);
-//   if (go > now) { lim.end_window(w); sleep_until(go); now = clock(); }
+//   if (go > now) {
+//     lim.end_window(w);
+//     while (clock() < go && !lim.may_go_early(clock())) sleep_a_little();
+//     lim.went(now = clock());                  // a no-op unless the gate held it
+//   }
 //   if (lim.before_launch(w, key, stream, now)) LaunchLimiter::start_clock(w, clock());
 //   CUresult rc = real_launch(...);
 //   lim.after_launch(w, rc == CUDA_SUCCESS, clock());
@@ -46,6 +53,7 @@
 #include <mutex>
 
 #include "vgpu/limiter/cost_table.hpp"
+#include "vgpu/limiter/duty_gate.hpp"
 #include "vgpu/limiter/gpu_timer.hpp"
 #include "vgpu/limiter/share_pacer.hpp"
 
@@ -79,6 +87,10 @@ struct LimiterOptions {
   // The container's pacer clock for this device, shared with its other
   // processes (region::PaceClocks); nullptr: a clock of this limiter's own.
   int64_t* shared_clock = nullptr;
+  // The device's DutyGate::kSlots window counts, shared the same way; nullptr:
+  // the gate's own.
+  int64_t* shared_counts = nullptr;
+  int64_t gate_period_ns = kGatePeriodNs;
   // Where the process publishes the GPU time charged on this device (its
   // state-file slot); added to atomically. nullptr: nowhere.
   uint64_t* published_ns = nullptr;
@@ -92,11 +104,13 @@ struct LimiterStats {
   std::array<uint64_t, kLaunchPaths> launches{};  // charged launches per path
   uint64_t charged_ns = 0;
   uint64_t waited_ns = 0;
-  uint64_t samples = 0;       // launches timed on the GPU
-  uint64_t idle_samples = 0;  // of which the stream was idle (the host's time taken off)
-  uint64_t shapes = 0;        // distinct launch shapes seen
-  int64_t mark_ns = 0;        // the timestamps' own time, taken off busy samples
-  int64_t idle_lag_ns = 0;    // a launch's lag on an idle stream, taken off idle costs
+  uint64_t samples = 0;         // launches timed on the GPU
+  uint64_t idle_samples = 0;    // of which the stream was idle (the host's time taken off)
+  uint64_t gate_waits = 0;      // launches the gate sent to its next window
+  uint64_t gate_catch_ups = 0;  // launches it let through to meet a peer's
+  uint64_t shapes = 0;          // distinct launch shapes seen
+  int64_t mark_ns = 0;          // the timestamps' own time, taken off busy samples
+  int64_t idle_lag_ns = 0;      // a launch's lag on an idle stream, taken off idle costs
 };
 
 class LaunchLimiter;
@@ -151,15 +165,21 @@ class LaunchLimiter {
   // process now paces on a clock of its own (SharePacer).
   bool clock_abandoned() const noexcept { return pacer_.clock_abandoned(); }
 
-  // The clocks of the container's other devices, paced in phase with this
-  // one (share_pacer.hpp); set again as the container's devices grow. The
-  // clocks stay mapped for the process's life.
-  static constexpr int kMaxPeers = 16;
-  void set_peer_clocks(const int64_t* const* clocks, int n) noexcept;
+  // The clocks and window counts of the container's other devices: while
+  // one of them paces too, this device is gated in phase with them
+  // (duty_gate.hpp). Set again as the container's devices grow; they stay
+  // mapped for the process's life.
+  static constexpr int kMaxPeers = DutyGate::kMaxPeers;
+  void set_peer_clocks(const int64_t* const* clocks, const int64_t* const* counts, int n) noexcept;
   int peer_count() const noexcept { return npeers_.load(std::memory_order_relaxed); }
-  // When a launch that must wait until `go` should wake, with peers; 0
-  // without (the caller then wakes a little past `go`).
-  int64_t phase_wake(int64_t go) const noexcept;
+  // Whether launches at `now` go through the gate rather than the pacer.
+  bool gated(int64_t now_ns) const noexcept;
+  // A launch admit() sent to wait by the gate, checked as it waits: true
+  // when it may go now, to catch up with a peer whose kernel waits for it.
+  bool may_go_early(int64_t now_ns) noexcept;
+  // The launch the calling thread waited for goes now: the gate books it.
+  // A no-op for a wait the pacer asked for.
+  void went(int64_t now_ns) noexcept;
 
   // Charges `count` launches of shape `key` and publishes the charge. When
   // `enforced`, returns the time the last may start; otherwise nothing is
@@ -251,6 +271,16 @@ class LaunchLimiter {
   std::atomic<int> npeers_{0};
   // The latest of the peers' clocks (INT64_MIN without peers).
   int64_t busiest_peer_clock() const noexcept;
+  DutyGate gate_;
+  // admit(); `ran`: the launches ran already (a batch), only booked.
+  int64_t charge_launches(uint64_t key, LaunchPath path, int64_t now_ns, uint32_t count,
+                          bool enforced, bool ran) noexcept;
+  // Charges `count` launches costing `cost` in all; `ran`: they ran already
+  // (a batch), only booked.
+  int64_t pace(int64_t cost, uint32_t count, int64_t now_ns, bool ran) noexcept;
+  // Moves the gate's tail by a launch costing `cost` starting now
+  // (catching up with a peer: no idle time added after it).
+  void book_gated(int64_t cost, int64_t now_ns, uint32_t percent, bool catch_up = false) noexcept;
   CostTable table_;
 
   std::mutex mu_;
@@ -276,6 +306,8 @@ class LaunchLimiter {
   std::atomic<uint64_t> waited_ns_{0};
   std::atomic<uint64_t> samples_{0};
   std::atomic<uint64_t> idle_samples_{0};
+  std::atomic<uint64_t> gate_waits_{0};
+  std::atomic<uint64_t> gate_catch_ups_{0};
 };
 
 }  // namespace hami::vgpu::limiter

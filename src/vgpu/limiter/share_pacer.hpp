@@ -26,26 +26,6 @@
 
 namespace hami::vgpu::limiter {
 
-// Pacing a container whose devices run collectives together (NCCL's ranks,
-// one process per GPU). Paced apart, one rank's kernels spin waiting for the
-// other's, the spinning is charged as GPU time, and both fall to a tenth of
-// their share (the GPU saw 8.3 of 295 GB/s at a share of 30). In phase they
-// hold it (tests/vgpu/limiter/in_phase_test.cpp models both):
-//  - a launch waits as long as its busiest peer would for the same launch:
-//    until that peer's clock, less this launch's own occupancy, is within
-//    the burst (`peer_clock - occupied - burst`);
-//  - a launch that waits wakes on a grid of `grid_ns` of CLOCK_MONOTONIC,
-//    which every process shares, so the ranks resume together.
-inline int64_t in_phase_go(int64_t go, int64_t busiest_peer_clock, int64_t occupied,
-                           int64_t burst_ns) noexcept {
-  const int64_t peer = busiest_peer_clock - occupied - burst_ns;
-  return peer > go ? peer : go;
-}
-inline int64_t in_phase_wake(int64_t go, int64_t grid_ns) noexcept {
-  if (grid_ns <= 0 || go <= 0) return go;
-  return (go + grid_ns - 1) / grid_ns * grid_ns;
-}
-
 // The wall time a launch costing `cost_ns` of GPU time occupies at `percent`;
 // rounded up: truncation would favour the tenant by a nanosecond a launch.
 inline int64_t occupancy_ns(int64_t cost_ns, uint32_t percent) noexcept {
@@ -66,6 +46,14 @@ class SharePacer {
   // before `now`: at once). `percent` is in [1, 99].
   int64_t admit(int64_t cost_ns, uint32_t percent, int64_t now_ns, int64_t burst_ns) noexcept {
     const int64_t occupied = occupancy_ns(cost_ns, percent);
+    return advance(now_ns, [occupied](int64_t start) { return start + occupied; }) - burst_ns;
+  }
+
+  // Moves the clock from `start`, its time or `now` when behind (an idle
+  // spell earns no credit), to next(start), a later time; returns `start`.
+  // (DutyGate keeps the device's queue tail here.)
+  template <class Next>
+  int64_t advance(int64_t now_ns, Next&& next) noexcept {
     const int64_t floor = floor_.load(std::memory_order_relaxed);
     int64_t* clock = tat_.load(std::memory_order_relaxed);
     int64_t old = std::atomic_ref<int64_t>(*clock).load(std::memory_order_relaxed);
@@ -75,16 +63,24 @@ class SharePacer {
     }
     std::atomic_ref<int64_t> tat(*clock);
     int64_t start = 0;
+    int64_t to = 0;
     do {
-      // An idle spell earns no credit beyond the burst.
       start = old > now_ns ? old : now_ns;
       if (start < floor) start = floor;
-    } while (!tat.compare_exchange_weak(old, start + occupied, std::memory_order_relaxed));
+      to = next(start);
+    } while (!tat.compare_exchange_weak(old, to, std::memory_order_relaxed));
     int64_t f = floor;
-    while (f < start + occupied &&
-           !floor_.compare_exchange_weak(f, start + occupied, std::memory_order_relaxed)) {
+    while (f < to && !floor_.compare_exchange_weak(f, to, std::memory_order_relaxed)) {
     }
-    return start - burst_ns;
+    return start;
+  }
+
+  // The clock as it stands (never under the latest time this pacer set).
+  int64_t clock_now() const noexcept {
+    const int64_t t = std::atomic_ref<int64_t>(*tat_.load(std::memory_order_relaxed))
+                          .load(std::memory_order_relaxed);
+    const int64_t f = floor_.load(std::memory_order_relaxed);
+    return t > f ? t : f;
   }
 
   // How far the admitted work reaches past `now` (0 when idle).

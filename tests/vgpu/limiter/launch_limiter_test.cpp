@@ -224,6 +224,55 @@ struct Rig {
   SampleWindow w;
 };
 
+// A container on several GPUs: while a peer GPU's clock shows it running,
+// launches go through the DutyGate (duty_gate.hpp): at once in the on-phase,
+// to the next window in the off-phase, early to meet a peer that ran more in
+// the window; through the pacer again once the peer stops.
+TEST(LaunchLimiter, GatesLaunchesWhileAPeerGpuRuns) {
+  using vgpu::limiter::DutyGate;
+  using vgpu::limiter::kGatePeriodNs;
+  alignas(8) int64_t clock = 0;
+  alignas(8) int64_t counts[DutyGate::kSlots] = {};
+  alignas(8) int64_t peer_clock = 0;
+  alignas(8) int64_t peer_counts[DutyGate::kSlots] = {};
+  LimiterOptions o = at(30);
+  o.shared_clock = &clock;
+  o.shared_counts = counts;
+  Rig r(o);
+  for (int i = 0; i < 3; ++i)
+    r.launch(9, 216 * us, i * ms);
+  r.harvest(3 * ms);
+  ASSERT_EQ(r.lim.cost_of(9), 216 * us);
+  const int64_t* pc[] = {&peer_clock};
+  const int64_t* pn[] = {peer_counts};
+  r.lim.set_peer_clocks(pc, pn, 1);
+  const int64_t w = 50;
+  const int64_t base = w * kGatePeriodNs;
+  peer_clock = base;
+  EXPECT_TRUE(r.lim.gated(base));
+  DutyGate view;
+  view.set_counts(counts);
+  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, base + 10 * ms), base + 10 * ms);
+  EXPECT_EQ(view.counted(w), 1);
+  const int64_t off = base + 33 * ms;  // past the on-phase's 30 ms, within the slack
+  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, off), base + kGatePeriodNs);
+  EXPECT_EQ(view.counted(w + 1), 1);
+  EXPECT_FALSE(r.lim.may_go_early(off));
+  peer_counts[w % DutyGate::kSlots] =
+      w << DutyGate::kCountBits | 2;  // the peer ran two in window w
+  EXPECT_TRUE(r.lim.may_go_early(off + 200 * us));
+  r.lim.went(off + 200 * us);
+  EXPECT_EQ(view.counted(w), 2);
+  EXPECT_EQ(view.counted(w + 1), 0);
+  const LimiterStats st = r.lim.stats();
+  EXPECT_EQ(st.gate_waits, 1u);
+  EXPECT_EQ(st.gate_catch_ups, 1u);
+  r.lim.went(off + 300 * us);  // no launch held: nothing
+  EXPECT_EQ(view.counted(w), 2);
+  // The peer has not launched for over a second: paced alone again.
+  EXPECT_FALSE(r.lim.gated(base + 2 * kSecond));
+}
+
 TEST(LaunchLimiter, LearnsAKernelFromItsFirstSamples) {
   Rig r;
   EXPECT_EQ(r.lim.cost_of(9), 0);
