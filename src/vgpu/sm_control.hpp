@@ -104,7 +104,8 @@ class SmControl {
   // Without the container's clock, this process paces to the share divided
   // among the container's processes (the state file's count), never more.
   uint32_t share_alone(int dev, const region::Region& region) const noexcept;
-  // The container's other devices' clocks, for pacing in phase with them.
+  // The container's other devices' clocks and window counts, for gating
+  // this one in the same windows (limiter/duty_gate.hpp).
   void set_peers(limiter::LaunchLimiter& lim, int dev, const region::Region& region) noexcept;
 
   // Atomic: a resize can give a share to a process that started without one.

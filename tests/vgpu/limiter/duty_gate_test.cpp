@@ -109,6 +109,48 @@ TEST(DutyGate, ARankBehindItsPeerCatchesUpWithinTheSlack) {
   EXPECT_EQ(g.behind_in(now, 30, now, 4), -1);  // level again
 }
 
+// A tenant that forges its peers' counts, so that every launch past the
+// window may "catch up", gets at most a fifth of its share more: the slack.
+TEST(DutyGate, ForgedPeerCountsBuyAFifthOfTheShareAtMost) {
+  for (uint32_t percent : {30u, 50u, 90u}) {
+    alignas(8) int64_t clock = 0;
+    alignas(8) int64_t mine[DutyGate::kSlots] = {};
+    alignas(8) int64_t forged[DutyGate::kSlots] = {};
+    SharePacer tail(&clock);
+    DutyGate g(kPeriod);
+    g.set_counts(mine);
+    const int64_t* peers[] = {forged};
+    g.set_peers(peers, 1);
+    constexpr int64_t kCost = 500 * us;
+    constexpr int64_t kSpan = 2'000 * ms;
+    int64_t now = 0;
+    int64_t gpu_free = 0;
+    int64_t busy = 0;
+    while (now < kSpan) {
+      for (int64_t w = g.window_of(now) - 1; w <= g.window_of(now) + 2; ++w)
+        forged[w % DutyGate::kSlots] = w << DutyGate::kCountBits | DutyGate::kCountMask;
+      const DutyGate::Decision d = g.decide(tail.clock_now(), kCost, percent, now);
+      if (d.go > now) {
+        now = d.go;
+        continue;
+      }
+      g.count(d.window, 1);
+      tail.advance(now, [&](int64_t start) {
+        return d.catch_up ? start + kCost
+                          : DutyGate::tail_after(start, kCost,
+                                                 g.on_end(g.window_of(start), percent), percent);
+      });
+      const int64_t start = std::max(now, gpu_free);
+      gpu_free = start + kCost;
+      busy += std::max<int64_t>(0, std::min(gpu_free, kSpan) - start);
+      now += 5 * us;
+    }
+    const double got = static_cast<double>(busy) / static_cast<double>(kSpan);
+    EXPECT_GT(got, percent / 100.0) << percent;
+    EXPECT_LE(got, percent / 100.0 * 1.2 + 0.01) << percent;
+  }
+}
+
 // --- Two ranks ---------------------------------------------------------------
 
 struct PairResult {
