@@ -127,7 +127,7 @@ TEST(DutyGate, ForgedPeerCountsBuyAFifthOfTheShareAtMost) {
     int64_t gpu_free = 0;
     int64_t busy = 0;
     while (now < kSpan) {
-      for (int64_t w = g.window_of(now) - 1; w <= g.window_of(now) + 2; ++w)
+      for (int64_t w = std::max<int64_t>(0, g.window_of(now) - 1); w <= g.window_of(now) + 2; ++w)
         forged[w % DutyGate::kSlots] = w << DutyGate::kCountBits | DutyGate::kCountMask;
       const DutyGate::Decision d = g.decide(tail.clock_now(), kCost, percent, now);
       if (d.go > now) {
