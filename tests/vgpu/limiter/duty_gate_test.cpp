@@ -49,14 +49,23 @@ TEST(DutyGate, WorkPastThePhaseBuysIdleTimeAfterIt) {
   EXPECT_EQ(DutyGate::tail_after(340 * ms, 3 * ms, 330 * ms, 50), 346 * ms);
 }
 
-TEST(DutyGate, CountsEachWindowInItsSlotAndReadsOnlyThatWindow) {
+// A gate `g` whose one peer is gated by `p`, each counting in its own slots.
+struct TwoGates {
+  TwoGates() {
+    g.set_counts(mine);
+    p.set_counts(peer);
+    const int64_t* peers[] = {peer};
+    g.set_peers(peers, 1);
+  }
   alignas(8) int64_t mine[DutyGate::kSlots] = {};
   alignas(8) int64_t peer[DutyGate::kSlots] = {};
-  DutyGate g(kPeriod), p(kPeriod);
-  g.set_counts(mine);
-  p.set_counts(peer);
-  const int64_t* peers[] = {peer};
-  g.set_peers(peers, 1);
+  DutyGate g{kPeriod}, p{kPeriod};
+};
+
+TEST(DutyGate, CountsEachWindowInItsSlotAndReadsOnlyThatWindow) {
+  TwoGates two;
+  DutyGate& g = two.g;
+  DutyGate& p = two.p;
   g.count(7, 3);
   g.count(8, 1);  // the next window: another slot
   g.count(7, 2);
@@ -75,13 +84,9 @@ TEST(DutyGate, CountsEachWindowInItsSlotAndReadsOnlyThatWindow) {
 }
 
 TEST(DutyGate, ARankBehindItsPeerCatchesUpWithinTheSlack) {
-  alignas(8) int64_t mine[DutyGate::kSlots] = {};
-  alignas(8) int64_t peer[DutyGate::kSlots] = {};
-  DutyGate g(kPeriod), p(kPeriod);
-  g.set_counts(mine);
-  p.set_counts(peer);
-  const int64_t* peers[] = {peer};
-  g.set_peers(peers, 1);
+  TwoGates two;
+  DutyGate& g = two.g;
+  DutyGate& p = two.p;
   const int64_t now = 332 * ms;  // window 3's off-phase at 30 %
   g.count(3, 10);
   p.count(3, 10);
