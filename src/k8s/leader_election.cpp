@@ -91,6 +91,7 @@ bool LeaderElector::try_acquire_or_renew() {
   {
     std::lock_guard lock(mu_);
     if (!observed_ || !same_record(*observed_, *current)) {
+      seen_renewed_ = observed_.has_value();
       observed_ = *current;
       observed_time_ = t;
     }
@@ -123,6 +124,20 @@ bool LeaderElector::try_acquire_or_renew() {
   observed_time_ = t;
   holder_ = config_.identity;
   return true;
+}
+
+bool LeaderElector::held_by_live_other() const {
+  return !holder_.empty() && holder_ != config_.identity && observed_ && seen_renewed_ &&
+         now() - observed_time_ <
+             std::chrono::seconds(observed_->lease_duration_seconds.value_or(0));
+}
+
+bool LeaderElector::await_leadership(std::chrono::milliseconds max) {
+  if (leader_) return true;
+  std::unique_lock lock(mu_);
+  // The loop notifies cv_ after every attempt.
+  cv_.wait_for(lock, max, [this] { return leader_.load() || stopping_ || held_by_live_other(); });
+  return leader_.load();
 }
 
 void LeaderElector::release() {
@@ -177,6 +192,10 @@ void LeaderElector::run() {
                 config_.lease_name.c_str(), holder().c_str());
       if (config_.on_stopped_leading) config_.on_stopped_leading();
     }
+    {
+      std::lock_guard lock(mu_);  // so a waiter in await_leadership cannot miss it
+    }
+    cv_.notify_all();
     if (const std::string h = holder(); h != last_holder) {
       last_holder = h;
       if (config_.on_new_leader) config_.on_new_leader(h);

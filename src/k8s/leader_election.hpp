@@ -56,6 +56,13 @@ class LeaderElector {
   // on_stopped_leading. Idempotent.
   void stop();
   bool is_leader() const { return leader_.load(); }
+  // True once this replica leads, waiting up to `max` for that unless another
+  // replica is seen renewing the lease (its record changed while this one
+  // watched, within the lease's duration): none holds it, or the holder has
+  // not been seen renewing (a replica gone without releasing it, whose lease
+  // this one takes when it runs out). False at once while another replica
+  // renews it, and when stopped.
+  bool await_leadership(std::chrono::milliseconds max);
   std::string holder() const;  // the holder last observed, "" when none
 
   // One attempt to acquire or renew, as the loop makes it: true when this
@@ -67,6 +74,8 @@ class LeaderElector {
   void run();
   void release();
   TimePoint now() const;
+  // Another replica holds the lease and was seen renewing it (under mu_).
+  bool held_by_live_other() const;
 
   Client& client_;
   LeaderElectionConfig config_;
@@ -79,6 +88,7 @@ class LeaderElector {
   // The lease record as last observed and when (our clock) it last changed.
   std::optional<Lease> observed_;
   TimePoint observed_time_{};
+  bool seen_renewed_ = false;  // the observed record changed while watched
   std::string holder_;
 };
 

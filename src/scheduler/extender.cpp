@@ -39,7 +39,7 @@ Extender::Extender(ClusterCache& cache, const SchedulerConfig& config, BindBacke
       config_(config),
       backend_(backend),
       metrics_(metrics),
-      is_leader_([] { return true; }),
+      is_leader_([](std::chrono::milliseconds) { return true; }),
       in_flight_(config.decisions),
       now_([] { return std::chrono::system_clock::now(); }) {}
 
@@ -563,9 +563,6 @@ BindOutcome Extender::place(const BindRequest& r) {
     }
     return BindOutcome{std::move(message), ""};
   };
-  if (!is_leader_()) {
-    return fail("NotLeader", "this scheduler replica is not the leader; only the leader binds");
-  }
   // Time left before the bind deadline; a wait never runs past it.
   auto left = [&] {
     const auto now = std::chrono::steady_clock::now();
@@ -574,6 +571,12 @@ BindOutcome Extender::place(const BindRequest& r) {
                : std::chrono::duration_cast<std::chrono::milliseconds>(std::min(
                      r.deadline - now, std::chrono::steady_clock::duration(std::chrono::hours(1))));
   };
+  // A replica just started may be about to lead (the lease free, or held by
+  // a replica gone without releasing it): half the time left is worth
+  // waiting, where failing would park the pod in kube-scheduler's back-off.
+  if (!is_leader_(std::min(left() / 2, config_.bind_deadline))) {
+    return fail("NotLeader", "this scheduler replica is not the leader; only the leader binds");
+  }
   auto out_of_time = [&](const std::string& what) {
     return fail("BindDeadline",
                 "bind of pod " + who + " to " + r.node + " gave up at its deadline (" +

@@ -127,8 +127,11 @@ class Extender {
   Extender(ClusterCache& cache, const SchedulerConfig& config, BindBackend* backend,
            Metrics* metrics);
 
-  // Whether this replica may bind (leader election); default: always.
-  void set_leader_check(std::function<bool()> f) { is_leader_ = std::move(f); }
+  // Whether this replica may bind (leader election), waiting up to the
+  // given time to become the leader; default: always.
+  void set_leader_check(std::function<bool(std::chrono::milliseconds)> f) {
+    is_leader_ = std::move(f);
+  }
   // Splits filter and prioritize over many nodes across the pool's threads;
   // without one, the request's own thread does all.
   void set_pool(ParallelFor* pool) { pool_ = pool; }
@@ -237,7 +240,7 @@ class Extender {
   ParallelFor* pool_ = nullptr;
   EventRecorder* events_ = nullptr;
   const QuotaTracker* quotas_ = nullptr;
-  std::function<bool()> is_leader_;
+  std::function<bool(std::chrono::milliseconds)> is_leader_;
   std::function<std::string(const std::string&)> lock_holder_;
   std::function<bool(const std::string&)> matches_pods_;
   InFlightAllocations in_flight_;

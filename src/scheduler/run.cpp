@@ -170,7 +170,8 @@ Result<void> run_scheduler(const SchedulerSettings& s, const daemon::StopSignals
                                        log::info("%s: not leading; bind refused",
                                                  s.identity.c_str());
                                      }});
-    extender.set_leader_check([&] { return elector->is_leader(); });
+    extender.set_leader_check(
+        [&](std::chrono::milliseconds wait) { return elector->await_leadership(wait); });
     set_role(false);
     elector->start();
     shutdown.add("leader election", [&] { elector->stop(); });

@@ -142,6 +142,45 @@ TEST_F(LeaderElectionTest, ExactlyOneLeadsAndTheOtherTakesOver) {
   EXPECT_EQ(a_started.load(), 1);
 }
 
+// A replica started while the lease is still held by one gone without
+// releasing it (a reinstall, a killed pod) waits in await_leadership until
+// the lease runs out and it leads; one beside a leader that renews is told
+// no as soon as it has seen a renewal.
+TEST_F(LeaderElectionTest, AwaitLeadershipWaitsOutAGoneHolderButNotALiveOne) {
+  Lease gone;
+  gone.ns = "kube-system";
+  gone.name = "hami-scheduler";
+  gone.holder_identity = "gone";
+  gone.lease_duration_seconds = 1;
+  gone.acquire_time = std::chrono::system_clock::now();
+  gone.renew_time = gone.acquire_time;
+  ASSERT_TRUE(create_lease(client(), gone));
+  LeaderElector b(client(), config("b"));
+  b.start();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(b.await_leadership(5s));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms);  // the lease ran out first
+  EXPECT_EQ(b.holder(), "b");
+
+  auto live_cfg = config("c");
+  live_cfg.lease_duration = 2s;
+  live_cfg.renew_deadline = 1500ms;
+  LeaderElector c(client(), live_cfg);
+  b.stop();  // released: c takes it at once
+  c.start();
+  ASSERT_TRUE(wait_until([&] { return c.is_leader(); }));
+  auto d_cfg = live_cfg;
+  d_cfg.identity = "d";
+  LeaderElector d(client(), d_cfg);
+  d.start();
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(d.await_leadership(5s));
+  // Told within a few of c's renewals, not after the 5 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 2s);
+  d.stop();
+  EXPECT_FALSE(d.await_leadership(5s));  // stopped: at once
+}
+
 TEST_F(LeaderElectionTest, ReleaseOnStopHandsOverAtOnce) {
   auto a_cfg = config("a");
   a_cfg.lease_duration = 30s;

@@ -514,8 +514,8 @@ TEST_F(SchedulerApiTest, OnlyTheLeaderBinds) {
   };
   auto e1 = make(client(), "one");
   auto e2 = make(*client2, "two");
-  ext->set_leader_check([&] { return e1->is_leader(); });
-  ext2.set_leader_check([&] { return e2->is_leader(); });
+  ext->set_leader_check([&](std::chrono::milliseconds) { return e1->is_leader(); });
+  ext2.set_leader_check([&](std::chrono::milliseconds) { return e2->is_leader(); });
   e1->start();
   ASSERT_TRUE(test::wait_until([&] { return e1->is_leader(); }));
   e2->start();

@@ -956,7 +956,7 @@ TEST_F(ExtenderTest, PodBoundWhileItsAnswerWasLostKeepsItsGpus) {
 
 TEST_F(ExtenderTest, FollowerRefusesBind) {
   add("p", {{"nvidia.com/gpu", "1"}}, "u1");
-  ext.set_leader_check([] { return false; });
+  ext.set_leader_check([](std::chrono::milliseconds) { return false; });
   EXPECT_NE(ext.bind({"default", "p", "u1", "a"}).find("not the leader"), std::string::npos);
   EXPECT_EQ(backend.binds(), 0);
 }
