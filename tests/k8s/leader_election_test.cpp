@@ -30,16 +30,18 @@ class LeaderElectionTest : public ApiFixture {
             .retry_period = 50ms};
   }
   std::optional<json> lease() { return api().get("leases", "kube-system", "hami-scheduler"); }
+  static Lease held(const std::string& name, const std::string& holder, int seconds, TimePoint at) {
+    return Lease{.ns = "kube-system",
+                 .name = name,
+                 .holder_identity = holder,
+                 .lease_duration_seconds = seconds,
+                 .acquire_time = at,
+                 .renew_time = at};
+  }
 };
 
 TEST_F(LeaderElectionTest, LeaseRoundTrip) {
-  Lease l;
-  l.ns = "kube-system";
-  l.name = "x";
-  l.holder_identity = "me";
-  l.lease_duration_seconds = 15;
-  l.acquire_time = TimePoint(std::chrono::seconds(1700000000)) + 123456us;
-  l.renew_time = l.acquire_time;
+  const Lease l = held("x", "me", 15, TimePoint(std::chrono::seconds(1700000000)) + 123456us);
   auto created = create_lease(client(), l);
   ASSERT_TRUE(created) << created.error().message;
   const json stored = *api().get("leases", "kube-system", "x");
@@ -147,14 +149,8 @@ TEST_F(LeaderElectionTest, ExactlyOneLeadsAndTheOtherTakesOver) {
 // the lease runs out and it leads; one beside a leader that renews is told
 // no as soon as it has seen a renewal.
 TEST_F(LeaderElectionTest, AwaitLeadershipWaitsOutAGoneHolderButNotALiveOne) {
-  Lease gone;
-  gone.ns = "kube-system";
-  gone.name = "hami-scheduler";
-  gone.holder_identity = "gone";
-  gone.lease_duration_seconds = 1;
-  gone.acquire_time = std::chrono::system_clock::now();
-  gone.renew_time = gone.acquire_time;
-  ASSERT_TRUE(create_lease(client(), gone));
+  ASSERT_TRUE(
+      create_lease(client(), held("hami-scheduler", "gone", 1, std::chrono::system_clock::now())));
   LeaderElector b(client(), config("b"));
   b.start();
   const auto t0 = std::chrono::steady_clock::now();
