@@ -437,7 +437,7 @@ bool Extender::locked_by_another(const std::string& node, const std::string& who
 
 bool Extender::taken_by_another(const std::string& node, const std::string& who,
                                 const InFlightPod& probe) {
-  if (matches_pods_ && matches_pods_(node)) {
+  if (matches_pods(node)) {
     InFlightPod p = probe;
     p.node = node;
     return !in_flight_.blocker(p).empty();
@@ -489,7 +489,7 @@ std::string Extender::reserve_for(const std::string& uid, const BindRequest& r,
                                   std::optional<InFlightPod>* flight) {
   if (std::string e = reserve(uid, r, node, req, decided); !e.empty()) return e;
   flight->reset();
-  if (!matches_pods_ || !matches_pods_(node)) return "";
+  if (!matches_pods(node)) return "";
   *flight = probe;
   (*flight)->node = node;
   return "";
@@ -655,8 +655,7 @@ BindOutcome Extender::place(const BindRequest& r) {
       // Upstream's pod label, by which its node monitor lists a node's pods.
       // Our device plugin sets it in its own patch at Allocate (match-pods
       // nodes): one pod write, and its watch events, fewer per pod.
-      if (!matches_pods_ || !matches_pods_(node))
-        events_->label_pod(r.ns, r.name, {{protocol::kAssignedNode, node}});
+      if (!matches_pods(node)) events_->label_pod(r.ns, r.name, {{protocol::kAssignedNode, node}});
     }
     if (node == r.node) {
       log::info("bound %s to %s", who.c_str(), node.c_str());
@@ -755,16 +754,18 @@ BindOutcome Extender::place(const BindRequest& r) {
       if (node == r.node) first_error = std::move(e);
     }
   }
+  // Where the plugin matches pods there is no lock: the node is taken while
+  // a pod it could confuse with this one is being allocated there.
+  size_t others_locked = 0;
+  size_t others_in_flight = 0;
+  bool any_lock = false;
+  for (const std::string& node : locked) {
+    const bool in_flight = matches_pods(node);
+    any_lock = any_lock || !in_flight;
+    if (node != r.node) (in_flight ? others_in_flight : others_locked) += 1;
+  }
   std::string msg = first_error;
   if (more.others > 0) {
-    // Where the plugin matches pods there is no lock: the node is taken
-    // while a pod it could confuse with this one is being allocated there.
-    size_t others_locked = 0;
-    size_t others_in_flight = 0;
-    for (const std::string& node : locked) {
-      if (node == r.node) continue;
-      (matches_pods_ && matches_pods_(node) ? others_in_flight : others_locked) += 1;
-    }
     const size_t untried = more.nodes.size() - looked;
     msg += "; of the " + std::to_string(more.others) + " other nodes it fitted in filter, " +
            std::to_string(more.no_fit + others_no_fit) + " no longer fit" +
@@ -778,10 +779,7 @@ BindOutcome Extender::place(const BindRequest& r) {
     if (untried > 0) msg += " (" + std::to_string(untried) + " more not tried)";
   }
   if (!locked.empty()) {
-    const bool in_flight_only =
-        matches_pods_ && std::all_of(locked.begin(), locked.end(),
-                                     [&](const std::string& n) { return matches_pods_(n); });
-    if (in_flight_only) {
+    if (!any_lock) {
       return fail("InFlight", msg +
                                   "; those pods are allocated within moments, then kube-scheduler "
                                   "binds this one on its next try; if they stay pending, check "

@@ -243,6 +243,8 @@ class Extender {
   std::function<bool(std::chrono::milliseconds)> is_leader_;
   std::function<std::string(const std::string&)> lock_holder_;
   std::function<bool(const std::string&)> matches_pods_;
+  // Whether `node`'s plugin matches pods (set_matches_pods); false unset.
+  bool matches_pods(const std::string& node) const { return matches_pods_ && matches_pods_(node); }
   InFlightAllocations in_flight_;
   std::function<std::chrono::system_clock::time_point()> now_;
   ScoreMemo memo_;  // filter's scores for the prioritize that follows

@@ -148,6 +148,10 @@ limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
   return lim != nullptr ? lim : create_limiter(c.device, rt.region());
 }
 
+static_assert(sizeof(region::PaceClock::window_counts) / sizeof(int64_t) ==
+                  limiter::DutyGate::kSlots,
+              "the pace file holds one DutyGate count slot per window it keeps");
+
 void SmControl::set_peers(limiter::LaunchLimiter& lim, int dev,
                           const region::Region& region) noexcept {
   if (!clocks_) return;

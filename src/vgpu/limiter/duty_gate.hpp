@@ -14,7 +14,7 @@
 //    by the launches' measured costs) ends by the on-phase's end, or when the
 //    GPU is idle. Work that still runs past the end adds idle time after it
 //    so the device keeps its share (tail_after).
-//  - Any other launch waits for the next on-phase (deferred_go).
+//  - Any other launch waits for the next on-phase.
 //  - The ranks' costs are estimates, and each rank may fit a launch more or
 //    less into a window than its peers. So every device counts the launches
 //    it ran in each window (four slots: the last window, this one and the
@@ -25,8 +25,8 @@
 //
 //   DutyGate gate(period_ns);
 //   gate.set_counts(own_slots);  gate.set_peers(peer_slots, n);
-//   if (auto d = gate.decide(tail, cost, pct, now); d.go == now) ...  // at once
-//   gate.count(DutyGate::window_of(d.go, period), 1);
+//   const DutyGate::Decision d = gate.decide(tail, cost, pct, now);
+//   gate.count(d.window, 1);                  // d.go == now: at once
 #include <atomic>
 #include <cstdint>
 
@@ -46,8 +46,6 @@ class DutyGate {
 
   explicit DutyGate(int64_t period_ns = kGatePeriodNs) noexcept : period_(period_ns) {}
 
-  int64_t period() const noexcept { return period_; }
-  static int64_t window_of(int64_t t, int64_t period) noexcept { return t / period; }
   int64_t window_of(int64_t t) const noexcept { return t / period_; }
   int64_t start_of(int64_t window) const noexcept { return window * period_; }
   int64_t on_ns(uint32_t percent) const noexcept { return period_ * percent / 100; }
@@ -61,7 +59,6 @@ class DutyGate {
   // no shared file) and the peers'; they stay valid while the gate lives.
   void set_counts(int64_t* slots) noexcept { own_ = slots; }
   void set_peers(const int64_t* const* slots, int n) noexcept;
-  int peer_count() const noexcept { return npeers_.load(std::memory_order_relaxed); }
 
   // The tail after a launch costing `cost` starts on the GPU at `start` in a
   // window whose on-phase ends at `end`: what runs past the end is followed
