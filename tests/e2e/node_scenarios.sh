@@ -388,7 +388,7 @@ spec:
   - name: main
     image: hami-e2e/cuda-client:1
     imagePullPolicy: Never
-    command: [/bin/sh, -c, 'if unshare -Urm true; then echo unshared; else echo refused; fi']
+    command: [/bin/sh, -c, 'if unshare -Urm true 2>&1; then echo unshared; else echo refused; fi']
     resources: {limits: $2}
 EOF
 }
@@ -396,6 +396,8 @@ unshare_pod escape '{nvidia.com/gpu: 1, nvidia.com/gpumem: 1000}'
 unshare_pod no-gpu '{cpu: 100m}'
 wait_until 60 ended escape
 wait_until 60 ended no-gpu
+# unshare's complaint goes to stdout too: the runtime reads stdout and stderr
+# through two pipes, so a line on each can reach the log in either order.
 said() { K logs "$1" 2>/dev/null | tail -1; }
 profile=$(K get pod escape -o jsonpath='{.spec.securityContext.seccompProfile.type}')
 check "$([ "$profile" = RuntimeDefault ] && [ "$(said escape)" = refused ] && echo ok)" \
