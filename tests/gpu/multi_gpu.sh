@@ -33,13 +33,13 @@
 # compile expandable"), MG_SECONDS (all-reduce loop under share 30, 5;
 # under 50 and 90 scaled down to 30/S of it, at least 3 s),
 # MG_FAST_SECONDS (unpaced loops, 2), MG_CUMEM (NCCL_CUMEM_ENABLE values,
-# "1 0"), MG_TP_ROUNDS (4), MG_TP_CALLS (3),
+# "1 0"), MG_TP_ROUNDS (8), MG_TP_CALLS (3),
 # MG_TIMEOUT (caps each program's time limit, seconds), MG_LOGS (a folder for
 # every program's stdout and stderr), MG_LIB / MG_VGPU (use these builds
 # instead of building with bench/gpu_build.sh).
 # Writes OUTDIR/multi-gpu-suite.txt (default $OUT or /tmp/gpu-results); exits
 # non-zero if any check failed. Wall time with the defaults, by parts as
-# measured on 2 H200s: nccl ~60 s per NCCL_CUMEM_ENABLE value, tp ~50 s,
+# measured on 2 H200s: nccl ~60 s per NCCL_CUMEM_ENABLE value, tp ~80 s,
 # compile ~95 s (a cold torch.compile is ~20 s of it), graph ~40 s, ipc ~20 s,
 # expandable ~10 s, and the build: about 6 minutes on 2 GPUs, 3 on one.
 set -uo pipefail
@@ -210,7 +210,7 @@ part_tp() {
   else
     container
     py tp 400 -- tp_generate.py compare --nproc 2 --lib "$lib" --limit 8g --state "$work/c$n.cache" \
-      --rounds "${MG_TP_ROUNDS:-4}" --calls "${MG_TP_CALLS:-3}"
+      --rounds "${MG_TP_ROUNDS:-8}" --calls "${MG_TP_CALLS:-3}"
     if ran; then
       [ "$(kv ranks_equal)" = 1 ] && pass "tp: both ranks produced the same tokens" || fail "tp: ranks disagree"
       [ "$(kv tokens_equal)" = 1 ] && pass "tp: bare and limited produced the same tokens" || fail "tp: bare and limited tokens differ"

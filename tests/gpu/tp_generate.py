@@ -15,15 +15,20 @@ batch of 4 prompts of 32 tokens.
 ranks): "bare" and "bare2" without the library, "limited" with
 LD_PRELOAD=--lib, CUDA_DEVICE_MEMORY_LIMIT=--limit and one state file for its
 ranks (one container). Once all are warm, each round runs --calls generate
-calls in each group, in a random order, while the others wait idle: the
-host's drift falls on all alike, and bare2 against bare (the A/A) shows what
-is noise. A group's speed in a round is that of its median call. Prints one line:
+calls in each group, one call at a time and the groups in a new random order
+for every call, while the others wait idle: the host's drift falls on all
+alike, and bare2 against bare (the A/A) shows what is noise. A group's speed
+in a round is that of its median call. Generation at this size is bound by
+the host's launch rate, so rank R of every group runs on the same two CPUs
+(where the machine has 2 x nproc + 1 of them; cpus= says which): which cores
+the scheduler happened to give a group would otherwise move its speed by more
+than the 3 % judged. Prints one line:
   result test=tp ok= ranks_equal= (each group's ranks produced the same tokens)
   tokens_equal= (every group and call produced the same tokens) tp_err= (the
   sharded model's last logits against the whole model's, on rank 0, relative)
   ratio= (median over rounds of limited / bare tokens/s) ratio_min= ratio_max=
   aa= (bare2 / bare) bare_tok_s= limited_tok_s= tok_s_bare= tok_s_bare2=
-  tok_s_limited= (each round's figures) ...
+  tok_s_limited= (each round's figures) cpus= (each rank's CPUs) ...
 `group` is one TP group, driven on stdin ("gen K", "quit"); it answers JSON lines.
 """
 import argparse
@@ -87,8 +92,23 @@ def shard(model, rank, n, dist):
             a.hidden_size //= n
 
 
+CPUS_PER_RANK = 2
+
+
+def rank_cpus(rank, n):
+    """The CPUs rank `rank` of every group runs on, or None where too few.
+    CPU 0 is left to the system (interrupts, the driver script)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < CPUS_PER_RANK * n + 1:
+        return None
+    return cpus[1 + CPUS_PER_RANK * rank:1 + CPUS_PER_RANK * (rank + 1)]
+
+
 def rank_main(rank, n, port, cmds, results):
     try:
+        cpus = rank_cpus(rank, n)
+        if cpus:
+            os.sched_setaffinity(0, cpus)  # before torch starts its threads
         run_rank(rank, n, port, cmds, results)
     except BaseException as e:
         results.put((rank, {"error": mg.short_error(e)}))
@@ -129,7 +149,8 @@ def run_rank(rank, n, port, cmds, results):
 
     generate()  # warm-up
     torch.cuda.synchronize()
-    results.put((rank, {"ready": True, "tp_err": tp_err}))
+    results.put((rank, {"ready": True, "tp_err": tp_err,
+                        "cpus": "+".join(map(str, sorted(os.sched_getaffinity(0))))}))
     while True:
         k = cmds.get()
         if k is None:
@@ -171,7 +192,8 @@ def group(n):
 
     got, errors = gather()
     print(json.dumps({"error": ";".join(errors)} if errors else
-                     {"ready": True, "tp_err": got[0]["tp_err"]}), flush=True)
+                     {"ready": True, "tp_err": got[0]["tp_err"],
+                      "cpus": "/".join(got[r]["cpus"] for r in range(n))}), flush=True)
     while not errors:
         line = sys.stdin.readline().split()
         if not line or line[0] == "quit":
@@ -220,23 +242,28 @@ def compare(args):
         return res
 
     rates = {name: [] for name in envs}
-    shas, ranks_equal, tp_err = set(), True, None
+    shas, ranks_equal, tp_err, cpus = set(), True, None, set()
     try:
         for name in envs:
             r = answer(name)
+            cpus.add(r["cpus"])
             if name == "bare":
                 tp_err = r["tp_err"]
         for _ in range(args.rounds):
-            order = list(envs)
-            random.shuffle(order)
-            for name in order:
-                procs[name].stdin.write(f"gen {args.calls}\n")
-                procs[name].stdin.flush()
-                r = answer(name)
-                rates[name].append(r["tok_s"])
-                ranks_equal &= len(set(r["shas"])) == 1
-                shas.update(r["shas"])
-                head = r["head"]
+            calls = {name: [] for name in envs}
+            for _ in range(args.calls):
+                order = list(envs)
+                random.shuffle(order)
+                for name in order:
+                    procs[name].stdin.write("gen 1\n")
+                    procs[name].stdin.flush()
+                    r = answer(name)
+                    calls[name].append(r["tok_s"])
+                    ranks_equal &= len(set(r["shas"])) == 1
+                    shas.update(r["shas"])
+                    head = r["head"]
+            for name in envs:
+                rates[name].append(statistics.median(calls[name]))
     except (RuntimeError, OSError, ValueError) as e:
         print(str(e), file=sys.stderr)
         mg.emit(test="tp", nproc=args.nproc, ok=False, error=str(e).splitlines()[0][:160])
@@ -262,7 +289,7 @@ def compare(args):
             limited_tok_s=statistics.median(rates["limited"]),
             ratio=statistics.median(ratio), ratio_min=min(ratio), ratio_max=max(ratio),
             aa=statistics.median(aa), aa_min=min(aa), aa_max=max(aa),
-            tokens=",".join(str(t) for t in head),
+            tokens=",".join(str(t) for t in head), cpus=",".join(sorted(cpus)),
             **{f"tok_s_{name}": ",".join(f"{v:.1f}" for v in rates[name]) for name in envs})
     return 0 if ok else 1
 
