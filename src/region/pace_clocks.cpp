@@ -33,8 +33,9 @@ void clear_clocks(PaceClockFile* f) {
   for (PaceClock& c : f->clocks) {
     std::atomic_ref<int64_t>(c.tat_ns).store(0, std::memory_order_relaxed);
     std::atomic_ref<int64_t>(c.reserved_ns).store(0, std::memory_order_relaxed);
-    for (int64_t& w : c.window_counts)
-      std::atomic_ref<int64_t>(w).store(0, std::memory_order_relaxed);
+    std::atomic_ref<int64_t>(c.collectives).store(0, std::memory_order_relaxed);
+    for (int64_t& r : c.reserved_gate)
+      std::atomic_ref<int64_t>(r).store(0, std::memory_order_relaxed);
   }
 }
 

@@ -51,9 +51,11 @@ inline constexpr size_t kBootIdSize = 40;
 struct alignas(64) PaceClock {
   int64_t tat_ns;
   int64_t reserved_ns;  // kept 0 (an earlier library kept a claim here)
-  // libvgpu's DutyGate: the launches a container on several GPUs ran in
-  // four consecutive windows (window index above bit 24, count below).
-  int64_t window_counts[4];
+  // libvgpu's DutyGate: the collectives launched on this GPU (kernels whose
+  // ranks on the container's other GPUs wait for each other), counted from
+  // when a process began pacing it after a second with none.
+  int64_t collectives;
+  int64_t reserved_gate[3];  // kept 0
   unsigned char pad[16];
 };
 
@@ -118,7 +120,7 @@ class PaceClocks {
   // Device `dev`'s clock, for std::atomic_ref; valid while this object lives.
   int64_t* clock(int dev) noexcept { return &file_->clocks[dev].tat_ns; }
   // Its four DutyGate window counts, the same way.
-  int64_t* window_counts(int dev) noexcept { return file_->clocks[dev].window_counts; }
+  int64_t* collectives(int dev) noexcept { return &file_->clocks[dev].collectives; }
   const std::string& path() const noexcept { return path_; }
 
  private:

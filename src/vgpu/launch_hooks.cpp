@@ -9,6 +9,7 @@
 #include "vgpu/capture_state.hpp"
 #include "vgpu/graph_memory.hpp"
 #include "vgpu/hook_decls.hpp"
+#include "vgpu/limiter/collective_kernels.hpp"
 #include "vgpu/real_driver.hpp"
 #include "vgpu/runtime.hpp"
 
@@ -79,6 +80,30 @@ uint64_t kernel_key(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigne
   return mix(h ^ (uint64_t{by} | uint64_t{bz} << 16 | uint64_t{shmem} << 32));
 }
 
+const char* driver_name_of(uintptr_t handle) {
+  const vgpu::RealCuda& cu = real_cuda();
+  const char* name = nullptr;
+  if (cu.cuFuncGetName != nullptr &&
+      cu.cuFuncGetName(&name, reinterpret_cast<CUfunction>(handle)) == CUDA_SUCCESS &&
+      name != nullptr) {
+    return name;
+  }
+  name = nullptr;
+  // A library's kernel launched as a function (the runtime's lazy loading).
+  if (cu.cuKernelGetName != nullptr &&
+      cu.cuKernelGetName(&name, reinterpret_cast<CUkernel>(handle)) == CUDA_SUCCESS) {
+    return name;
+  }
+  return nullptr;
+}
+
+// Whether `f` is a collective's kernel; asked only on a device whose
+// container runs on other GPUs too, so a program on one GPU never pays.
+bool collective_kernel(CUfunction f) {
+  static vgpu::limiter::CollectiveKernels kinds(&driver_name_of);
+  return kinds.is_collective(reinterpret_cast<uintptr_t>(f));
+}
+
 uint64_t graph_key(CUgraphExec exec) {
   return mix(reinterpret_cast<uintptr_t>(exec) ^ 0x6772617068ull);
 }
@@ -91,10 +116,13 @@ uintptr_t event_stream(CUstream s, bool ptsz) {
 }
 
 // `shape` computes the launch's key; it is only called when a share applies,
-// so a pass-through launch does not pay for the hashing.
-template <class Shape, class Call>
-[[gnu::always_inline]] inline CUresult paced(Shape&& shape, LaunchPath path, CUstream stream,
-                                             bool ptsz, Call&& call) {
+// so a pass-through launch does not pay for the hashing. `collective` says
+// whether the launch is of a collective's kernel; only asked while the
+// device has peers (a container on several GPUs).
+template <class Shape, class Collective, class Call>
+[[gnu::always_inline]] inline CUresult paced(Shape&& shape, Collective&& collective,
+                                             LaunchPath path, CUstream stream, bool ptsz,
+                                             Call&& call) {
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr) return call();
   vgpu::SmControl& sm = rt->sm();
@@ -119,7 +147,8 @@ template <class Shape, class Call>
   int64_t now = mono_ns();
   // Charged and published always; paced only while the share is enforced.
   const bool enforced = sm.enforced(rt->utilization_switch());
-  const int64_t go = lim->admit(key, path, now, 1, enforced);
+  const bool pairs = lim->peer_count() != 0 && collective();
+  const int64_t go = lim->admit(key, path, now, 1, enforced, pairs);
   if (go - now >= kMinWaitNs) {
     // A sample must not contain our own wait. While a capture is under way the
     // GPU is not touched at all (an event recorded on the legacy stream would
@@ -144,7 +173,7 @@ template <class Shape, class Call>
     LaunchLimiter::abandon_window(tw.w);
     return call();
   }
-  const bool sampled = lim->before_launch(tw.w, key, on, now, path, enforced);
+  const bool sampled = lim->before_launch(tw.w, key, on, now, path, enforced, pairs);
   if (sampled) LaunchLimiter::start_clock(tw.w, mono_ns());
   const CUresult rc = call();
   lim->after_launch(tw.w, rc == CUDA_SUCCESS, sampled ? mono_ns() : now);
@@ -161,8 +190,8 @@ template <class Shape, class Call>
                                                      unsigned by, unsigned bz, unsigned shmem,
                                                      CUstream stream, void** params, void** extra) {
   return paced(
-      [=] { return kernel_key(f, gx, gy, gz, bx, by, bz, shmem); }, LaunchPath::kKernel, stream,
-      ptsz,
+      [=] { return kernel_key(f, gx, gy, gz, bx, by, bz, shmem); },
+      [=] { return collective_kernel(f); }, LaunchPath::kKernel, stream, ptsz,
       [=] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra); });
 }
 
@@ -176,7 +205,7 @@ template <class Shape, class Call>
         return kernel_key(f, c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY,
                           c.blockDimZ, c.sharedMemBytes);
       },
-      LaunchPath::kKernelEx, c.hStream, ptsz,
+      [=] { return collective_kernel(f); }, LaunchPath::kKernelEx, c.hStream, ptsz,
       [=] { return call_real(real, config, f, params, extra); });
 }
 
@@ -185,7 +214,7 @@ template <class Shape, class Call>
     unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
     CUstream stream, void** params) {
   return paced([=] { return kernel_key(f, gx, gy, gz, bx, by, bz, shmem); },
-               LaunchPath::kCooperative, stream, ptsz,
+               [=] { return collective_kernel(f); }, LaunchPath::kCooperative, stream, ptsz,
                [=] { return call_real(real, f, gx, gy, gz, bx, by, bz, shmem, stream, params); });
 }
 
@@ -194,8 +223,11 @@ template <class Shape, class Call>
 [[gnu::always_inline]] inline CUresult launch_graph(decltype(vgpu::RealCuda::cuGraphLaunch) real,
                                                     bool ptsz, CUgraphExec exec, CUstream stream) {
   auto launch = [=] {
-    return paced([=] { return graph_key(exec); }, LaunchPath::kGraph, stream, ptsz,
-                 [=] { return call_real(real, exec, stream); });
+    // The ranks of a multi-GPU program replay the same graphs in step (the
+    // decode step of a tensor-parallel server, its all-reduces inside): a
+    // graph launch counts as a collective.
+    return paced([=] { return graph_key(exec); }, [] { return true; }, LaunchPath::kGraph, stream,
+                 ptsz, [=] { return call_real(real, exec, stream); });
   };
   Runtime* rt = Runtime::accounting();
   if (rt == nullptr || !rt->graph_memory().any()) [[likely]]

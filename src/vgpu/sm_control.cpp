@@ -99,7 +99,17 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev, region::Region& regio
   opt.percent = percent_[d].load(std::memory_order_relaxed);
   if (clocks_) {
     opt.shared_clock = clocks_->clock(dev);
-    opt.shared_counts = clocks_->window_counts(dev);
+    opt.shared_collectives = clocks_->collectives(dev);
+    // Nobody paced this GPU for a while: its collectives are counted afresh,
+    // as its peers' are once they start (an earlier run's ranks may have
+    // been stopped a few collectives apart).
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    if (std::atomic_ref<int64_t>(*opt.shared_clock).load(std::memory_order_relaxed) <
+        now - limiter::kLivePeerNs) {
+      std::atomic_ref<int64_t>(*opt.shared_collectives).store(0, std::memory_order_relaxed);
+    }
   }
   const uint32_t alone = clocks_broken_ ? share_alone(dev, region) : 0;
   // The node agent and `vgpu top` read the container's SM utilisation there.
@@ -148,21 +158,17 @@ limiter::LaunchLimiter* SmControl::limiter_with_share(Runtime& rt) noexcept {
   return lim != nullptr ? lim : create_limiter(c.device, rt.region());
 }
 
-static_assert(sizeof(region::PaceClock::window_counts) / sizeof(int64_t) ==
-                  limiter::DutyGate::kSlots,
-              "the pace file holds one DutyGate count slot per window it keeps");
-
 void SmControl::set_peers(limiter::LaunchLimiter& lim, int dev,
                           const region::Region& region) noexcept {
   if (!clocks_) return;
   const int devices = static_cast<int>(std::min<uint64_t>(region.device_count(), kMaxDevices));
   std::array<const int64_t*, kMaxDevices> peers{};
-  std::array<const int64_t*, kMaxDevices> counts{};
+  std::array<const int64_t*, kMaxDevices> collectives{};
   int n = 0;
   for (int e = 0; e < devices; ++e) {
     if (e == dev) continue;
     peers[static_cast<size_t>(n)] = clocks_->clock(e);
-    counts[static_cast<size_t>(n++)] = clocks_->window_counts(e);
+    collectives[static_cast<size_t>(n++)] = clocks_->collectives(e);
   }
   if (n > lim.peer_count()) {
     log::info(
@@ -171,7 +177,7 @@ void SmControl::set_peers(limiter::LaunchLimiter& lim, int dev,
         dev, n, static_cast<int>(lim.percent()),
         static_cast<long long>(limiter::kGatePeriodNs / 1'000'000));
   }
-  lim.set_peer_clocks(peers.data(), counts.data(), n);
+  lim.set_peer_clocks(peers.data(), collectives.data(), n);
 }
 
 uint32_t SmControl::share_alone(int dev, const region::Region& region) const noexcept {
@@ -258,7 +264,8 @@ void SmControl::log_summary(region::Region& region) const noexcept {
     log::info(
         "device %zu (%s): SM share %u%%: launches kernel=%llu kernel_ex=%llu cooperative=%llu "
         "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples (%llu on an idle stream), %llu "
-        "shapes, marks %.2f us, idle lag %.2f us",
+        "shapes, marks %.2f us, idle lag %.2f us; gated with %d other GPU(s): %llu launches "
+        "held to the next window, %llu collectives caught up",
         d, region.device_uuid(static_cast<int>(d)).c_str(), lim->percent(),
         static_cast<unsigned long long>(s.launches[0]),
         static_cast<unsigned long long>(s.launches[1]),
@@ -266,7 +273,9 @@ void SmControl::log_summary(region::Region& region) const noexcept {
         static_cast<unsigned long long>(s.launches[3]), static_cast<double>(s.charged_ns) / 1e6,
         static_cast<double>(s.waited_ns) / 1e6, static_cast<unsigned long long>(s.samples),
         static_cast<unsigned long long>(s.idle_samples), static_cast<unsigned long long>(s.shapes),
-        static_cast<double>(s.mark_ns) / 1e3, static_cast<double>(s.idle_lag_ns) / 1e3);
+        static_cast<double>(s.mark_ns) / 1e3, static_cast<double>(s.idle_lag_ns) / 1e3,
+        lim->peer_count(), static_cast<unsigned long long>(s.gate_waits),
+        static_cast<unsigned long long>(s.gate_catch_ups));
   }
 }
 

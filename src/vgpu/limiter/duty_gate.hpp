@@ -15,18 +15,22 @@
 //    GPU is idle. Work that still runs past the end adds idle time after it
 //    so the device keeps its share (tail_after).
 //  - Any other launch waits for the next on-phase.
-//  - The ranks' costs are estimates, and each rank may fit a launch more or
-//    less into a window than its peers. So every device counts the launches
-//    it ran in each window (four slots: the last window, this one and the
-//    next two), and a rank behind a peer's count in the last window or this
-//    one runs its next launch at once, counted there, in the off-phase too,
-//    within a slack (catch_up_slack): that is the launch its peer's kernel is
-//    spinning for. A sleeping rank checks this as it waits.
+//  - The ranks' costs are estimates, and each rank may fit a collective more
+//    or less into a window than its peers. So every device counts the
+//    collectives it launched (kernels of NCCL and of custom all-reduces,
+//    known by name: collective_kernels.hpp), and a collective launch on a
+//    device whose count is behind a peer's goes at once, in the off-phase
+//    too, within a slack (catch_up_slack): the peer launched that collective
+//    already, and its kernel is spinning for this one. A sleeping rank checks
+//    this as it waits. The counts are totals, not per window, so a rank that
+//    could not catch up in time (a stall past the slack) is back in step at
+//    the next window's end; and other kernels are not counted, so work that
+//    only one rank does (rank 0's logging, sampling) moves nothing.
 //
 //   DutyGate gate(period_ns);
-//   gate.set_counts(own_slots);  gate.set_peers(peer_slots, n);
-//   const DutyGate::Decision d = gate.decide(tail, cost, pct, now);
-//   gate.count(d.window, 1);                  // d.go == now: at once
+//   gate.set_collectives(&own);  gate.set_peers(peer_counters, n);
+//   const DutyGate::Decision d = gate.decide(tail, cost, pct, now, collective);
+//   if (d.go == now && collective) gate.launched_collectives(1);
 #include <atomic>
 #include <cstdint>
 
@@ -39,9 +43,6 @@ inline constexpr int64_t kGatePeriodNs = 100'000'000;
 
 class DutyGate {
  public:
-  // A slot word: the window's index above kCountBits, its launches below.
-  static constexpr int kCountBits = 24;
-  static constexpr int64_t kCountMask = (int64_t{1} << kCountBits) - 1;
   static constexpr int kMaxPeers = 16;
 
   explicit DutyGate(int64_t period_ns = kGatePeriodNs) noexcept : period_(period_ns) {}
@@ -54,11 +55,11 @@ class DutyGate {
     return start_of(window) + on_ns(percent);
   }
 
-  static constexpr int kSlots = 4;
-  // The device's kSlots slot words (this process's own when the container has
-  // no shared file) and the peers'; they stay valid while the gate lives.
-  void set_counts(int64_t* slots) noexcept { own_ = slots; }
-  void set_peers(const int64_t* const* slots, int n) noexcept;
+  // The device's count of collective launches (this process's own when the
+  // container has no shared file) and the peers'; they stay valid while the
+  // gate lives.
+  void set_collectives(int64_t* own) noexcept { own_ = own; }
+  void set_peers(const int64_t* const* counters, int n) noexcept;
 
   // The tail after a launch costing `cost` starts on the GPU at `start` in a
   // window whose on-phase ends at `end`: what runs past the end is followed
@@ -80,31 +81,27 @@ class DutyGate {
   int64_t catch_up_slack(uint32_t percent) const noexcept { return on_ns(percent) / 5; }
 
   struct Decision {
-    int64_t go;      // == now: at once; else when to launch
-    int64_t window;  // the window whose count the launch goes to
-    bool catch_up;   // at once because a peer ran more launches in the window
+    int64_t go;     // == now: at once; else when to launch
+    bool catch_up;  // at once because a peer launched this collective already
   };
   // Where a launch costing `cost` goes, with the device's work queued up to
-  // `tail` (the pacer clock, at most now when idle).
-  Decision decide(int64_t tail, int64_t cost, uint32_t percent, int64_t now) const noexcept;
-  // The window before `before` (the last one or this one) in which this
-  // device ran fewer launches than a peer and may still catch up, with its
-  // queue at `tail`; -1: none.
-  int64_t behind_in(int64_t tail, uint32_t percent, int64_t now, int64_t before) const noexcept;
+  // `tail` (the pacer clock, at most now when idle); `collective`: the launch
+  // is of a collective's kernel.
+  Decision decide(int64_t tail, int64_t cost, uint32_t percent, int64_t now,
+                  bool collective) const noexcept;
+  // Whether a collective launch may go at `now` to meet a peer that launched
+  // it already, with the device's queue at `tail`.
+  bool may_catch_up(int64_t tail, uint32_t percent, int64_t now) const noexcept;
 
-  // Adds `n` launches to `window`'s count (a slot of another window is
-  // taken over, unless it holds a later one).
-  void count(int64_t window, int64_t n) noexcept;
-  // This device's launches in `window`, and the most of any peer's.
-  int64_t counted(int64_t window) const noexcept;
-  int64_t peers_counted(int64_t window) const noexcept;
+  void launched_collectives(int64_t n) noexcept;
+  // This device's collective launches, and the most of any peer's.
+  int64_t collectives() const noexcept;
+  int64_t peers_collectives() const noexcept;
 
  private:
-  static int64_t read(const int64_t* slots, int64_t window) noexcept;
-
   const int64_t period_;
-  alignas(8) int64_t local_[kSlots] = {};
-  int64_t* own_ = local_;
+  alignas(8) int64_t local_ = 0;
+  int64_t* own_ = &local_;
   std::atomic<const int64_t*> peers_[kMaxPeers] = {};
   std::atomic<int> npeers_{0};
 };

@@ -41,16 +41,14 @@ constexpr int64_t kMaxIdleLagNs = 10'000;
 // then holds the host's time to make that mark instead.
 constexpr int64_t kLagFromNs = 20'000;
 
-// A peer whose clock is this far behind has not launched for a while.
-constexpr int64_t kLivePeerNs = 1'000'000'000;
-
 // The launch the calling thread's DutyGate sent to a later window: booked
 // when it goes (LaunchLimiter::went), early if it catches up with a peer.
 struct GateTicket {
   const LaunchLimiter* owner = nullptr;
   int64_t cost = 0;
-  int64_t window = 0;
+  int64_t go = 0;
   uint32_t count = 0;
+  bool collective = false;
 };
 thread_local GateTicket t_gate_ticket;
 
@@ -64,7 +62,7 @@ LaunchLimiter::LaunchLimiter(const LimiterOptions& options, GpuTimer& timer)
       pace_percent_(options.percent),
       gate_(options.gate_period_ns),
       table_(options.table_capacity) {
-  if (options.shared_counts != nullptr) gate_.set_counts(options.shared_counts);
+  if (options.shared_collectives != nullptr) gate_.set_collectives(options.shared_collectives);
 }
 
 void LaunchLimiter::charge(int64_t ns) noexcept {
@@ -76,12 +74,13 @@ void LaunchLimiter::charge(int64_t ns) noexcept {
 }
 
 int64_t LaunchLimiter::admit(uint64_t key, LaunchPath path, int64_t now_ns, uint32_t count,
-                             bool enforced) noexcept {
-  return charge_launches(key, path, now_ns, count, enforced, false);
+                             bool enforced, bool collective) noexcept {
+  return charge_launches(key, path, now_ns, count, enforced, false, collective);
 }
 
 int64_t LaunchLimiter::charge_launches(uint64_t key, LaunchPath path, int64_t now_ns,
-                                       uint32_t count, bool enforced, bool ran) noexcept {
+                                       uint32_t count, bool enforced, bool ran,
+                                       bool collective) noexcept {
   CostEntry* e = table_.insert(key);
   int64_t cost = e != nullptr ? e->cost_ns.load(std::memory_order_relaxed) : 0;
   int64_t learning_until = 0;
@@ -104,30 +103,37 @@ int64_t LaunchLimiter::charge_launches(uint64_t key, LaunchPath path, int64_t no
   cost *= count;
   launches_[static_cast<int>(path)].fetch_add(count, std::memory_order_relaxed);
   charge(cost);
-  if (!enforced) return now_ns;
-  const int64_t go = pace(cost, count, now_ns, ran);
+  if (!enforced) {
+    // Counted whether paced or not: the ranks' counts must agree whenever
+    // the gate starts to read them.
+    if (collective) gate_.launched_collectives(count);
+    return now_ns;
+  }
+  const int64_t go = pace(cost, count, now_ns, ran, collective);
   return learning_until > now_ns ? std::max(go, std::min(learning_until, now_ns + kLearnPollNs))
                                  : go;
 }
 
-int64_t LaunchLimiter::pace(int64_t cost, uint32_t count, int64_t now_ns, bool ran) noexcept {
+int64_t LaunchLimiter::pace(int64_t cost, uint32_t count, int64_t now_ns, bool ran,
+                            bool collective) noexcept {
   const uint32_t percent = pace_percent();
-  if (!gated(now_ns)) [[likely]]
+  if (!gated(now_ns)) [[likely]] {
+    if (collective) gate_.launched_collectives(count);
     return pacer_.admit(cost, percent, now_ns, options_.burst_ns);
-  if (ran) {
-    gate_.count(gate_.window_of(now_ns), count);
+  }
+  if (ran) {  // a batch opened before the gate closed over this device
     book_gated(cost, now_ns, percent);
     return now_ns;
   }
-  const DutyGate::Decision d = gate_.decide(pacer_.clock_now(), cost, percent, now_ns);
-  gate_.count(d.window, count);
+  const DutyGate::Decision d = gate_.decide(pacer_.clock_now(), cost, percent, now_ns, collective);
   if (d.go <= now_ns) {
+    if (collective) gate_.launched_collectives(count);
     if (d.catch_up) gate_catch_ups_.fetch_add(1, std::memory_order_relaxed);
     book_gated(cost, now_ns, percent, d.catch_up);
     return now_ns;
   }
   gate_waits_.fetch_add(1, std::memory_order_relaxed);
-  t_gate_ticket = GateTicket{this, cost, d.window, count};
+  t_gate_ticket = GateTicket{this, cost, d.go, count, collective};
   return d.go;
 }
 
@@ -147,8 +153,8 @@ bool LaunchLimiter::gated(int64_t now_ns) const noexcept {
 
 bool LaunchLimiter::may_go_early(int64_t now_ns) noexcept {
   const GateTicket& t = t_gate_ticket;
-  if (t.owner != this) return false;
-  return gate_.behind_in(pacer_.clock_now(), pace_percent(), now_ns, t.window) >= 0;
+  if (t.owner != this || !t.collective) return false;
+  return gate_.may_catch_up(pacer_.clock_now(), pace_percent(), now_ns);
 }
 
 void LaunchLimiter::went(int64_t now_ns) noexcept {
@@ -156,24 +162,20 @@ void LaunchLimiter::went(int64_t now_ns) noexcept {
   const GateTicket t = t_gate_ticket;
   t_gate_ticket = GateTicket{};
   const uint32_t percent = pace_percent();
-  // Woken early to catch up: counted in the window it pairs with.
-  const int64_t v = gate_.window_of(now_ns) < t.window
-                        ? gate_.behind_in(pacer_.clock_now(), percent, now_ns, t.window)
-                        : -1;
-  if (v >= 0) {
-    gate_.count(t.window, -static_cast<int64_t>(t.count));
-    gate_.count(v, t.count);
-    gate_catch_ups_.fetch_add(1, std::memory_order_relaxed);
-  }
-  book_gated(t.cost, now_ns, percent, v >= 0);
+  // Woken before its window to meet a peer's kernel: no idle time after it.
+  const bool catch_up =
+      t.collective && now_ns < t.go && gate_.may_catch_up(pacer_.clock_now(), percent, now_ns);
+  if (catch_up) gate_catch_ups_.fetch_add(1, std::memory_order_relaxed);
+  if (t.collective) gate_.launched_collectives(t.count);
+  book_gated(t.cost, now_ns, percent, catch_up);
 }
 
-void LaunchLimiter::set_peer_clocks(const int64_t* const* clocks, const int64_t* const* counts,
+void LaunchLimiter::set_peer_clocks(const int64_t* const* clocks, const int64_t* const* collectives,
                                     int n) noexcept {
   n = std::min(n, kMaxPeers);
   for (int i = 0; i < n; ++i)
     peers_[static_cast<size_t>(i)].store(clocks[i], std::memory_order_relaxed);
-  gate_.set_peers(counts, n);
+  gate_.set_peers(collectives, n);
   npeers_.store(n, std::memory_order_release);
 }
 
@@ -193,7 +195,7 @@ void LaunchLimiter::note_wait(int64_t ns) noexcept {
 }
 
 bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
-                                  LaunchPath path, bool enforced) noexcept {
+                                  LaunchPath path, bool enforced, bool collective) noexcept {
   if (w.owner != nullptr) end_window(w, now_ns);
   const CostEntry* e = table_.find(key);
   const bool learning =
@@ -203,13 +205,16 @@ bool LaunchLimiter::before_launch(SampleWindow& w, uint64_t key, uintptr_t strea
        countdown_.fetch_sub(1, std::memory_order_relaxed) <= 0)) {
     if (open_sample(w, key, stream, now_ns, path)) return true;
   }
-  if (!learning) open_batch(w, *e, key, stream, now_ns, path, enforced);
+  // A collective's launches are each counted as they go (DutyGate).
+  if (!learning && !collective) open_batch(w, *e, key, stream, now_ns, path, enforced);
   return false;
 }
 
 void LaunchLimiter::open_batch(SampleWindow& w, const CostEntry& e, uint64_t key, uintptr_t stream,
                                int64_t now_ns, LaunchPath path, bool enforced) noexcept {
-  if (options_.batch_ns <= 0) return;
+  // Under the gate every launch is decided on its own: a light one would
+  // slip past the window's end, and a collective must be counted as it goes.
+  if (options_.batch_ns <= 0 || gated(now_ns)) return;
   const int64_t cost = e.cost_ns.load(std::memory_order_relaxed);
   if (cost <= 0 || cost >= options_.batch_below_ns) return;
   constexpr int64_t kMaxBatch = 4096;
@@ -425,7 +430,7 @@ void LaunchLimiter::update_cost(CostEntry& e, int64_t now_ns) noexcept {
     const int64_t n = e.provisional.exchange(0, std::memory_order_relaxed);
     const int64_t debt = n * cost - e.provisional_ns.exchange(0, std::memory_order_relaxed);
     if (debt > 0) {
-      pace(debt, 0, now_ns, true);
+      pace(debt, 0, now_ns, true, false);
       charge(debt);
     }
   }

@@ -26,6 +26,8 @@
 //  * A container on several GPUs whose other GPUs are busy too is paced by
 //    a DutyGate instead: launches run in the same windows of wall time on
 //    every GPU, so the ranks of a collective run together (duty_gate.hpp).
+//    The caller says which launches are of a collective's kernel (admit's
+//    `collective`); no batches then.
 //  * The charged time is also added to a counter the process publishes (its
 //    state-file slot), which the node agent and `vgpu top` read as the
 //    container's SM utilisation. Launches are charged there while the share
@@ -36,7 +38,7 @@
 //
 //   SampleWindow& w = this_thread_window;
 //   if (lim.light_launch(w, key, stream)) return real_launch(...);
-//   int64_t go = lim.admit(key, LaunchPath::kKernel, now, 1, enforced);
+//   int64_t go = lim.admit(key, LaunchPath::kKernel, now, 1, enforced, collective);
 //   if (go > now) {
 //     lim.end_window(w);
 //     while (clock() < go && !lim.may_go_early(clock())) sleep_a_little();
@@ -87,14 +89,18 @@ struct LimiterOptions {
   // The container's pacer clock for this device, shared with its other
   // processes (region::PaceClocks); nullptr: a clock of this limiter's own.
   int64_t* shared_clock = nullptr;
-  // The device's DutyGate::kSlots window counts, shared the same way; nullptr:
-  // the gate's own.
-  int64_t* shared_counts = nullptr;
+  // The device's count of collective launches (DutyGate), shared the same
+  // way; nullptr: the gate's own.
+  int64_t* shared_collectives = nullptr;
   int64_t gate_period_ns = kGatePeriodNs;
   // Where the process publishes the GPU time charged on this device (its
   // state-file slot); added to atomically. nullptr: nowhere.
   uint64_t* published_ns = nullptr;
 };
+
+// A device whose pace clock is this far behind now has not launched for a
+// while: a peer that is not running.
+inline constexpr int64_t kLivePeerNs = 1'000'000'000;
 
 enum class LaunchPath : uint8_t { kKernel, kKernelEx, kCooperative, kGraph };
 inline constexpr int kLaunchPaths = 4;
@@ -107,7 +113,7 @@ struct LimiterStats {
   uint64_t samples = 0;         // launches timed on the GPU
   uint64_t idle_samples = 0;    // of which the stream was idle (the host's time taken off)
   uint64_t gate_waits = 0;      // launches the gate sent to its next window
-  uint64_t gate_catch_ups = 0;  // launches it let through to meet a peer's
+  uint64_t gate_catch_ups = 0;  // collectives it let through to meet a peer's
   uint64_t shapes = 0;          // distinct launch shapes seen
   int64_t mark_ns = 0;          // the timestamps' own time, taken off busy samples
   int64_t idle_lag_ns = 0;      // a launch's lag on an idle stream, taken off idle costs
@@ -165,12 +171,13 @@ class LaunchLimiter {
   // process now paces on a clock of its own (SharePacer).
   bool clock_abandoned() const noexcept { return pacer_.clock_abandoned(); }
 
-  // The clocks and window counts of the container's other devices: while
+  // The clocks and collective counts of the container's other devices: while
   // one of them paces too, this device is gated in phase with them
   // (duty_gate.hpp). Set again as the container's devices grow; they stay
   // mapped for the process's life.
   static constexpr int kMaxPeers = DutyGate::kMaxPeers;
-  void set_peer_clocks(const int64_t* const* clocks, const int64_t* const* counts, int n) noexcept;
+  void set_peer_clocks(const int64_t* const* clocks, const int64_t* const* collectives,
+                       int n) noexcept;
   int peer_count() const noexcept { return npeers_.load(std::memory_order_relaxed); }
   // Whether launches at `now` go through the gate rather than the pacer.
   bool gated(int64_t now_ns) const noexcept;
@@ -183,18 +190,21 @@ class LaunchLimiter {
 
   // Charges `count` launches of shape `key` and publishes the charge. When
   // `enforced`, returns the time the last may start; otherwise nothing is
-  // paced and the answer is `now_ns`.
+  // paced and the answer is `now_ns`. `collective`: the launches are of a
+  // collective's kernel, whose ranks on the peer GPUs wait for each other
+  // (asked only of a device with peers: see set_peer_clocks).
   int64_t admit(uint64_t key, LaunchPath path, int64_t now_ns, uint32_t count = 1,
-                bool enforced = true) noexcept;
+                bool enforced = true, bool collective = false) noexcept;
   // Records time a caller spent waiting on admit's answer (for the stats).
   void note_wait(int64_t ns) noexcept;
 
   // Before the real launch: ends the thread's window, and opens a sample of
   // this launch when one is due (true: the caller then reads the clock into
   // the window with start_clock, just after the start mark), or else, for a
-  // small kernel, a batch of light launches.
+  // small kernel, a batch of light launches (never of a collective's).
   bool before_launch(SampleWindow& w, uint64_t key, uintptr_t stream, int64_t now_ns,
-                     LaunchPath path = LaunchPath::kKernel, bool enforced = true) noexcept;
+                     LaunchPath path = LaunchPath::kKernel, bool enforced = true,
+                     bool collective = false) noexcept;
   static void start_clock(SampleWindow& w, int64_t now_ns) noexcept { w.opened_ns = now_ns; }
   // After it; `now_ns` is the host time just after the launch returned
   // (needed when a sample is open, to take the host's time off).
@@ -274,10 +284,10 @@ class LaunchLimiter {
   DutyGate gate_;
   // admit(); `ran`: the launches ran already (a batch), only booked.
   int64_t charge_launches(uint64_t key, LaunchPath path, int64_t now_ns, uint32_t count,
-                          bool enforced, bool ran) noexcept;
+                          bool enforced, bool ran, bool collective = false) noexcept;
   // Charges `count` launches costing `cost` in all; `ran`: they ran already
   // (a batch), only booked.
-  int64_t pace(int64_t cost, uint32_t count, int64_t now_ns, bool ran) noexcept;
+  int64_t pace(int64_t cost, uint32_t count, int64_t now_ns, bool ran, bool collective) noexcept;
   // Moves the gate's tail by a launch costing `cost` starting now
   // (catching up with a peer: no idle time added after it).
   void book_gated(int64_t cost, int64_t now_ns, uint32_t percent, bool catch_up = false) noexcept;

@@ -226,49 +226,59 @@ struct Rig {
 
 // A container on several GPUs: while a peer GPU's clock shows it running,
 // launches go through the DutyGate (duty_gate.hpp): at once in the on-phase,
-// to the next window in the off-phase, early to meet a peer that ran more in
-// the window; through the pacer again once the peer stops.
+// to the next window in the off-phase, early when a collective meets a peer
+// that launched more collectives; through the pacer again once the peer
+// stops. Collectives are counted whether gated or not; other kernels never.
 TEST(LaunchLimiter, GatesLaunchesWhileAPeerGpuRuns) {
-  using vgpu::limiter::DutyGate;
   using vgpu::limiter::kGatePeriodNs;
   alignas(8) int64_t clock = 0;
-  alignas(8) int64_t counts[DutyGate::kSlots] = {};
+  alignas(8) int64_t collectives = 0;
   alignas(8) int64_t peer_clock = 0;
-  alignas(8) int64_t peer_counts[DutyGate::kSlots] = {};
+  alignas(8) int64_t peer_collectives = 0;
   LimiterOptions o = at(30);
   o.shared_clock = &clock;
-  o.shared_counts = counts;
+  o.shared_collectives = &collectives;
   Rig r(o);
   for (int i = 0; i < 3; ++i)
     r.launch(9, 216 * us, i * ms);
   r.harvest(3 * ms);
   ASSERT_EQ(r.lim.cost_of(9), 216 * us);
+  EXPECT_EQ(collectives, 0);
+  r.lim.admit(9, LaunchPath::kKernel, 3 * ms, 1, true, true);
+  EXPECT_EQ(collectives, 1);  // no peer yet: paced alone, counted all the same
   const int64_t* pc[] = {&peer_clock};
-  const int64_t* pn[] = {peer_counts};
+  const int64_t* pn[] = {&peer_collectives};
   r.lim.set_peer_clocks(pc, pn, 1);
-  const int64_t w = 50;
-  const int64_t base = w * kGatePeriodNs;
+  const int64_t base = 50 * kGatePeriodNs;
   peer_clock = base;
   EXPECT_TRUE(r.lim.gated(base));
-  DutyGate view;
-  view.set_counts(counts);
-  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, base + 10 * ms), base + 10 * ms);
-  EXPECT_EQ(view.counted(w), 1);
+  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, base + 10 * ms, 1, true, true), base + 10 * ms);
+  EXPECT_EQ(collectives, 2);
+  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, base + 11 * ms), base + 11 * ms);
+  EXPECT_EQ(collectives, 2);           // not a collective
   const int64_t off = base + 33 * ms;  // past the on-phase's 30 ms, within the slack
-  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, off), base + kGatePeriodNs);
-  EXPECT_EQ(view.counted(w + 1), 1);
+  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, off, 1, true, true), base + kGatePeriodNs);
+  EXPECT_EQ(collectives, 2);  // counted when it goes
   EXPECT_FALSE(r.lim.may_go_early(off));
-  peer_counts[w % DutyGate::kSlots] =
-      w << DutyGate::kCountBits | 2;  // the peer ran two in window w
+  peer_collectives = 3;  // the peer launched this one already
   EXPECT_TRUE(r.lim.may_go_early(off + 200 * us));
   r.lim.went(off + 200 * us);
-  EXPECT_EQ(view.counted(w), 2);
-  EXPECT_EQ(view.counted(w + 1), 0);
-  const LimiterStats st = r.lim.stats();
+  EXPECT_EQ(collectives, 3);
+  LimiterStats st = r.lim.stats();
   EXPECT_EQ(st.gate_waits, 1u);
   EXPECT_EQ(st.gate_catch_ups, 1u);
   r.lim.went(off + 300 * us);  // no launch held: nothing
-  EXPECT_EQ(view.counted(w), 2);
+  EXPECT_EQ(collectives, 3);
+  // Another kernel held to the next window never goes early: it pairs with
+  // nothing of the peer's.
+  EXPECT_EQ(r.lim.admit(9, LaunchPath::kKernel, off + 1 * ms), base + kGatePeriodNs);
+  peer_collectives = 10;
+  EXPECT_FALSE(r.lim.may_go_early(off + 2 * ms));
+  r.lim.went(base + kGatePeriodNs);
+  EXPECT_EQ(collectives, 3);
+  st = r.lim.stats();
+  EXPECT_EQ(st.gate_waits, 2u);
+  EXPECT_EQ(st.gate_catch_ups, 1u);
   // The peer has not launched for over a second: paced alone again.
   EXPECT_FALSE(r.lim.gated(base + 2 * kSecond));
 }
