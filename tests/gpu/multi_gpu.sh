@@ -13,10 +13,12 @@
 #               50 under policy default with the container alone (the control
 #               file's switch 0, as the node agent writes it; >= 0.97 x bare);
 #               each with NCCL_CUMEM_ENABLE=1 and 0                    [2 GPUs]
-#   tp          tensor-parallel (TP=2) greedy generation of a transformers
-#               Llama (tp_generate.py): ranks agree, bare and limited agree,
-#               tokens/s under an 8 GiB limit >= 0.97 x bare (median of
-#               interleaved rounds, beside an A/A of bare against bare)  [2 GPUs]
+#   tp          tensor-parallel (TP=2) greedy generation and prefill of a
+#               transformers Llama (tp_generate.py): ranks agree, bare and
+#               limited agree, prefill tokens/s under an 8 GiB limit >= 0.97 x
+#               bare (median of interleaved rounds); generation the same,
+#               judged where its A/A of bare against bare is within 3 %
+#               (host-bound, it is often not: then SKIP)             [2 GPUs]
 #   ipc         a 2 GiB CUDA tensor passed to a torch.multiprocessing worker
 #               under 4 GiB (ipc_workers.py): values, and not charged twice
 #   graph       torch.cuda.graph capture of a step allocating 512 MiB, both
@@ -216,13 +218,22 @@ part_tp() {
       [ "$(kv tokens_equal)" = 1 ] && pass "tp: bare and limited produced the same tokens" || fail "tp: bare and limited tokens differ"
       ge 0.05 "$(kv tp_err)" && pass "tp: sharded logits match the whole model's (rel. error $(kv tp_err))" ||
         fail "tp: sharded logits off by $(kv tp_err)"
-      # The A/A (a second bare group against the first) says how far this
-      # host's noise alone moves the ratio.
+      # The prefill is bound by the GPU: judged. Generation at this size is
+      # bound by the host's launch rate, whose noise on these machines moves
+      # bare against bare (the A/A) by 5-13 %: judged only when the A/A
+      # shows this run can tell 3 %.
+      ge "$(kv prefill_ratio)" 0.97 &&
+        pass "tp prefill: limited/bare tokens/s $(kv prefill_ratio) (rounds $(kv prefill_ratio_min)-$(kv prefill_ratio_max); A/A $(kv prefill_aa)) >= 0.97" ||
+        fail "tp prefill: limited/bare tokens/s $(kv prefill_ratio) (rounds $(kv prefill_ratio_min)-$(kv prefill_ratio_max); A/A $(kv prefill_aa)) < 0.97"
       aa=$(kv aa)
-      noisy=""
-      within "$aa" 0.97 1.03 || noisy=" - the A/A is off by more than 3 % too: host noise"
-      ge "$(kv ratio)" 0.97 && pass "tp: limited/bare tokens/s $(kv ratio) (rounds $(kv ratio_min)-$(kv ratio_max); A/A $aa) >= 0.97" ||
-        fail "tp: limited/bare tokens/s $(kv ratio) (rounds $(kv ratio_min)-$(kv ratio_max); A/A $aa) < 0.97$noisy"
+      gen="limited/bare tokens/s $(kv ratio) (rounds $(kv ratio_min)-$(kv ratio_max); A/A $aa)"
+      if ! within "$aa" 0.97 1.03; then
+        skip "tp generate: $gen: not judged, the A/A is off by more than the 3 % judged (host noise)"
+      elif ge "$(kv ratio)" 0.97; then
+        pass "tp generate: $gen >= 0.97"
+      else
+        fail "tp generate: $gen < 0.97"
+      fi
     else
       fail "tp: did not run ($(kv error))"
     fi

@@ -9,7 +9,9 @@ from a fixed seed: no downloads) sharded by hand across --nproc GPUs with
 torch.distributed: q/k/v and gate/up projections split by output features
 (whole heads), o_proj and down_proj by input features and all-reduced after
 (Megatron's column/row parallel layers). Greedy `generate` of 32 tokens for a
-batch of 4 prompts of 32 tokens.
+batch of 4 prompts of 32 tokens, and a prefill: the decoder over 8 prompts
+of 1,024 tokens. Generation at this size is bound by the host's launch rate
+(about 14 ms of Python per step), the prefill by the GPU.
 
 `compare` starts three such TP groups at once (each a launcher and its
 ranks): "bare" and "bare2" without the library, "limited" with
@@ -28,7 +30,9 @@ than the 3 % judged. Prints one line:
   sharded model's last logits against the whole model's, on rank 0, relative)
   ratio= (median over rounds of limited / bare tokens/s) ratio_min= ratio_max=
   aa= (bare2 / bare) bare_tok_s= limited_tok_s= tok_s_bare= tok_s_bare2=
-  tok_s_limited= (each round's figures) cpus= (each rank's CPUs) ...
+  tok_s_limited= (each round's figures) prefill_ratio= prefill_aa=
+  prefill_bare_tok_s= prefill_limited_tok_s= (the same for the prefill)
+  cpus= (each rank's CPUs) ...
 `group` is one TP group, driven on stdin ("gen K", "quit"); it answers JSON lines.
 """
 import argparse
@@ -49,6 +53,7 @@ CONFIG = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hi
               num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=512,
               tie_word_embeddings=False)
 BATCH, PROMPT, NEW = 4, 32, 32
+PREFILL_BATCH, PREFILL_LEN, PREFILL_REPS = 8, 1024, 5
 
 
 # ---- one rank -------------------------------------------------------------
@@ -147,7 +152,22 @@ def run_rank(rank, n, port, cmds, results):
             return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=NEW,
                                   min_new_tokens=NEW, do_sample=False, pad_token_id=0)
 
+    long_ids = torch.randint(3, cfg.vocab_size, (PREFILL_BATCH, PREFILL_LEN), generator=g).to(dev)
+
+    def prefill():
+        """Seconds of the decoder over the long prompts, the median of a few."""
+        times = []
+        with torch.no_grad():
+            for _ in range(PREFILL_REPS):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                model.model(input_ids=long_ids, use_cache=False)
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
     generate()  # warm-up
+    prefill()
     torch.cuda.synchronize()
     results.put((rank, {"ready": True, "tp_err": tp_err,
                         "cpus": "+".join(map(str, sorted(os.sched_getaffinity(0))))}))
@@ -164,9 +184,12 @@ def run_rank(rank, n, port, cmds, results):
             torch.cuda.synchronize()
             calls.append(time.perf_counter() - t0)
         tokens = out[:, PROMPT:].cpu()
+        dist.barrier()
+        prefill_s = prefill()
         # The median call: one call held up by the host (a busy neighbour of
         # the VM, a collection) does not move it.
         results.put((rank, {"elapsed": sum(calls), "tok_s": BATCH * NEW / statistics.median(calls),
+                            "prefill_tok_s": PREFILL_BATCH * PREFILL_LEN / prefill_s,
                             "sha": hashlib.sha1(tokens.numpy().tobytes()).hexdigest()[:12],
                             "head": tokens[0, :6].tolist()}))
     dist.destroy_process_group()
@@ -204,7 +227,8 @@ def group(n):
         if errors:
             print(json.dumps({"error": ";".join(errors)}), flush=True)
             break
-        print(json.dumps({"tok_s": got[0]["tok_s"], "elapsed": got[0]["elapsed"],
+        print(json.dumps({"tok_s": got[0]["tok_s"], "prefill_tok_s": got[0]["prefill_tok_s"],
+                          "elapsed": got[0]["elapsed"],
                           "shas": [got[r]["sha"] for r in range(n)], "head": got[0]["head"]}),
               flush=True)
     for q in cmds:
@@ -242,6 +266,7 @@ def compare(args):
         return res
 
     rates = {name: [] for name in envs}
+    prefills = {name: [] for name in envs}
     shas, ranks_equal, tp_err, cpus = set(), True, None, set()
     try:
         for name in envs:
@@ -251,6 +276,7 @@ def compare(args):
                 tp_err = r["tp_err"]
         for _ in range(args.rounds):
             calls = {name: [] for name in envs}
+            pcalls = {name: [] for name in envs}
             for _ in range(args.calls):
                 order = list(envs)
                 random.shuffle(order)
@@ -259,11 +285,13 @@ def compare(args):
                     procs[name].stdin.flush()
                     r = answer(name)
                     calls[name].append(r["tok_s"])
+                    pcalls[name].append(r["prefill_tok_s"])
                     ranks_equal &= len(set(r["shas"])) == 1
                     shas.update(r["shas"])
                     head = r["head"]
             for name in envs:
                 rates[name].append(statistics.median(calls[name]))
+                prefills[name].append(statistics.median(pcalls[name]))
     except (RuntimeError, OSError, ValueError) as e:
         print(str(e), file=sys.stderr)
         mg.emit(test="tp", nproc=args.nproc, ok=False, error=str(e).splitlines()[0][:160])
@@ -282,6 +310,8 @@ def compare(args):
                 p.kill()
     ratio = [lim / b for lim, b in zip(rates["limited"], rates["bare"])]
     aa = [b2 / b for b2, b in zip(rates["bare2"], rates["bare"])]
+    p_ratio = [lim / b for lim, b in zip(prefills["limited"], prefills["bare"])]
+    p_aa = [b2 / b for b2, b in zip(prefills["bare2"], prefills["bare"])]
     ok = ranks_equal and len(shas) == 1 and tp_err is not None and tp_err < 0.05
     mg.emit(test="tp", nproc=args.nproc, ok=ok, ranks_equal=ranks_equal, tokens_equal=len(shas) == 1,
             tp_err=tp_err, rounds=args.rounds, calls=args.calls,
@@ -289,6 +319,10 @@ def compare(args):
             limited_tok_s=statistics.median(rates["limited"]),
             ratio=statistics.median(ratio), ratio_min=min(ratio), ratio_max=max(ratio),
             aa=statistics.median(aa), aa_min=min(aa), aa_max=max(aa),
+            prefill_ratio=statistics.median(p_ratio), prefill_ratio_min=min(p_ratio),
+            prefill_ratio_max=max(p_ratio), prefill_aa=statistics.median(p_aa),
+            prefill_bare_tok_s=statistics.median(prefills["bare"]),
+            prefill_limited_tok_s=statistics.median(prefills["limited"]),
             tokens=",".join(str(t) for t in head), cpus=",".join(sorted(cpus)),
             **{f"tok_s_{name}": ",".join(f"{v:.1f}" for v in rates[name]) for name in envs})
     return 0 if ok else 1
