@@ -8,7 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "vgpu/limiter/collective_kernels.hpp"
 #include "vgpu/limiter/cost_table.hpp"
+#include "vgpu/limiter/duty_gate.hpp"
 #include "vgpu/limiter/share_pacer.hpp"
 
 namespace hami::vgpu::limiter {
@@ -112,6 +114,63 @@ TEST(CostTable, ConcurrentInsertsOfTheSameKeysShareOneEntry) {
       ASSERT_EQ(got[static_cast<size_t>(i)][k], got[0][k]) << "key " << k + 1;
   }
   EXPECT_EQ(t.size(), kKeys);
+}
+
+const char* name_by_parity(uintptr_t handle) {
+  return handle % 128 == 0 ? "ncclDevKernel_AllReduce_Sum_f32_RING_LL" : "gemm";
+}
+
+// Threads of one process launching the same kernels at once all get the
+// right answer while the table fills in.
+TEST(CollectiveKernels, ThreadsAskingAtOnceAllGetTheRightAnswer) {
+  CollectiveKernels kinds(&name_by_parity);
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 3; ++round) {
+        for (uintptr_t h = 64; h <= 64 * 2048; h += 64) {
+          if (kinds.is_collective(h) != (h % 128 == 0)) bad = true;
+        }
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_FALSE(bad.load());
+  EXPECT_LE(kinds.cached(), CollectiveKernels::kCapacity);
+}
+
+// Ranks count their collectives on their own devices while reading each
+// other's: no count is lost, each sees the other's last value at the end.
+TEST(DutyGate, RanksCountWhileReadingEachOther) {
+  alignas(8) static int64_t counters[2];
+  counters[0] = counters[1] = 0;
+  DutyGate gates[2];
+  for (int d = 0; d < 2; ++d) {
+    gates[d].set_collectives(&counters[d]);
+    const int64_t* peer[] = {&counters[1 - d]};
+    gates[d].set_peers(peer, 1);
+  }
+  constexpr int kEach = 20000;
+  std::vector<std::thread> threads;
+  for (int d = 0; d < 2; ++d) {
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, d] {
+        int64_t seen = 0;
+        for (int i = 0; i < kEach; ++i) {
+          gates[d].launched_collectives(1);
+          seen = std::max(seen, gates[d].peers_collectives());
+        }
+        EXPECT_LE(seen, 2 * kEach);
+      });
+    }
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(gates[0].collectives(), 2 * kEach);
+  EXPECT_EQ(gates[0].peers_collectives(), 2 * kEach);
+  EXPECT_EQ(gates[1].peers_collectives(), 2 * kEach);
 }
 
 }  // namespace
