@@ -264,8 +264,8 @@ void SmControl::log_summary(region::Region& region) const noexcept {
     log::info(
         "device %zu (%s): SM share %u%%: launches kernel=%llu kernel_ex=%llu cooperative=%llu "
         "graph=%llu; charged %.3f ms, waited %.3f ms, %llu samples (%llu on an idle stream), %llu "
-        "shapes, marks %.2f us, idle lag %.2f us; gated with %d other GPU(s): %llu launches "
-        "held to the next window, %llu collectives caught up",
+        "shapes, marks %.2f us, idle lag %.2f us; with %d other GPU(s): %llu collectives, %llu "
+        "launches held to the next window, %llu collectives caught up",
         d, region.device_uuid(static_cast<int>(d)).c_str(), lim->percent(),
         static_cast<unsigned long long>(s.launches[0]),
         static_cast<unsigned long long>(s.launches[1]),
@@ -274,7 +274,8 @@ void SmControl::log_summary(region::Region& region) const noexcept {
         static_cast<double>(s.waited_ns) / 1e6, static_cast<unsigned long long>(s.samples),
         static_cast<unsigned long long>(s.idle_samples), static_cast<unsigned long long>(s.shapes),
         static_cast<double>(s.mark_ns) / 1e3, static_cast<double>(s.idle_lag_ns) / 1e3,
-        lim->peer_count(), static_cast<unsigned long long>(s.gate_waits),
+        lim->peer_count(), static_cast<unsigned long long>(s.collectives),
+        static_cast<unsigned long long>(s.gate_waits),
         static_cast<unsigned long long>(s.gate_catch_ups));
   }
 }

@@ -809,6 +809,25 @@ TEST_F(Preload, AContainerOnTwoGpusGatesThemInTheSameWindows) {
   EXPECT_EQ(r.err.find("same windows"), std::string::npos) << r.err;
 }
 
+// On several GPUs the gate counts collectives' kernels, known by name through
+// the driver (cuFuncGetName), and nothing else; the count is in the pace file,
+// where the device's peers read it.
+TEST_F(Preload, OnTwoGpusOnlyCollectivesAreCounted) {
+  const Env env = {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"LIBCUDA_LOG_LEVEL", "3"}};
+  const auto r =
+      run({"init", "ctx:0", "libload:1m", "liblaunch:ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+           "liblaunch:_ZN4vllm25cross_device_reduce_1stageIfLi2EEEvv",
+           "liblaunch:ampere_sgemm_128x64_tn", "launchpath:kernel:2"},
+          env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("with 1 other GPU(s): 2 collectives,"), std::string::npos) << r.err;
+  std::ifstream pace(state_file() + ".pace", std::ios::binary);
+  int64_t counted = -1;
+  pace.seekg(80);  // device 0's `collectives` (docs/state-file.md)
+  pace.read(reinterpret_cast<char*>(&counted), sizeof counted);
+  EXPECT_EQ(counted, 2);
+}
+
 TEST_F(Preload, CapturedLaunchesAreNotCharged) {
   for (const std::string& via : kRoutes) {
     SCOPED_TRACE(via);

@@ -106,7 +106,7 @@ int64_t LaunchLimiter::charge_launches(uint64_t key, LaunchPath path, int64_t no
   if (!enforced) {
     // Counted whether paced or not: the ranks' counts must agree whenever
     // the gate starts to read them.
-    if (collective) gate_.launched_collectives(count);
+    if (collective) count_collectives(count);
     return now_ns;
   }
   const int64_t go = pace(cost, count, now_ns, ran, collective);
@@ -118,7 +118,7 @@ int64_t LaunchLimiter::pace(int64_t cost, uint32_t count, int64_t now_ns, bool r
                             bool collective) noexcept {
   const uint32_t percent = pace_percent();
   if (!gated(now_ns)) [[likely]] {
-    if (collective) gate_.launched_collectives(count);
+    if (collective) count_collectives(count);
     return pacer_.admit(cost, percent, now_ns, options_.burst_ns);
   }
   if (ran) {  // a batch opened before the gate closed over this device
@@ -127,7 +127,7 @@ int64_t LaunchLimiter::pace(int64_t cost, uint32_t count, int64_t now_ns, bool r
   }
   const DutyGate::Decision d = gate_.decide(pacer_.clock_now(), cost, percent, now_ns, collective);
   if (d.go <= now_ns) {
-    if (collective) gate_.launched_collectives(count);
+    if (collective) count_collectives(count);
     if (d.catch_up) gate_catch_ups_.fetch_add(1, std::memory_order_relaxed);
     book_gated(cost, now_ns, percent, d.catch_up);
     return now_ns;
@@ -135,6 +135,11 @@ int64_t LaunchLimiter::pace(int64_t cost, uint32_t count, int64_t now_ns, bool r
   gate_waits_.fetch_add(1, std::memory_order_relaxed);
   t_gate_ticket = GateTicket{this, cost, d.go, count, collective};
   return d.go;
+}
+
+void LaunchLimiter::count_collectives(uint32_t n) noexcept {
+  gate_.launched_collectives(n);
+  collectives_.fetch_add(n, std::memory_order_relaxed);
 }
 
 void LaunchLimiter::book_gated(int64_t cost, int64_t now_ns, uint32_t percent,
@@ -166,7 +171,7 @@ void LaunchLimiter::went(int64_t now_ns) noexcept {
   const bool catch_up =
       t.collective && now_ns < t.go && gate_.may_catch_up(pacer_.clock_now(), percent, now_ns);
   if (catch_up) gate_catch_ups_.fetch_add(1, std::memory_order_relaxed);
-  if (t.collective) gate_.launched_collectives(t.count);
+  if (t.collective) count_collectives(t.count);
   book_gated(t.cost, now_ns, percent, catch_up);
 }
 
@@ -478,6 +483,7 @@ LimiterStats LaunchLimiter::stats() const noexcept {
   s.idle_lag_ns = idle_lag_ns_.load();
   s.gate_waits = gate_waits_.load();
   s.gate_catch_ups = gate_catch_ups_.load();
+  s.collectives = collectives_.load();
   return s;
 }
 

@@ -114,6 +114,7 @@ struct LimiterStats {
   uint64_t idle_samples = 0;    // of which the stream was idle (the host's time taken off)
   uint64_t gate_waits = 0;      // launches the gate sent to its next window
   uint64_t gate_catch_ups = 0;  // collectives it let through to meet a peer's
+  uint64_t collectives = 0;     // launches of collectives' kernels (on several GPUs)
   uint64_t shapes = 0;          // distinct launch shapes seen
   int64_t mark_ns = 0;          // the timestamps' own time, taken off busy samples
   int64_t idle_lag_ns = 0;      // a launch's lag on an idle stream, taken off idle costs
@@ -291,6 +292,8 @@ class LaunchLimiter {
   // Moves the gate's tail by a launch costing `cost` starting now
   // (catching up with a peer: no idle time added after it).
   void book_gated(int64_t cost, int64_t now_ns, uint32_t percent, bool catch_up = false) noexcept;
+  // Counts collectives this device launched, in the gate's shared counter.
+  void count_collectives(uint32_t n) noexcept;
   CostTable table_;
 
   std::mutex mu_;
@@ -318,6 +321,7 @@ class LaunchLimiter {
   std::atomic<uint64_t> idle_samples_{0};
   std::atomic<uint64_t> gate_waits_{0};
   std::atomic<uint64_t> gate_catch_ups_{0};
+  std::atomic<uint64_t> collectives_{0};
 };
 
 }  // namespace hami::vgpu::limiter

@@ -65,6 +65,7 @@ struct CUlib_st {
 };
 struct CUkern_st {
   CUlib_st* lib;
+  std::string name;
 };
 // Pools reserve device memory in 32 MiB granules, as the real driver's do,
 // and hand it all back once nothing is allocated from them.
@@ -1088,10 +1089,23 @@ CUresult cuLibraryUnload(CUlibrary lib) {
 CUresult cuLibraryGetKernel(CUkernel* kernel, CUlibrary lib, const char* name) {
   if (kernel == nullptr || lib == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lock(proc().mu);
-  lib->kernels.push_back(new CUkern_st{lib});
+  lib->kernels.push_back(new CUkern_st{lib, name});
   *kernel = lib->kernels.back();
   kernel_handles().insert(*kernel);
   return CUDA_SUCCESS;
+}
+// A kernel's name; its function (cuKernelGetFunction) is the same handle
+// here. Other functions (the tests' null or made-up ones) have none.
+CUresult cuKernelGetName(const char** name, CUkernel kernel) {
+  if (name == nullptr || kernel == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(proc().mu);
+  if (kernel_handles().count(kernel) == 0)
+    return static_cast<CUresult>(400);  // CUDA_ERROR_INVALID_HANDLE
+  *name = kernel->name.c_str();
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncGetName(const char** name, CUfunction f) {
+  return cuKernelGetName(name, reinterpret_cast<CUkernel>(f));
 }
 CUresult cuKernelGetFunction(CUfunction* fn, CUkernel kernel) {
   if (fn == nullptr || kernel == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -2113,6 +2127,8 @@ const ProcEntry kProcs[] = {
     {"cuLibraryUnload", 12000, false, F(cuLibraryUnload)},
     {"cuLibraryGetKernel", 12000, false, F(cuLibraryGetKernel)},
     {"cuKernelGetFunction", 12000, false, F(cuKernelGetFunction)},
+    {"cuKernelGetName", 12030, false, F(cuKernelGetName)},
+    {"cuFuncGetName", 12030, false, F(cuFuncGetName)},
     {"cuLibraryGetModule", 12000, false, F(cuLibraryGetModule)},
     {"cuGraphDestroy", 10000, false, F(cuGraphDestroy)},
     {"cuGraphInstantiateWithFlags", 11040, false, F(cuGraphInstantiateWithFlags)},
