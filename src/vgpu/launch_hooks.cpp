@@ -6,6 +6,8 @@
 // after marking the container active.
 #include <time.h>
 
+#include <new>
+
 #include "vgpu/capture_state.hpp"
 #include "vgpu/graph_memory.hpp"
 #include "vgpu/hook_decls.hpp"
@@ -99,9 +101,10 @@ const char* driver_name_of(uintptr_t handle) {
 
 // Whether `f` is a collective's kernel; asked only on a device whose
 // container runs on other GPUs too, so a program on one GPU never pays.
+// Never destroyed: threads may still launch while the process exits.
 bool collective_kernel(CUfunction f) {
-  static vgpu::limiter::CollectiveKernels kinds(&driver_name_of);
-  return kinds.is_collective(reinterpret_cast<uintptr_t>(f));
+  static auto* kinds = new (std::nothrow) vgpu::limiter::CollectiveKernels(&driver_name_of);
+  return kinds != nullptr && kinds->is_collective(reinterpret_cast<uintptr_t>(f));
 }
 
 uint64_t graph_key(CUgraphExec exec) {
