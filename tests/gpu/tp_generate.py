@@ -11,7 +11,9 @@ torch.distributed: q/k/v and gate/up projections split by output features
 (Megatron's column/row parallel layers). Greedy `generate` of 32 tokens for a
 batch of 4 prompts of 32 tokens, and a prefill: the decoder over 8 prompts
 of 1,024 tokens. Generation at this size is bound by the host's launch rate
-(about 14 ms of Python per step), the prefill by the GPU.
+(about 14 ms of Python per step); the prefill does far more GPU work per
+launch (about 20 ms for the 8,192 tokens on an H200), though the host still
+shows in it.
 
 `compare` starts three such TP groups at once (each a launcher and its
 ranks): "bare" and "bare2" without the library, "limited" with
