@@ -103,11 +103,8 @@ limiter::LaunchLimiter* SmControl::create_limiter(int dev, region::Region& regio
     // Nobody paced this GPU for a while: its collectives are counted afresh,
     // as its peers' are once they start (an earlier run's ranks may have
     // been stopped a few collectives apart).
-    timespec ts{};
-    ::clock_gettime(CLOCK_MONOTONIC, &ts);
-    const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
     if (std::atomic_ref<int64_t>(*opt.shared_clock).load(std::memory_order_relaxed) <
-        now - limiter::kLivePeerNs) {
+        region::pace_clock_now_ns() - limiter::kLivePeerNs) {
       std::atomic_ref<int64_t>(*opt.shared_collectives).store(0, std::memory_order_relaxed);
     }
   }
